@@ -1,0 +1,43 @@
+# Thin wrapper around CMake.  `make`, `make check`, `make demo`, `make bench`.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: all check check-fast check-asan demo bench fuzz install clean
+
+all: $(BUILD)/Makefile
+	@cmake --build $(BUILD) -j$(JOBS)
+
+$(BUILD)/Makefile:
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+$(BUILD_ASAN)/Makefile:
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGLOCK_SANITIZE=ON >/dev/null
+
+# Every test, against throwaway servers the harness starts and stops:
+# once on the normal build, once under AddressSanitizer + UBSan.
+check: all $(BUILD_ASAN)/Makefile
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+	@tests/run.sh $(BUILD) $(BUILD_ASAN)
+
+# The normal build only (quicker while developing).
+check-fast: all
+	@tests/run.sh $(BUILD)
+
+demo: all
+	@docs/demo/demo.sh $(BUILD)
+
+bench: all
+	@bench/run.sh $(BUILD)
+
+fuzz:
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGLOCK_FUZZ=ON -DPGLOCK_TESTS=OFF >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+	@tests/fuzz/run.sh build-fuzz
+
+install: all
+	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

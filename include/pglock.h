@@ -1,0 +1,325 @@
+/*
+ * pglock.h — distributed locks on PostgreSQL advisory locks, over libpq.
+ *
+ * This header is the whole public API of libpglock.
+ *
+ * Error convention
+ *   Every function that can fail returns 0 on success or a negative
+ *   PGLOCK_E* code.  The message (with the server's SQLSTATE where there is
+ *   one) is kept on the handle the function was given: pglock_client_error()
+ *   for a client, a caller-supplied pglock_error for the functions that work
+ *   on the caller's own PGconn.  pglock_strerror() turns a code into words.
+ *   Codes are append-only.
+ *
+ * Ownership
+ *   A pglock_client is created by pglock_client_open*() and freed by
+ *   pglock_client_close(), and by nothing else.  Strings returned by
+ *   accessor functions are borrowed: valid until the next call on the same
+ *   handle.  A pglock_key is a plain value; a key made from a name borrows
+ *   that name (the pointer is kept, not copied): keep the name alive as long
+ *   as the key is used.
+ *
+ * Threads
+ *   The library keeps no global state.  No two threads may use one
+ *   pglock_client (or one PGconn) at the same time; different clients may be
+ *   used from different threads freely.
+ *
+ * Keys
+ *   A key is a 64-bit integer, a pair of 32-bit integers (namespace, id),
+ *   or a text name.  A name's key is the first 8 bytes of SHA-256 of its
+ *   UTF-8 bytes, read big-endian as a signed 64-bit integer; from SQL:
+ *     ('x' || substr(encode(sha256(convert_to(NAME, 'UTF8')), 'hex'), 1, 16))
+ *       ::bit(64)::bigint
+ *   Legacy keys hashtext(NAME) and hashtextextended(NAME, SEED) are computed
+ *   by the server.
+ */
+#ifndef PGLOCK_H
+#define PGLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <libpq-fe.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PGLOCK_VERSION_MAJOR 0
+#define PGLOCK_VERSION_MINOR 1
+#define PGLOCK_VERSION_PATCH 0
+#define PGLOCK_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define PGLOCK_EXPORT __attribute__((visibility("default")))
+#else
+#define PGLOCK_EXPORT
+#endif
+
+/* Returns PGLOCK_VERSION of the library actually linked. */
+PGLOCK_EXPORT const char *pglock_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+enum {
+    PGLOCK_OK = 0,
+    PGLOCK_EBUSY = -1,       /* held elsewhere and the call was a try */
+    PGLOCK_ETIMEDOUT = -2,   /* the wait reached its timeout; not held */
+    PGLOCK_EINTR = -3,       /* the wait was interrupted; not held */
+    PGLOCK_ENOTHELD = -4,    /* unlock of a lock this client does not hold */
+    PGLOCK_ECONNLOST = -5,   /* the connection or its backend is gone:
+                                every session lock of the client is lost */
+    PGLOCK_ECONNECT = -6,    /* could not connect or authenticate */
+    PGLOCK_EPOOLER = -7,     /* a pooler is in the path: session locks refused */
+    PGLOCK_ESTANDBY = -8,    /* the server is a standby (in recovery) */
+    PGLOCK_ELOCKTABLE = -9,  /* the server's lock table is full (53200) */
+    PGLOCK_EINVAL = -10,     /* invalid argument (key, mode, timeout, ...) */
+    PGLOCK_ENOMEM = -11,     /* out of memory in the client */
+    PGLOCK_ESERVER = -12,    /* any other error reported by the server */
+    PGLOCK_ESTATE = -13,     /* wrong state: e.g. no transaction open, or
+                                an operation already in progress */
+    PGLOCK_EVERSION = -14,   /* the server is too old for what was asked */
+    PGLOCK_EAGAIN = -15      /* non-blocking call: not finished yet */
+};
+
+/* A short description of code, never NULL ("unknown error" for others). */
+PGLOCK_EXPORT const char *pglock_strerror(int code);
+/* The code's name ("PGLOCK_EBUSY"), never NULL. */
+PGLOCK_EXPORT const char *pglock_err_name(int code);
+
+/* Error details for functions that work on the caller's PGconn. */
+typedef struct pglock_error {
+    int code;            /* the same code the function returned */
+    char sqlstate[6];    /* server SQLSTATE, "" when there is none */
+    char message[512];   /* one line, PostgreSQL message style */
+} pglock_error;
+
+/* ------------------------------------------------------------------ keys */
+
+typedef enum pglock_key_kind {
+    PGLOCK_KEY_INT64 = 1,           /* pg_advisory_lock(bigint) */
+    PGLOCK_KEY_PAIR = 2,            /* pg_advisory_lock(int, int) */
+    PGLOCK_KEY_TEXT = 3,            /* a name, hashed by the SHA-256 rule */
+    PGLOCK_KEY_HASHTEXT = 4,        /* pg_advisory_lock(hashtext(name)) */
+    PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
+} pglock_key_kind;
+
+typedef struct pglock_key {
+    pglock_key_kind kind;
+    int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
+                          bigint once resolved (see resolved), else 0 */
+    int32_t ns;        /* PAIR: the namespace (first int) */
+    int32_t nsid;      /* PAIR: the id (second int) */
+    int64_t seed;      /* HASHTEXTEXTENDED: the seed */
+    const char *name;  /* TEXT and legacy forms: borrowed, NUL-terminated */
+    size_t name_len;   /* bytes in name, without the NUL */
+    int resolved;      /* legacy forms: id holds the server's value */
+} pglock_key;
+
+/* Constructors.  pglock_key_text() and the legacy forms reject names that
+ * are not valid UTF-8 (PGLOCK_EINVAL). */
+PGLOCK_EXPORT int pglock_key_int64(pglock_key *out, int64_t id);
+PGLOCK_EXPORT int pglock_key_pair(pglock_key *out, int32_t ns, int32_t id);
+PGLOCK_EXPORT int pglock_key_text(pglock_key *out, const char *name);
+PGLOCK_EXPORT int pglock_key_hashtext(pglock_key *out, const char *name);
+PGLOCK_EXPORT int pglock_key_hashtextextended(pglock_key *out,
+                                              const char *name, int64_t seed);
+
+/* The bigint of a name by the SHA-256 rule; len bytes at name. */
+PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
+
+/*
+ * Parses the textual key syntax every pglock tool reads:
+ *   123, -5, int:-5           a 64-bit integer
+ *   42:9, pair:42:9           a pair (namespace, id), each a 32-bit int
+ *   nightly-billing, text:123 a name (hashed by the SHA-256 rule)
+ *   hashtext:NAME             the server's hashtext(NAME)
+ *   hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)
+ * Anything that looks numeric but does not parse (out of range, "42:x",
+ * "1e3") is an error, never a name.  "@NAME" (registry lookup) is the
+ * caller's to handle and is an error here.  The key borrows text.
+ * On error returns PGLOCK_EINVAL and writes one line to errbuf (may be NULL).
+ */
+PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
+                                   char *errbuf, size_t errlen);
+
+/* pg_locks coordinates of the key, without a round trip.  Legacy forms
+ * need pglock_key_resolve() first (else PGLOCK_EINVAL). */
+PGLOCK_EXPORT int pglock_key_locktag(const pglock_key *key, uint32_t *classid,
+                                     uint32_t *objid, int *objsubid);
+
+/* Asks the server for a legacy key's value (one round trip). */
+PGLOCK_EXPORT int pglock_key_resolve(pglock_key *key, PGconn *conn,
+                                     pglock_error *err);
+
+/* The key's identity as pglock prints it: "123" or "42:9" (also
+ * PGLOCK_KEY_ID in run's environment).  Legacy forms need resolving. */
+PGLOCK_EXPORT int pglock_key_format(const pglock_key *key, char *buf,
+                                    size_t len);
+
+typedef enum pglock_mode {
+    PGLOCK_EXCLUSIVE = 0,
+    PGLOCK_SHARED = 1
+} pglock_mode;
+
+typedef enum pglock_scope {
+    PGLOCK_SESSION = 0,
+    PGLOCK_XACT = 1
+} pglock_scope;
+
+/* The SQL any client can run to take the same lock, e.g.
+ * "SELECT pg_advisory_lock(42, 9);".  Returns the length it needed (as
+ * snprintf), or a negative code. */
+PGLOCK_EXPORT int pglock_key_sql(const pglock_key *key, pglock_mode mode,
+                                 pglock_scope scope, char *buf, size_t len);
+
+/* ------------------------------------------------------ waiting: timeouts */
+
+#define PGLOCK_TRY 0L           /* timeout_ms: do not wait */
+#define PGLOCK_WAIT_FOREVER (-1L) /* timeout_ms: wait as long as it takes */
+
+/* ---------------------------------------------------------- the client */
+
+typedef struct pglock_client pglock_client;
+
+typedef struct pglock_options {
+    /* Server-side lease: idle_session_timeout of the lock connection, in
+     * ms.  0 leaves the server's setting alone (no lease).  Needs
+     * PostgreSQL 14+ (else PGLOCK_EVERSION). */
+    long lease_ms;
+    /* fallback_application_name; NULL for "pglock". */
+    const char *application_name;
+    /* A wait returns PGLOCK_EINTR soon after *interrupt becomes nonzero
+     * (set it from a signal handler).  NULL: not interruptible. */
+    volatile sig_atomic_t *interrupt;
+    /* Optional: a readable interrupt_fd wakes the wait at once (a self-pipe
+     * written by the signal handler).  -1: none. */
+    int interrupt_fd;
+    /* How long a cancel may take before the connection is closed instead,
+     * in ms.  0: the default (2000). */
+    long cancel_timeout_ms;
+    /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*
+     * and client_connection_check_interval derive from the lease; with no
+     * lease from this (ms).  0: the default (10000). */
+    long dead_peer_ms;
+} pglock_options;
+
+/* Fills opts with the defaults. */
+PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
+
+/*
+ * Opens a dedicated lock connection.  conninfo is a libpq conninfo string
+ * or URI (or a bare dbname); NULL or "" means libpq's defaults (PG*
+ * variables, service files, .pgpass).  The _params form takes libpq's
+ * keyword/value arrays, NULL-terminated, with expand_dbname on.
+ *
+ * On open the client refuses a pooler (PQbackendPID() differs from
+ * pg_backend_pid(): PGLOCK_EPOOLER) and a standby (PGLOCK_ESTANDBY), and
+ * applies the lock connection's settings.
+ *
+ * *out is set even on failure (except PGLOCK_ENOMEM), so that
+ * pglock_client_error() can tell why; close it with pglock_client_close().
+ * opts may be NULL for the defaults.
+ */
+PGLOCK_EXPORT int pglock_client_open(pglock_client **out, const char *conninfo,
+                                     const pglock_options *opts);
+PGLOCK_EXPORT int pglock_client_open_params(pglock_client **out,
+                                            const char *const *keywords,
+                                            const char *const *values,
+                                            const pglock_options *opts);
+
+/* Releases every lock (pg_advisory_unlock_all(), waiting for the answer,
+ * so the locks are free when it returns), closes and frees.  NULL is ok. */
+PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
+
+/* The last error's message (one line, no newline; "" if none) and SQLSTATE
+ * ("" if none).  Borrowed. */
+PGLOCK_EXPORT const char *pglock_client_error(const pglock_client *client);
+PGLOCK_EXPORT const char *pglock_client_sqlstate(const pglock_client *client);
+
+/* The server backend's pid, the database name, the server version
+ * (e.g. 150018), the socket (for poll; -1 when closed). */
+PGLOCK_EXPORT int pglock_client_backend_pid(const pglock_client *client);
+PGLOCK_EXPORT const char *pglock_client_database(const pglock_client *client);
+PGLOCK_EXPORT int pglock_client_server_version(const pglock_client *client);
+PGLOCK_EXPORT int pglock_client_socket(const pglock_client *client);
+
+/* The underlying connection, borrowed; for reading only (PQhost, ...).
+ * Sending queries on it breaks the client's guarantees. */
+PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
+
+/*
+ * Session locks.  timeout_ms: PGLOCK_TRY, PGLOCK_WAIT_FOREVER or a
+ * positive number of ms.  The server does the waiting; a timeout is
+ * enforced by the server (lock_timeout) and by a client deadline.
+ *
+ * Returns 0 when held (re-entrant: each lock needs its unlock),
+ * PGLOCK_EBUSY (try), PGLOCK_ETIMEDOUT, PGLOCK_EINTR, PGLOCK_ELOCKTABLE,
+ * PGLOCK_ECONNLOST, ...  After any failed wait the server-side wait is
+ * gone (cancelled, or the connection closed) and pg_locks has decided the
+ * result: a lock granted in the instant the wait failed is reported as
+ * held (0).
+ */
+PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
+                              pglock_mode mode, long timeout_ms);
+/* Releases one hold; PGLOCK_ENOTHELD if this client holds none. */
+PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
+                                pglock_mode mode);
+/* Releases every session lock of the client. */
+PGLOCK_EXPORT int pglock_unlock_all(pglock_client *client);
+/* How many times this client holds key in mode (its own count). */
+PGLOCK_EXPORT int pglock_held(const pglock_client *client,
+                              const pglock_key *key, pglock_mode mode);
+
+/*
+ * Heartbeat: a cheap query confirming that the connection is alive, on the
+ * same backend, and that the backend still holds every lock the client
+ * counts.  Non-blocking form for event loops: _send() starts it, then call
+ * _poll() whenever the socket is readable (or at the deadline): it returns
+ * PGLOCK_EAGAIN until the answer is in, then 0 (confirmed) or
+ * PGLOCK_ECONNLOST.  pglock_heartbeat() does both, waiting at most
+ * timeout_ms.
+ */
+PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);
+PGLOCK_EXPORT int pglock_heartbeat_poll(pglock_client *client);
+PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
+
+/* When the last confirmed heartbeat (or acquisition) was sent, in ms on
+ * pglock_now_ms()'s clock; the lease deadline counts from it. */
+PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);
+
+/* A monotonic clock in ms that keeps counting through suspend
+ * (CLOCK_BOOTTIME on Linux). */
+PGLOCK_EXPORT int64_t pglock_now_ms(void);
+
+/* ------------------------------------------------ transaction locks */
+
+/*
+ * Transaction locks on the caller's own PGconn, released at COMMIT or
+ * ROLLBACK.  These are the locks that are safe through a transaction-mode
+ * pooler.
+ *
+ * pglock_xact_lock() runs inside the caller's open transaction
+ * (PGLOCK_ESTATE if none).  A failed or timed-out acquire leaves the
+ * transaction usable (a savepoint and a transaction-local lock_timeout,
+ * sent together in one round trip).
+ *
+ * pglock_xact_begin_lock() sends BEGIN and the lock in one round trip; if
+ * the lock is not taken, the transaction is rolled back before it returns.
+ *
+ * interrupt may be NULL.  err may be NULL.
+ */
+PGLOCK_EXPORT int pglock_xact_lock(PGconn *conn, const pglock_key *key,
+                                   pglock_mode mode, long timeout_ms,
+                                   volatile sig_atomic_t *interrupt,
+                                   pglock_error *err);
+PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
+                                         pglock_mode mode, long timeout_ms,
+                                         volatile sig_atomic_t *interrupt,
+                                         pglock_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PGLOCK_H */

@@ -1,0 +1,94 @@
+/*
+ * cli.h — what the pglock subcommands share: exit codes, error printing,
+ * connection options, durations, the key registry.  Internal to the CLI.
+ */
+#ifndef PGLOCK_CLI_H
+#define PGLOCK_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "pglock.h"
+
+/* Exit codes (sysexits.h values; DESIGN.md's table). */
+enum {
+    CLI_EXIT_PROBLEM = 1,        /* doctor: a problem was found */
+    CLI_EXIT_USAGE = 64,         /* bad options, key, duration, lease */
+    CLI_EXIT_UNAVAILABLE = 69,   /* connect, auth, standby, pooler refused */
+    CLI_EXIT_SOFTWARE = 70,      /* internal error */
+    CLI_EXIT_LOST = 74,          /* the lock was lost while the job ran */
+    CLI_EXIT_CONFLICT = 75,      /* busy (--try) or the wait timed out */
+    CLI_EXIT_CANNOT_EXEC = 126,
+    CLI_EXIT_NOT_FOUND = 127
+};
+
+/* "pglock: error: MESSAGE\n" on stderr; returns code, so that
+ * `return cli_error(CLI_EXIT_UNAVAILABLE, "...")` reads naturally. */
+int cli_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "pglock: hint: MESSAGE\n" on stderr. */
+void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cli_error(CLI_EXIT_USAGE, ...) followed by
+ * `Try "pglock COMMAND --help" for more information.` */
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Set by -q: cli_verbose() prints nothing, errors still print. */
+extern int cli_quiet;
+/* Set by -v: cli_verbose() prints "pglock: TIMESTAMP message". */
+extern int cli_verbosity;
+void cli_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* -h -p -U -d, as PostgreSQL's tools.  NULL members are left to libpq. */
+typedef struct cli_conn {
+    const char *host;
+    const char *port;
+    const char *user;
+    const char *dbname;   /* a dbname, conninfo string or URI */
+} cli_conn;
+
+/* Fills keywords/values (room for 8 entries incl. the NULL terminator)
+ * for pglock_client_open_params() / PQconnectdbParams(..., 1). */
+void cli_conn_params(const cli_conn *conn, const char *application_name,
+                     const char *keywords[8], const char *values[8]);
+
+/* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
+ * ("30").  Strict: no sign, no spaces, no overflow, no empty string.
+ * 0 on success, -1 with one line in err. */
+int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen);
+
+/*
+ * The key registry (--keys FILE / PGLOCK_KEYS): lines "name = KEY" (KEY in
+ * pglock_key_parse() syntax) or a bare "name" (hashed by the rule);
+ * '#' comments and blank lines are ignored.  A registry owns its text.
+ */
+typedef struct cli_registry cli_registry;
+/* NULL path: PGLOCK_KEYS, else an empty registry.  0 or -1 with err. */
+int cli_registry_load(cli_registry **out, const char *path, char *err,
+                      size_t errlen);
+/* Same, from a buffer (for fuzzing and tests). */
+int cli_registry_parse(cli_registry **out, const char *text, size_t len,
+                       const char *origin, char *err, size_t errlen);
+void cli_registry_free(cli_registry *reg);
+/* The key registered under name, or NULL. */
+const pglock_key *cli_registry_lookup(const cli_registry *reg, const char *name);
+/* The first name registered for key (compared by locktag), or NULL. */
+const char *cli_registry_name_of(const cli_registry *reg, const pglock_key *key);
+/* Calls fn for each pair of names that share one key. */
+void cli_registry_collisions(const cli_registry *reg,
+                             void (*fn)(const char *a, const char *b,
+                                        const pglock_key *key, void *arg),
+                             void *arg);
+
+/* A key as the user wrote it: pglock_key_parse() syntax, or "@NAME" looked
+ * up in reg (a missing entry is an error).  0, or -1 with one line in err. */
+int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
+                  char *err, size_t errlen);
+
+/* Subcommands: argv[0] is the subcommand name; they return the exit code. */
+int cmd_run(int argc, char **argv);
+int cmd_lead(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_key(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+#endif

@@ -1,0 +1,61 @@
+/* Error and progress output shared by every subcommand. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include "cli.h"
+
+int cli_quiet;
+int cli_verbosity;
+
+static void print_prefixed(const char *kind, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "pglock: %s: ", kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int cli_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefixed("error", fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void cli_hint(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefixed("hint", fmt, ap);
+    va_end(ap);
+}
+
+int cli_usage_error(const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefixed("error", fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "Try \"pglock %s%s--help\" for more information.\n",
+            command ? command : "", command ? " " : "");
+    return CLI_EXIT_USAGE;
+}
+
+void cli_verbose(const char *fmt, ...)
+{
+    if (cli_quiet || cli_verbosity <= 0)
+        return;
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    fprintf(stderr, "pglock: %s.%03ld ", stamp, ts.tv_nsec / 1000000L);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
