@@ -195,27 +195,15 @@ if [ -x "$PGLOCK" ]; then
 fi
 HF_ARGS=()
 for c in "${CMDS[@]}"; do HF_ARGS+=("$c"); done
-hyperfine -N $HYPERFINE --export-json "$T/cli.json" "${HF_ARGS[@]}" >/dev/null 2>&1 ||
-    hyperfine -N $HYPERFINE --export-json "$T/cli.json" "${HF_ARGS[@]}" >&2
 printf '%s\n' "${NAMES[@]}" >"$T/cli.names"
-python3 - "$T/cli.json" "$T/cli.names" >>"$REPORT" <<'EOF'
-import json, statistics, sys
-runs = json.load(open(sys.argv[1]))["results"]
-names = open(sys.argv[2]).read().splitlines()
-floor = None
-for name, r in zip(names, runs):
-    if name.startswith("minimal libpq: connect, try-lock, run true"):
-        floor = statistics.median(r["times"])
-print("hyperfine, no shell (-N); %d runs each; wall time in ms.\n" % len(runs[0]["times"]))
-print("| command | median ms | min–max ms | ratio (medians) to the libpq floor |")
-print("|---|---:|---:|---:|")
-for name, r in zip(names, runs):
-    t = r["times"]
-    med = statistics.median(t)
-    ratio = "%.2f ×" % (med / floor) if floor else "–"
-    print("| %s | %.2f | %.2f–%.2f | %s |" % (name, med * 1e3, min(t) * 1e3, max(t) * 1e3, ratio))
-print()
-EOF
+if ! command -v hyperfine >/dev/null; then
+    out "hyperfine is not installed: not measured."
+elif hyperfine -N $HYPERFINE --export-json "$T/cli.json" "${HF_ARGS[@]}" >"$T/hyperfine.log" 2>&1; then
+    python3 "$ROOT/bench/cli_table.py" "$T/cli.json" "$T/cli.names" >>"$REPORT"
+else
+    cat "$T/hyperfine.log" >&2
+    fail "hyperfine failed"
+fi
 [ "$HAVE_RUN" = 1 ] || out "\`pglock run\` is not available in this build: not measured."
 out ""
 
