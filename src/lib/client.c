@@ -179,8 +179,8 @@ static const char open_sql[] =
     "   CASE WHEN current_setting('server_version_num')::int >= 140000"
     "    THEN set_config('client_connection_check_interval', $6, false) END,"
     "   CASE WHEN current_setting('server_version_num')::int >= 140000"
-    "     AND $7::int8 > 0"
-    "    THEN set_config('idle_session_timeout', $7, false) END,"
+    "     AND $7::text <> '0'"
+    "    THEN set_config('idle_session_timeout', $7::text, false) END,"
     "   CASE WHEN current_setting('server_version_num')::int >= 170000"
     "    THEN set_config('transaction_timeout', '0', false) END)"
     " END";

@@ -67,11 +67,8 @@ void pglock__first_line(char *buf, size_t len, const char *msg);
 /* The connection is gone (or abandoned): finish it, forget every hold. */
 void pglock__client_drop(pglock_client *c);
 
-/* ---- keys (key locktag until key.c provides it) */
+/* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
-/* pg_locks coordinates of a key whose value is known. */
-int pglock__locktag(const pglock_key *key, uint32_t *classid, uint32_t *objid,
-                    int *objsubid);
 /* Formats key for messages: "123", "42:9", "hashtext('x')". */
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
 

@@ -8,30 +8,6 @@
 #include <string.h>
 #include "internal.h"
 
-int pglock__locktag(const pglock_key *key, uint32_t *classid, uint32_t *objid,
-                    int *objsubid)
-{
-    switch (key->kind) {
-    case PGLOCK_KEY_PAIR:
-        *classid = (uint32_t)key->ns;
-        *objid = (uint32_t)key->nsid;
-        *objsubid = 2;
-        return 0;
-    case PGLOCK_KEY_HASHTEXT:
-    case PGLOCK_KEY_HASHTEXTEXTENDED:
-        if (!key->resolved)
-            return PGLOCK_EINVAL;
-        /* fall through */
-    case PGLOCK_KEY_INT64:
-    case PGLOCK_KEY_TEXT:
-        *classid = (uint32_t)((uint64_t)key->id >> 32);
-        *objid = (uint32_t)((uint64_t)key->id & 0xffffffffu);
-        *objsubid = 1;
-        return 0;
-    }
-    return PGLOCK_EINVAL;
-}
-
 static int is_legacy(const pglock_key *key)
 {
     return key->kind == PGLOCK_KEY_HASHTEXT ||

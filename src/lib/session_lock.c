@@ -29,7 +29,7 @@ static pglock__hold *hold_find(const pglock_client *c, const pglock_key *key,
 {
     uint32_t classid = 0, objid = 0;
     int objsubid = 0;
-    int by_tag = pglock__locktag(key, &classid, &objid, &objsubid) == 0;
+    int by_tag = pglock_key_locktag(key, &classid, &objid, &objsubid) == 0;
     for (size_t i = 0; i < c->nholds; i++) {
         pglock__hold *h = &c->holds[i];
         if (h->mode != mode)
@@ -66,7 +66,7 @@ static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
     }
     h = &c->holds[c->nholds];
     memset(h, 0, sizeof *h);
-    pglock__locktag(key, &h->classid, &h->objid, &h->objsubid);
+    pglock_key_locktag(key, &h->classid, &h->objid, &h->objsubid);
     h->mode = mode;
     h->count = 1;
     h->kind = key->kind;
