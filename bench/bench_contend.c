@@ -424,7 +424,9 @@ int main(int argc, char **argv)
                 for (int j = 0; j < nsel; j++)
                     if (strcmp(sel[j]->id, want) == 0)
                         base = j;
-                if (base >= 0 && base != i) {
+                if (strcmp(sel[i]->id, "raw") == 0)
+                    snprintf(ratio, sizeof ratio, "(pglock's baseline)");
+                else if (base >= 0 && base != i) {
                     double v[64];
                     for (int r = 0; r < reps; r++)
                         v[r] = rs[i][r].per_sec / rs[base][r].per_sec;
