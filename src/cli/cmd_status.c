@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include "cli.h"
 #include "inspect.h"
 #include "json.h"
@@ -677,7 +678,9 @@ static void nap(long ms)
 
 /* Draws a frame over the previous one: home the cursor, write each line
  * and clear the rest of it, then clear below.  One write, no blank
- * screen in between, so nothing flickers. */
+ * screen in between, so nothing flickers.  Like watch(1), the frame is
+ * cut to the terminal's size: a line that wrapped or a screen that
+ * scrolled would leave the next frame misplaced. */
 static void draw_frame(const char *frame, size_t len, int tty)
 {
     if (!tty) {
@@ -686,18 +689,31 @@ static void draw_frame(const char *frame, size_t len, int tty)
         fflush(stdout);
         return;
     }
-    char *buf = malloc(len * 2 + 64);
+    struct winsize ws;
+    int rows = 24, cols = 80;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+        rows = ws.ws_row;
+        cols = ws.ws_col;
+    }
+    char *buf = malloc(len + (size_t)rows * 4 + 16);
     if (!buf)
         return;
     size_t n = 0;
     memcpy(buf + n, "\033[H", 3);
     n += 3;
-    for (size_t i = 0; i < len; i++) {
+    int row = 0, col = 0;
+    for (size_t i = 0; i < len && row < rows - 1; i++) {
         if (frame[i] == '\n') {
-            memcpy(buf + n, "\033[K", 3);
-            n += 3;
+            memcpy(buf + n, "\033[K\n", 4);
+            n += 4;
+            row++;
+            col = 0;
+            continue;
         }
-        buf[n++] = frame[i];
+        if (((unsigned char)frame[i] & 0xC0) != 0x80)
+            col++; /* a new code point */
+        if (col <= cols)
+            buf[n++] = frame[i];
     }
     memcpy(buf + n, "\033[J", 3);
     n += 3;
