@@ -159,8 +159,14 @@ static inline int live_proxy_ctl(const char *path, const char *cmd, char *out,
         close(fd);
         return -1;
     }
+    /* Always read the answer: it also says the command was done. */
+    char scratch[128];
+    if (!out || !len) {
+        out = scratch;
+        len = sizeof scratch;
+    }
     size_t got = 0;
-    if (out && len) {
+    {
         ssize_t r;
         while (got + 1 < len && (r = read(fd, out + got, len - 1 - got)) > 0) {
             got += (size_t)r;
