@@ -14,5 +14,3 @@
 
 NOT_YET(cmd_run, "run")
 NOT_YET(cmd_lead, "lead")
-NOT_YET(cmd_status, "status")
-NOT_YET(cmd_doctor, "doctor")
