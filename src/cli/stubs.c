@@ -12,7 +12,6 @@
         return cli_error(CLI_EXIT_SOFTWARE, "\"pglock %s\" is not yet implemented", name); \
     }
 
-NOT_YET(cmd_run, "run")
 NOT_YET(cmd_lead, "lead")
 NOT_YET(cmd_status, "status")
 NOT_YET(cmd_key, "key")
