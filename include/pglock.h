@@ -135,10 +135,24 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  *   nightly-billing, text:123 a name (hashed by the SHA-256 rule)
  *   hashtext:NAME             the server's hashtext(NAME)
  *   hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)
- * Anything that looks numeric but does not parse (out of range, "42:x",
- * "1e3") is an error, never a name.  "@NAME" (registry lookup) is the
- * caller's to handle and is an error here.  The key borrows text.
- * On error returns PGLOCK_EINVAL and writes one line to errbuf (may be NULL).
+ * Rules, all strict:
+ *   - A bare key that begins with an ASCII digit, '-', '+' or ':' is
+ *     numeric-looking: it must be exactly INT (64-bit) or INT:INT (two
+ *     32-bit ints), else it is an error, never a name ("1e3", "0x10",
+ *     "42:x", "42:", ":9", "1:2:3", "-", "+5", out of range).
+ *   - Integers are canonical: an optional '-', digits, no leading zeros,
+ *     no '+', not "-0".  So every integer has one spelling, the one
+ *     pglock_key_format() prints ("007" is an error, not 7).
+ *   - Prefixes are lower case ("INT:5" is an error, not a name); after
+ *     "text:", "hashtext:" and the seed of "hashtextextended:" the rest
+ *     is the name verbatim (colons, spaces and all) and must not be empty.
+ *   - Any other bare key is a name, unless it begins or ends with
+ *     whitespace (an error: write text:NAME for such a name).
+ *   - The key is valid UTF-8 and not empty; "@NAME" (a registry lookup)
+ *     is the caller's to handle and is an error here.
+ * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
+ * line ('invalid key "42:x": the id after ':' is not an integer') to
+ * errbuf (may be NULL).
  */
 PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
                                    char *errbuf, size_t errlen);

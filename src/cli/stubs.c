@@ -14,5 +14,4 @@
 
 NOT_YET(cmd_lead, "lead")
 NOT_YET(cmd_status, "status")
-NOT_YET(cmd_key, "key")
 NOT_YET(cmd_doctor, "doctor")
