@@ -547,11 +547,13 @@ static int64_t min64(int64_t a, int64_t b)
 }
 
 /* The heartbeat loop.  Runs until the watchdog has exited (the job is
- * entirely gone) and, after that, until hold_until. */
+ * entirely gone), or with hold_until > 0 (the job already gone) until
+ * that time. */
 static void supervise(run_state *st, int64_t hold_until)
 {
     for (;;) {
-        if (!st->watchdog && st->job_done && (st->lost || pglock_now_ms() >= hold_until))
+        if (!st->watchdog && st->job_done &&
+            (st->lost || hold_until == 0 || pglock_now_ms() >= hold_until))
             return;
         if (!st->watchdog && stop_signal && !st->lost)
             return; /* interrupted during --min-hold */
@@ -571,13 +573,14 @@ static void supervise(run_state *st, int64_t hold_until)
             wake = min64(wake, deadline);
             if (!st->hb_inflight)
                 wake = min64(wake, st->next_hb);
-            if (!st->watchdog)
+            if (!st->watchdog && hold_until > 0)
                 wake = min64(wake, hold_until);
         }
         struct pollfd p[3];
         int n = 0;
         p[n++] = (struct pollfd){event_pipe[0], POLLIN, 0};
-        p[n++] = (struct pollfd){st->report_fd, POLLIN, 0};
+        /* At end-of-file once the watchdog is gone: not polled then. */
+        p[n++] = (struct pollfd){st->watchdog ? st->report_fd : -1, POLLIN, 0};
         int sock = st->lost ? -1 : pglock_client_socket(st->client);
         if (sock >= 0)
             p[n++] = (struct pollfd){sock, POLLIN, 0};
@@ -729,6 +732,9 @@ int cmd_run(int argc, char **argv)
         cli_registry_free(reg);
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
     }
+    /* A write to the watchdog after it exited must be an error, not our
+     * death; the job gets the original disposition back. */
+    signal(SIGPIPE, SIG_IGN);
     int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
         catch_signal(stop_sigs[i], &job.orig_act[stop_sigs[i]]);
@@ -878,7 +884,7 @@ static int run_locked(run_state *st, run_job *job)
         send_ctl(st, RUN_CTL_SIGNAL, stop_signal, 0);
     cli_verbose("command started (watchdog pid %d)", (int)st->watchdog);
 
-    supervise(st, INT64_MAX);
+    supervise(st, 0);
     close(st->ctl_fd);
     st->ctl_fd = -1;
 

@@ -68,7 +68,7 @@ static int signal_tree(pid_t root, int signo)
     while (pid && ppid && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char path[64], buf[512];
+        char path[300], buf[512];
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
