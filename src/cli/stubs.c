@@ -13,5 +13,3 @@
     }
 
 NOT_YET(cmd_lead, "lead")
-NOT_YET(cmd_status, "status")
-NOT_YET(cmd_doctor, "doctor")
