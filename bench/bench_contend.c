@@ -198,6 +198,7 @@ static long server_requests(const entry *e, const config *cfg)
 
 typedef struct result {
     double per_sec;
+    double handoffs_per_sec;          /* acquisitions by a waiter */
     double p50_us, p99_us;
     double wait_p99_ms, wait_max_ms;  /* attempt start to acquisition */
     double queries_per_acq;           /* server-counted */
@@ -250,6 +251,7 @@ static result run_once(const entry *e, const config *cfg, int nprocs, long gap_u
         nsamples += sh->out[p].nsamples;
     }
     r.per_sec = (double)acq / (cfg->duration_ms / 1000.0);
+    r.handoffs_per_sec = (double)nsamples / (cfg->duration_ms / 1000.0);
     double *lat = malloc(sizeof *lat * (size_t)(nsamples + 1));
     if (!lat)
         bench_die("out of memory");
@@ -391,15 +393,18 @@ int main(int argc, char **argv)
            cfg.duration_ms / 1000.0, reps,
            cfg.distinct ? ""
                         : "; handoff = holder's unlock to the next holder's acquisition; "
-                          "wait = attempt start to acquisition (p99 and max, medians over "
-                          "the repetitions: starvation shows here)");
+                          "a handoff is an acquisition by a process that was waiting when "
+                          "another released (the rest are a holder re-taking the lock it "
+                          "just released); wait = attempt start to acquisition (p99 and "
+                          "max, medians over the repetitions: starvation shows here)");
     if (cfg.distinct) {
         printf("| processes | locker | lock+unlock per second | ratio |\n|---:|---|---:|---|\n");
     } else {
-        printf("| processes | idle gap | locker | acquisitions/s | handoff p50 µs | "
+        printf("| processes | idle gap | locker | acquisitions/s | of which handoffs/s "
+               "| handoff p50 µs | "
                "handoff p99 µs | wait p99 / max ms | requests / server statements "
                "per acquisition | ratio (acquisitions/s) |\n"
-               "|---:|---:|---|---:|---:|---:|---:|---:|---|\n");
+               "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
     }
     long total_violations = 0;
     result (*rs)[64] = calloc((size_t)nsel, sizeof *rs);
@@ -419,7 +424,9 @@ int main(int argc, char **argv)
                 for (int j = 0; j < nsel; j++)
                     if (strcmp(sel[j]->id, want) == 0)
                         base = j;
-                if (base >= 0 && base != i) {
+                if (strcmp(sel[i]->id, "raw") == 0)
+                    snprintf(ratio, sizeof ratio, "(pglock's baseline)");
+                else if (base >= 0 && base != i) {
                     double v[64];
                     for (int r = 0; r < reps; r++)
                         v[r] = rs[i][r].per_sec / rs[base][r].per_sec;
@@ -454,8 +461,10 @@ int main(int argc, char **argv)
                 snprintf(w, sizeof w, "%.1f / %.0f",
                          median_of(rs[i], reps, offsetof(result, wait_p99_ms)),
                          median_of(rs[i], reps, offsetof(result, wait_max_ms)));
-                printf("| %ld | %s | %s | %s | %s | %s | %s | %s | %s |\n", procs[pi],
-                       gap, sel[i]->locker->name, a, b, c, w, q, ratio);
+                printf("| %ld | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", procs[pi],
+                       gap, sel[i]->locker->name, a,
+                       median_of(rs[i], reps, offsetof(result, handoffs_per_sec)), b, c, w, q,
+                       ratio);
                 fflush(stdout);
             }
         }

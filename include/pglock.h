@@ -359,6 +359,20 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                                          volatile sig_atomic_t *interrupt,
                                          pglock_error *err);
 
+/* ------------------------------------------------------ fencing tokens */
+
+/*
+ * A fencing token: a number that strictly grows across processes, hosts
+ * and server crash-restarts (it can repeat after failover to an
+ * asynchronous replica or a point-in-time restore).  Take it after the
+ * lock is granted and hand it to the protected resource, which rejects
+ * any token lower than one it has seen.  Runs its own durably committed
+ * transaction on conn (one round trip), so conn must be idle, not inside
+ * a transaction (PGLOCK_ESTATE).  err may be NULL.
+ */
+PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
+                                       pglock_error *err);
+
 #ifdef __cplusplus
 }
 #endif

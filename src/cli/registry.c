@@ -33,13 +33,35 @@ struct cli_registry {
     size_t count, cap;
 };
 
+/* arg for a one-line message: control bytes as \xNN, cut after 64. */
+static void echo(const char *arg, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; arg[i] && o + 5 < outlen; i++) {
+        unsigned char c = (unsigned char)arg[i];
+        if (i == 64) {
+            o += (size_t)snprintf(out + o, outlen - o, "...");
+            break;
+        }
+        if (c < 0x20 || c == 0x7F)
+            o += (size_t)snprintf(out + o, outlen - o, "\\x%02X", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+/* Writes "ORIGIN:LINE: " and fmt (with one %s for arg, already one
+ * line) into err; returns -1. */
 static int fail(char *err, size_t errlen, const char *origin, int line,
                 const char *fmt, const char *arg)
 {
     if (err && errlen) {
+        char shown[64 * 4 + 4];
+        echo(arg ? arg : "", shown, sizeof shown);
         int n = snprintf(err, errlen, "%s:%d: ", origin, line);
         if (n >= 0 && (size_t)n < errlen)
-            snprintf(err + n, errlen - (size_t)n, fmt, arg);
+            snprintf(err + n, errlen - (size_t)n, fmt, shown);
     }
     return -1;
 }
@@ -143,7 +165,12 @@ static int parse_line(cli_registry *reg, char *line, int lineno,
         char why_key[256];
         if (pglock_key_parse(&key, keytext, why_key, sizeof why_key) !=
             PGLOCK_OK)
-            return fail(err, errlen, origin, lineno, "%s", why_key);
+        {
+            /* Already one line, escaped and bounded by the parser. */
+            if (err && errlen)
+                snprintf(err, errlen, "%s:%d: %s", origin, lineno, why_key);
+            return -1;
+        }
     }
     if (add(reg, name, &key, lineno) < 0)
         return fail(err, errlen, origin, lineno, "out of memory", NULL);

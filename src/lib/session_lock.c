@@ -281,8 +281,13 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
         if (c->opts.lease_ms > 0 &&
             answered_at - sent_at > c->opts.lease_ms / 8) {
             rc = pglock_heartbeat(c, c->opts.lease_ms / 2);
+            if (rc == PGLOCK_ETIMEDOUT) {
+                /* unconfirmed within half the lease: give it up */
+                pglock__client_drop(c);
+                return PGLOCK_ECONNLOST;
+            }
             if (rc != 0)
-                return rc == PGLOCK_ETIMEDOUT ? PGLOCK_ECONNLOST : rc;
+                return rc;
         }
         return 0;
     }

@@ -278,6 +278,32 @@ static void callers_own_keepalive_setting_wins(void **state)
     pglock_client_close(c);
 }
 
+static void an_ordinary_role_gets_the_lease_and_locks(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(ordinary, "PGLOCK_TEST_ORDINARY");
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    pglock_options o;
+    pglock_options_init(&o);
+    o.lease_ms = 20000;
+    pglock_client *c = NULL;
+    int rc = pglock_client_open(&c, ordinary, &o);
+    if (rc != 0)
+        fail_msg("open: %s", pglock_client_error(c));
+    assert_int_equal(live_scalar(pglock_client_conn(c), "SELECT current_setting("
+        "'idle_session_timeout')::interval = '20s'"), 1);
+    pglock_key k;
+    int64_t id = live_key();
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    PGconn *obs = live_connect(primary);
+    assert_false(live_free_int64(obs, id));
+    pglock_client_close(c);
+    assert_true(live_free_int64(obs, id));
+    PQfinish(obs);
+}
+
 static void connect_failure_is_econnect_with_libpqs_reason(void **state)
 {
     (void)state;
@@ -379,6 +405,7 @@ int main(void)
         cmocka_unit_test(close_frees_every_lock_before_it_returns),
         cmocka_unit_test(open_sets_the_lock_connection_settings),
         cmocka_unit_test(callers_own_keepalive_setting_wins),
+        cmocka_unit_test(an_ordinary_role_gets_the_lease_and_locks),
         cmocka_unit_test(connect_failure_is_econnect_with_libpqs_reason),
         cmocka_unit_test(a_pooler_is_refused_for_session_locks),
         cmocka_unit_test(a_pooler_gets_no_session_settings),
