@@ -470,7 +470,7 @@ int cmd_doctor(int argc, char **argv)
     optind = 1;
 #endif
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h:p:U:d:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': cc.host = optarg; break;
         case 'p': cc.port = optarg; break;

@@ -29,6 +29,7 @@ static void usage(FILE *to)
           "      --shared             the SQL takes a shared lock\n"
           "      --xact               the SQL takes a transaction-level lock\n"
           "      --keys=FILE          the key registry (default: $PGLOCK_KEYS)\n"
+          "      --json               print a JSON array (bigints as strings)\n"
           "\n"
           "Connection options (only hashtext keys need a server):\n"
           "  -h, --host=HOSTNAME      database server host or socket directory\n"
@@ -74,6 +75,7 @@ static const char *kind_words(pglock_key_kind kind)
 
 typedef struct key_opts {
     int sql;
+    int json;
     pglock_mode mode;
     pglock_scope scope;
     const cli_registry *reg;
@@ -121,6 +123,79 @@ static int print_key(const char *written, const pglock_key *key,
     return 0;
 }
 
+/* s as a JSON string (keys and names are valid UTF-8). */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static const char *kind_name(pglock_key_kind kind)
+{
+    switch (kind) {
+    case PGLOCK_KEY_INT64: return "int64";
+    case PGLOCK_KEY_PAIR: return "pair";
+    case PGLOCK_KEY_TEXT: return "text";
+    case PGLOCK_KEY_HASHTEXT: return "hashtext";
+    case PGLOCK_KEY_HASHTEXTEXTENDED: return "hashtextextended";
+    }
+    return "unknown";
+}
+
+/* One key as a JSON object.  64-bit values are strings: JSON readers
+ * that use doubles would round them. */
+static int print_key_json(const char *written, const pglock_key *key,
+                          const key_opts *o)
+{
+    char id[64];
+    uint32_t classid, objid;
+    int objsubid;
+    if (pglock_key_format(key, id, sizeof id) < 0 ||
+        pglock_key_locktag(key, &classid, &objid, &objsubid) != PGLOCK_OK)
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+    printf("{\"key\": ");
+    json_string(written);
+    printf(", \"kind\": \"%s\"", kind_name(key->kind));
+    if (key->name) {
+        printf(", \"name\": ");
+        json_string(key->name);
+    }
+    if (key->kind == PGLOCK_KEY_HASHTEXTEXTENDED)
+        printf(", \"seed\": \"%lld\"", (long long)key->seed);
+    if (key->kind == PGLOCK_KEY_PAIR)
+        printf(", \"pair\": [%ld, %ld]", (long)key->ns, (long)key->nsid);
+    else
+        printf(", \"bigint\": \"%s\"", id);
+    printf(", \"classid\": %lu, \"objid\": %lu, \"objsubid\": %d",
+           (unsigned long)classid, (unsigned long)objid, objsubid);
+    const char *regname = cli_registry_name_of(o->reg, key);
+    if (regname) {
+        printf(", \"registry\": ");
+        json_string(regname);
+    }
+    if (o->sql) {
+        int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
+        char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (!sql)
+            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
+        printf(", \"sql\": ");
+        json_string(sql);
+        free(sql);
+    }
+    printf("}");
+    return 0;
+}
+
 /* Computes the legacy keys' values on the server (one connection). */
 static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
 {
@@ -156,6 +231,7 @@ int cmd_key(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"sql", no_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
         {"shared", no_argument, NULL, 'S'},
         {"xact", no_argument, NULL, 'x'},
         {"keys", required_argument, NULL, 'k'},
@@ -164,7 +240,7 @@ int cmd_key(int argc, char **argv)
         {"username", required_argument, NULL, 'U'},
         {"dbname", required_argument, NULL, 'd'},
                 {NULL, 0, NULL, 0}};
-    key_opts o = {0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
+    key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *keys_file = NULL;
     int c;
@@ -180,6 +256,7 @@ int cmd_key(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h:p:U:d:", longopts, NULL)) != -1) {
         switch (c) {
         case 's': o.sql = 1; break;
+        case 'j': o.json = 1; break;
         case 'S': o.mode = PGLOCK_SHARED; break;
         case 'x': o.scope = PGLOCK_XACT; break;
         case 'k': keys_file = optarg; break;
@@ -223,7 +300,15 @@ int cmd_key(int argc, char **argv)
             rc = cli_error(CLI_EXIT_USAGE, "%s", err);
     if (!rc)
         rc = resolve_all(keys, n, &conn);
-    for (int i = 0; i < n && !rc; i++) {
+    if (!rc && o.json) {
+        putchar('[');
+        for (int i = 0; i < n && !rc; i++) {
+            fputs(i ? ",\n " : "", stdout);
+            rc = print_key_json(argv[optind + i], &keys[i], &o);
+        }
+        puts("]");
+    }
+    for (int i = 0; i < n && !rc && !o.json; i++) {
         if (i)
             putchar('\n');
         rc = print_key(argv[optind + i], &keys[i], &o);

@@ -400,16 +400,13 @@ static int add_lock(text_table *t, const lock_view *v, int all_databases)
     if (!r)
         return -1;
     r->is_header = 1;
+    /* The title spans two cells: the name (cut at CELL bytes), the rest. */
     if (v->name) {
         clean(v->name, name, sizeof name);
-        cellf(r->cell[0], "%.60s (%s) = key %s%s%.60s: %s%s", name,
-              v->name_source, key, all_databases ? ", database " : "",
-              all_databases ? db : "", mode, waiting);
-    } else {
-        cellf(r->cell[0], "key %s%s%.60s: %s%s", key,
-              all_databases ? ", database " : "", all_databases ? db : "",
-              mode, waiting);
+        cellf(r->cell[0], "%s (%s) = ", name, v->name_source);
     }
+    cellf(r->cell[1], "key %s%s%s: %s%s", key, all_databases ? ", database " : "",
+          all_databases ? db : "", mode, waiting);
     int *parent = malloc((size_t)v->n * sizeof *parent);
     if (!parent)
         return -1;
@@ -441,7 +438,7 @@ static void print_table(FILE *out, const text_table *t)
     for (int i = 0; i < t->n; i++) {
         const text_row *r = &t->rows[i];
         if (r->is_header) {
-            fprintf(out, "%s\n", r->cell[0]);
+            fprintf(out, "%s%s\n", r->cell[0], r->cell[1]);
             continue;
         }
         for (int c = 0; c < NCOLS; c++) {
@@ -804,7 +801,7 @@ static int parse_options(int argc, char **argv, status_options *o,
     optind = 1;
 #endif
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h:p:U:d:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': o->conn.host = optarg; break;
         case 'p': o->conn.port = optarg; break;

@@ -8,7 +8,8 @@
 static void echo(const char *text, char *out, size_t outlen)
 {
     size_t o = 0;
-    for (size_t i = 0; text[i] && o + 5 < outlen; i++) {
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len && o + 5 < outlen; i++) {
         unsigned char c = (unsigned char)text[i];
         if (i == 64) {
             o += (size_t)snprintf(out + o, outlen - o, "...");

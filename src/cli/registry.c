@@ -37,7 +37,8 @@ struct cli_registry {
 static void echo(const char *arg, char *out, size_t outlen)
 {
     size_t o = 0;
-    for (size_t i = 0; arg[i] && o + 5 < outlen; i++) {
+    size_t len = strlen(arg);
+    for (size_t i = 0; i < len && o + 5 < outlen; i++) {
         unsigned char c = (unsigned char)arg[i];
         if (i == 64) {
             o += (size_t)snprintf(out + o, outlen - o, "...");

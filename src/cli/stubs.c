@@ -12,5 +12,4 @@
         return cli_error(CLI_EXIT_SOFTWARE, "\"pglock %s\" is not yet implemented", name); \
     }
 
-NOT_YET(cmd_run, "run")
 NOT_YET(cmd_lead, "lead")

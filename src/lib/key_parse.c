@@ -54,17 +54,15 @@ static int key_error(const char *text, char *errbuf, size_t errlen,
 static int key_error(const char *text, char *errbuf, size_t errlen,
                      const char *fmt, ...)
 {
+    char shown[ECHO_MAX * 4 + 8], reason[512];
+    va_list ap;
     if (!errbuf || !errlen)
         return PGLOCK_EINVAL;
-    char shown[ECHO_MAX * 4 + 8];
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
     echo_key(text, shown, sizeof shown);
-    int n = snprintf(errbuf, errlen, "invalid key \"%s\": ", shown);
-    if (n >= 0 && (size_t)n < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(errbuf + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
+    snprintf(errbuf, errlen, "invalid key \"%s\": %s", shown, reason);
     return PGLOCK_EINVAL;
 }
 

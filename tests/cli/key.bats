@@ -195,3 +195,23 @@ wait_for_lock() {
         [ "$(psql "$PGLOCK_TEST_PRIMARY" -XAtc "$try")" = t ]
     done
 }
+
+@test "--json prints an array that JSON readers accept, bigints as strings" {
+    command -v python3 >/dev/null || skip "python3 is not installed"
+    run "$PGLOCK_BIN" key --json --sql 'text:q"\é' 42:9 int:-9223372036854775808
+    [ "$status" -eq 0 ]
+    python3 -c '
+import json, sys, hashlib
+keys = json.loads(sys.argv[1])
+assert len(keys) == 3
+name = "q\"\\é"
+assert keys[0]["name"] == name, keys[0]
+want = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+assert keys[0]["bigint"] == str(want)
+u = want & (2**64 - 1)
+assert (keys[0]["classid"], keys[0]["objid"], keys[0]["objsubid"]) == (u >> 32, u & 0xFFFFFFFF, 1)
+assert keys[1]["pair"] == [42, 9] and keys[1]["objsubid"] == 2
+assert keys[2]["bigint"] == "-9223372036854775808" and keys[2]["classid"] == 2**31
+assert keys[2]["sql"] == "SELECT pg_advisory_lock(-9223372036854775808);"
+' "$output"
+}
