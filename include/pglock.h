@@ -135,10 +135,24 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  *   nightly-billing, text:123 a name (hashed by the SHA-256 rule)
  *   hashtext:NAME             the server's hashtext(NAME)
  *   hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)
- * Anything that looks numeric but does not parse (out of range, "42:x",
- * "1e3") is an error, never a name.  "@NAME" (registry lookup) is the
- * caller's to handle and is an error here.  The key borrows text.
- * On error returns PGLOCK_EINVAL and writes one line to errbuf (may be NULL).
+ * Rules, all strict:
+ *   - A bare key that begins with an ASCII digit, '-', '+' or ':' is
+ *     numeric-looking: it must be exactly INT (64-bit) or INT:INT (two
+ *     32-bit ints), else it is an error, never a name ("1e3", "0x10",
+ *     "42:x", "42:", ":9", "1:2:3", "-", "+5", out of range).
+ *   - Integers are canonical: an optional '-', digits, no leading zeros,
+ *     no '+', not "-0".  So every integer has one spelling, the one
+ *     pglock_key_format() prints ("007" is an error, not 7).
+ *   - Prefixes are lower case ("INT:5" is an error, not a name); after
+ *     "text:", "hashtext:" and the seed of "hashtextextended:" the rest
+ *     is the name verbatim (colons, spaces and all) and must not be empty.
+ *   - Any other bare key is a name, unless it begins or ends with
+ *     whitespace (an error: write text:NAME for such a name).
+ *   - The key is valid UTF-8 and not empty; "@NAME" (a registry lookup)
+ *     is the caller's to handle and is an error here.
+ * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
+ * line ('invalid key "42:x": the id after ':' is not an integer') to
+ * errbuf (may be NULL).
  */
 PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
                                    char *errbuf, size_t errlen);
@@ -259,6 +273,19 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * gone (cancelled, or the connection closed) and pg_locks has decided the
  * result: a lock granted in the instant the wait failed is reported as
  * held (0).
+ *
+ * Cancels: a wait ended by opts.interrupt (PGLOCK_EINTR) or by the client
+ * deadline (PGLOCK_ETIMEDOUT; the server's lock_timeout normally answers
+ * first, SQLSTATE 55P03) is cancelled on the server, and the call waits
+ * for the cancel's answer.  A cancel that is not answered within
+ * opts.cancel_timeout_ms (a dead network) is abandoned and the connection
+ * closed: the call returns PGLOCK_ECONNLOST, whether or not the client
+ * held other locks, because they are all gone with the connection.  A
+ * cancel never reaches a later statement: the next query is sent only
+ * after the cancel request has finished.
+ *
+ * Any PGLOCK_ECONNLOST closes the client's connection: every later call
+ * returns PGLOCK_ECONNLOST and pglock_held() counts nothing.
  */
 PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
                               pglock_mode mode, long timeout_ms);
@@ -278,14 +305,21 @@ PGLOCK_EXPORT int pglock_held(const pglock_client *client,
  * _poll() whenever the socket is readable (or at the deadline): it returns
  * PGLOCK_EAGAIN until the answer is in, then 0 (confirmed) or
  * PGLOCK_ECONNLOST.  pglock_heartbeat() does both, waiting at most
- * timeout_ms.
+ * timeout_ms; PGLOCK_ETIMEDOUT if the answer is not in by then (the
+ * heartbeat stays in flight: _poll() can still finish it, and other calls
+ * return PGLOCK_ESTATE until it does).  A heartbeat that finds another
+ * backend or a missing lock closes the connection (freeing whatever it
+ * still held) and returns PGLOCK_ECONNLOST.
  */
 PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);
 PGLOCK_EXPORT int pglock_heartbeat_poll(pglock_client *client);
 PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
 
 /* When the last confirmed heartbeat (or acquisition) was sent, in ms on
- * pglock_now_ms()'s clock; the lease deadline counts from it. */
+ * pglock_now_ms()'s clock; the lease deadline counts from it.  An
+ * acquisition that waited longer than lease_ms / 8 is followed at once by
+ * a heartbeat (inside pglock_lock()), so that the lease counts from a
+ * recent moment rather than from when the wait began. */
 PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);
 
 /* A monotonic clock in ms that keeps counting through suspend
@@ -307,6 +341,13 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * pglock_xact_begin_lock() sends BEGIN and the lock in one round trip; if
  * the lock is not taken, the transaction is rolled back before it returns.
  *
+ * Both send one simple-protocol query (no prepared statement, no session
+ * setting), so they work through PgBouncer in transaction mode.  A failed
+ * wait costs a second round trip (ROLLBACK TO SAVEPOINT, or ROLLBACK),
+ * which also undoes a lock granted in the instant the wait failed.  If a
+ * cancel (interrupt or deadline) is not answered within 2 s, the socket of
+ * conn is shut down and PGLOCK_ECONNLOST returned: PQfinish() conn.
+ *
  * interrupt may be NULL.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_xact_lock(PGconn *conn, const pglock_key *key,
@@ -317,6 +358,20 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                                          pglock_mode mode, long timeout_ms,
                                          volatile sig_atomic_t *interrupt,
                                          pglock_error *err);
+
+/* ------------------------------------------------------ fencing tokens */
+
+/*
+ * A fencing token: a number that strictly grows across processes, hosts
+ * and server crash-restarts (it can repeat after failover to an
+ * asynchronous replica or a point-in-time restore).  Take it after the
+ * lock is granted and hand it to the protected resource, which rejects
+ * any token lower than one it has seen.  Runs its own durably committed
+ * transaction on conn (one round trip), so conn must be idle, not inside
+ * a transaction (PGLOCK_ESTATE).  err may be NULL.
+ */
+PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
+                                       pglock_error *err);
 
 #ifdef __cplusplus
 }

@@ -69,6 +69,8 @@ int cli_registry_load(cli_registry **out, const char *path, char *err,
 int cli_registry_parse(cli_registry **out, const char *text, size_t len,
                        const char *origin, char *err, size_t errlen);
 void cli_registry_free(cli_registry *reg);
+/* The file the registry came from, or NULL when none was given. */
+const char *cli_registry_origin(const cli_registry *reg);
 /* The key registered under name, or NULL. */
 const pglock_key *cli_registry_lookup(const cli_registry *reg, const char *name);
 /* The first name registered for key (compared by locktag), or NULL. */

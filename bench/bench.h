@@ -1,0 +1,67 @@
+/*
+ * bench.h — what the benchmark programs share: a clock, statistics,
+ * markdown output, the test proxy's round-trip counter, and the "locker"
+ * interface every lock implementation under test provides.
+ */
+#ifndef PGLOCK_BENCH_H
+#define PGLOCK_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <libpq-fe.h>
+
+/* CLOCK_MONOTONIC in ns; comparable across processes of one machine. */
+int64_t bench_now_ns(void);
+
+/* Prints "bench: error: MESSAGE" and exits 1. */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Sorts v in place and returns the q-quantile (0..1), nearest rank. */
+double bench_quantile(double *v, size_t n, double q);
+
+/* "median (min–max)" of v, formatted with fmt (e.g. "%.1f"), into buf. */
+const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size_t n);
+
+/* Connects with libpq or dies, saying why. */
+PGconn *bench_connect(const char *conninfo);
+
+/* Runs sql (no parameters, or one bigint parameter when key != NULL) and
+ * dies unless the result has status expect. */
+void bench_exec(PGconn *conn, const char *sql, const int64_t *key, ExecStatusType expect);
+
+/*
+ * The test proxy's control socket (PGLOCK_TEST_PROXY_CTL: a Unix socket
+ * path, or HOST:PORT).  bench_proxy_roundtrips() returns the proxy's
+ * round-trip count, -1 when there is no proxy or it does not answer;
+ * bench_proxy_reset() zeroes it.
+ */
+long bench_proxy_roundtrips(const char *ctl);
+int bench_proxy_reset(const char *ctl);
+
+/*
+ * A lock implementation under test (contention benchmarks).  open() is
+ * called once per process (after fork), lock() acquires key (waiting,
+ * however the implementation waits), unlock() releases it.  *queries
+ * counts the requests sent to the server (client side), for the
+ * implementations where the server's own counters are not used.
+ */
+typedef struct bench_locker {
+    const char *name;       /* short name in the tables */
+    const char *describe;   /* one line for the report */
+    void *(*open)(const char *target);
+    void (*lock)(void *state, int64_t key, long *queries);
+    void (*unlock)(void *state, int64_t key, long *queries);
+    void (*close)(void *state);
+} bench_locker;
+
+/* Lockers defined in locker_*.c; poll_us is set by the poll variants. */
+extern const bench_locker bench_locker_raw_wait;
+extern const bench_locker bench_locker_poll_10ms;
+extern const bench_locker bench_locker_poll_1ms;
+extern const bench_locker bench_locker_pglock;
+#ifdef BENCH_HAVE_HIREDIS
+extern const bench_locker bench_locker_redis_10ms;
+extern const bench_locker bench_locker_redis_1ms;
+#endif
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * bench_ops — one client, no contention: the latency of each lock operation
+ * with raw libpq (the limit: the same SQL, the same round trips) and with
+ * pglock's library, measured in one run, interleaved rep by rep so that
+ * machine noise hits both alike.  Prints a markdown table: round trips
+ * counted at the test proxy, µs per operation as median (min–max) over the
+ * repetitions, and each pglock operation's ratio to its raw baseline
+ * (median and spread of the per-repetition ratios).
+ *
+ *   bench_ops --conninfo CONNINFO [--label TEXT] [--reps N] [--iters N]
+ *             [--count-conninfo CONNINFO --count-ctl CTL]
+ */
+#include "bench.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef BENCH_HAVE_PGLOCK
+#include "pglock.h"
+#endif
+
+typedef struct ctx {
+    PGconn *conn;           /* plain libpq connection (raw ops, xact ops) */
+#ifdef BENCH_HAVE_PGLOCK
+    pglock_client *client;  /* pglock's own lock connection */
+#endif
+} ctx;
+
+typedef struct op {
+    const char *name;
+    const char *baseline;   /* name of the raw op it is compared with */
+    void (*run)(ctx *c, int64_t key);
+} op;
+
+/* ---- raw libpq: the same SQL a careful hand-written client sends */
+
+static void raw_select1(ctx *c, int64_t key)
+{
+    (void)key;
+    bench_exec(c->conn, "SELECT 1", NULL, PGRES_TUPLES_OK);
+}
+
+static void raw_lock_unlock(ctx *c, int64_t key)
+{
+    bench_exec(c->conn, "SELECT pg_advisory_lock($1)", &key, PGRES_TUPLES_OK);
+    bench_exec(c->conn, "SELECT pg_advisory_unlock($1)", &key, PGRES_TUPLES_OK);
+}
+
+static void raw_try_unlock(ctx *c, int64_t key)
+{
+    char text[24];
+    const char *values[1] = {text};
+    snprintf(text, sizeof text, "%lld", (long long)key);
+    PGresult *res = PQexecParams(c->conn, "SELECT pg_try_advisory_lock($1)",
+                                 1, NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+        bench_die("try-lock failed: %s", PQerrorMessage(c->conn));
+    PQclear(res);
+    bench_exec(c->conn, "SELECT pg_advisory_unlock($1)", &key, PGRES_TUPLES_OK);
+}
+
+static void raw_xact_3(ctx *c, int64_t key)
+{
+    bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
+    bench_exec(c->conn, "SELECT pg_advisory_xact_lock($1)", &key, PGRES_TUPLES_OK);
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+
+/* BEGIN and the lock in one round trip (libpq pipeline mode), then COMMIT:
+ * the fewest round trips a begin+lock+commit can take. */
+static void raw_xact_pipelined(ctx *c, int64_t key)
+{
+    char text[24];
+    const char *values[1] = {text};
+    snprintf(text, sizeof text, "%lld", (long long)key);
+    if (!PQenterPipelineMode(c->conn) ||
+        !PQsendQueryParams(c->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+        !PQsendQueryParams(c->conn, "SELECT pg_advisory_xact_lock($1)", 1, NULL,
+                           values, NULL, NULL, 0) ||
+        !PQpipelineSync(c->conn))
+        bench_die("pipeline: %s", PQerrorMessage(c->conn));
+    /* BEGIN's result, NULL, the lock's result, NULL, the sync. */
+    for (int i = 0; i < 2; i++) {
+        PGresult *res = PQgetResult(c->conn);
+        ExecStatusType st = PQresultStatus(res);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            bench_die("pipeline: %s", PQerrorMessage(c->conn));
+        PQclear(res);
+        if ((res = PQgetResult(c->conn)) != NULL)
+            bench_die("pipeline: unexpected result");
+    }
+    PGresult *res = PQgetResult(c->conn);
+    if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+        bench_die("pipeline: no sync");
+    PQclear(res);
+    if (!PQexitPipelineMode(c->conn))
+        bench_die("pipeline: %s", PQerrorMessage(c->conn));
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+
+#ifdef BENCH_HAVE_PGLOCK
+/* ---- pglock's library */
+
+static void check(ctx *c, int rc, const char *what)
+{
+    if (rc != 0)
+        bench_die("%s: %s: %s", what, pglock_err_name(rc), pglock_client_error(c->client));
+}
+
+static void pg_heartbeat(ctx *c, int64_t key)
+{
+    (void)key;
+    check(c, pglock_heartbeat(c->client, 10000), "pglock_heartbeat");
+}
+
+static void pg_lock_unlock(ctx *c, int64_t key)
+{
+    pglock_key k;
+    pglock_key_int64(&k, key);
+    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), "pglock_lock");
+    check(c, pglock_unlock(c->client, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
+}
+
+static void pg_lock_timeout_unlock(ctx *c, int64_t key)
+{
+    pglock_key k;
+    pglock_key_int64(&k, key);
+    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, 5000), "pglock_lock");
+    check(c, pglock_unlock(c->client, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
+}
+
+static void pg_try_unlock(ctx *c, int64_t key)
+{
+    pglock_key k;
+    pglock_key_int64(&k, key);
+    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), "pglock_lock");
+    check(c, pglock_unlock(c->client, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
+}
+
+static void pg_xact_begin_lock(ctx *c, int64_t key)
+{
+    pglock_key k;
+    pglock_error err;
+    pglock_key_int64(&k, key);
+    int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);
+    if (rc != 0)
+        bench_die("pglock_xact_begin_lock: %s", err.message);
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+
+static void pg_xact_lock(ctx *c, int64_t key)
+{
+    pglock_key k;
+    pglock_error err;
+    pglock_key_int64(&k, key);
+    bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
+    int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);
+    if (rc != 0)
+        bench_die("pglock_xact_lock: %s", err.message);
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+#endif
+
+static const op ops[] = {
+    {"raw: SELECT 1", NULL, raw_select1},
+    {"raw: pg_advisory_lock + pg_advisory_unlock", NULL, raw_lock_unlock},
+    {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, raw_try_unlock},
+    {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, raw_xact_3},
+    {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, raw_xact_pipelined},
+#ifdef BENCH_HAVE_PGLOCK
+    {"pglock_heartbeat", "raw: SELECT 1", pg_heartbeat},
+    {"pglock_lock (wait) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
+     pg_lock_unlock},
+    {"pglock_lock (5 s timeout) + pglock_unlock",
+     "raw: pg_advisory_lock + pg_advisory_unlock", pg_lock_timeout_unlock},
+    {"pglock_lock (try) + pglock_unlock", "raw: pg_try_advisory_lock + pg_advisory_unlock",
+     pg_try_unlock},
+    {"pglock_xact_begin_lock + COMMIT", "raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT",
+     pg_xact_begin_lock},
+    {"BEGIN; pglock_xact_lock; COMMIT", "raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)",
+     pg_xact_lock},
+#endif
+};
+enum { NOPS = sizeof ops / sizeof ops[0] };
+
+static void ctx_open(ctx *c, const char *conninfo)
+{
+    c->conn = bench_connect(conninfo);
+#ifdef BENCH_HAVE_PGLOCK
+    pglock_options opts;
+    pglock_options_init(&opts);
+    opts.application_name = "pglock-bench";
+    int rc = pglock_client_open(&c->client, conninfo, &opts);
+    if (rc != 0)
+        bench_die("pglock_client_open: %s", c->client ? pglock_client_error(c->client)
+                                                      : pglock_strerror(rc));
+#endif
+}
+
+static void ctx_close(ctx *c)
+{
+    PQfinish(c->conn);
+#ifdef BENCH_HAVE_PGLOCK
+    pglock_client_close(c->client);
+#endif
+}
+
+static int find_op(const char *name)
+{
+    for (int i = 0; i < NOPS; i++)
+        if (strcmp(ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *conninfo = NULL, *label = "", *count_conninfo = NULL, *count_ctl = NULL;
+    int reps = 7, iters = 1000;
+    static const struct option longopts[] = {
+        {"conninfo", required_argument, NULL, 'c'},
+        {"label", required_argument, NULL, 'l'},
+        {"reps", required_argument, NULL, 'r'},
+        {"iters", required_argument, NULL, 'n'},
+        {"count-conninfo", required_argument, NULL, 'C'},
+        {"count-ctl", required_argument, NULL, 'X'},
+        {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': conninfo = optarg; break;
+        case 'l': label = optarg; break;
+        case 'r': reps = atoi(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        case 'C': count_conninfo = optarg; break;
+        case 'X': count_ctl = optarg; break;
+        default: return 64;
+        }
+    }
+    if (reps < 1 || iters < 1)
+        bench_die("--reps and --iters must be positive");
+
+    /* Round trips per operation, counted at the proxy on its own pass (the
+     * proxy's extra hop would distort the timings). */
+    double rt[NOPS];
+    for (int o = 0; o < NOPS; o++)
+        rt[o] = -1;
+    if (count_conninfo && count_ctl) {
+        ctx c;
+        ctx_open(&c, count_conninfo);
+        enum { COUNT_ITERS = 50 };
+        for (int o = 0; o < NOPS; o++) {
+            if (bench_proxy_reset(count_ctl) < 0)
+                break;
+            for (int i = 0; i < COUNT_ITERS; i++)
+                ops[o].run(&c, 7000 + o);
+            long n = bench_proxy_roundtrips(count_ctl);
+            if (n >= 0)
+                rt[o] = (double)n / COUNT_ITERS;
+        }
+        ctx_close(&c);
+    }
+
+    ctx c;
+    ctx_open(&c, conninfo);
+    double *us = calloc((size_t)NOPS * reps, sizeof *us);
+    if (!us)
+        bench_die("out of memory");
+    for (int o = 0; o < NOPS; o++)  /* warm up: caches, plans, the backend */
+        for (int i = 0; i < iters / 10 + 1; i++)
+            ops[o].run(&c, 8000 + o);
+    for (int r = 0; r < reps; r++) {
+        for (int o = 0; o < NOPS; o++) {
+            int64_t t0 = bench_now_ns();
+            for (int i = 0; i < iters; i++)
+                ops[o].run(&c, 8000 + o);
+            us[o * reps + r] = (double)(bench_now_ns() - t0) / iters / 1000.0;
+        }
+    }
+    ctx_close(&c);
+
+    printf("%s%s%d repetitions × %d operations each, µs per operation.\n\n",
+           label, *label ? ": " : "", reps, iters);
+    printf("| operation | round trips | µs/op median (min–max) | ratio to baseline |\n");
+    printf("|---|---:|---:|---|\n");
+    for (int o = 0; o < NOPS; o++) {
+        char rtbuf[32], spread[96], ratio[160];
+        double tmp[reps > 0 ? reps : 1];
+        if (rt[o] >= 0)
+            snprintf(rtbuf, sizeof rtbuf, "%.2g", rt[o]);
+        else
+            snprintf(rtbuf, sizeof rtbuf, "not counted");
+        memcpy(tmp, &us[o * reps], sizeof tmp);
+        bench_spread(spread, sizeof spread, "%.1f", tmp, (size_t)reps);
+        snprintf(ratio, sizeof ratio, "(baseline)");
+        int b = ops[o].baseline ? find_op(ops[o].baseline) : -1;
+        if (b >= 0) {
+            char s[96];
+            for (int r = 0; r < reps; r++)
+                tmp[r] = us[o * reps + r] / us[b * reps + r];
+            bench_spread(s, sizeof s, "%.3f", tmp, (size_t)reps);
+            snprintf(ratio, sizeof ratio, "%s × `%s`", s, ops[b].name + strlen("raw: "));
+        }
+        printf("| %s | %s | %s | %s |\n", ops[o].name, rtbuf, spread, ratio);
+    }
+    printf("\n");
+    free(us);
+    return 0;
+}

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# run.sh — pglock's benchmarks, side by side with the limit (raw libpq) and
+# the alternatives (sleep-and-poll loops, Redis, psql, flock), in one run.
+#
+#   bench/run.sh BUILD_DIR [--smoke]
+#
+# Runs against a throwaway PostgreSQL from tests/harness/harness.sh (or the
+# harness already running, when PGLOCK_TEST_PRIMARY is set, as under
+# tests/run.sh) and a throwaway Redis on a Unix socket in a temp dir.
+# Prints a markdown report and writes it to bench/results/latest.md
+# (--smoke: a few seconds, tiny counts, written to BUILD_DIR/bench-smoke.md;
+# for CI, which checks that every section is there, never the numbers).
+set -euo pipefail
+
+BUILD=${1:?usage: bench/run.sh BUILD_DIR [--smoke]}
+BUILD=$(readlink -f "$BUILD")
+SMOKE=0
+[ "${2:-}" != --smoke ] || SMOKE=1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+B=$BUILD/bench
+PGLOCK=$BUILD/pglock
+HARNESS=${PGLOCK_BENCH_HARNESS:-$ROOT/tests/harness/harness.sh}
+
+say() { echo "bench: $*" >&2; }
+fail() { say "error: $*"; exit 1; }
+
+for p in bench_ops bench_contend bench_scale bench_trylock; do
+    [ -x "$B/$p" ] || fail "$B/$p is not built (run: make, or cmake --build $BUILD)"
+done
+
+# No server yet: run ourselves again under a harness of our own, which may
+# be reconfigured (a bigger lock table for 10,000 locks).
+if [ -z "${PGLOCK_TEST_PRIMARY:-}" ]; then
+    [ -x "$HARNESS" ] || fail "$HARNESS not found; set PGLOCK_TEST_PRIMARY to a server"
+    export PGLOCK_BENCH_OWN_HARNESS=1
+    exec "$HARNESS" run --build "$BUILD" -- "${BASH_SOURCE[0]}" "$@"
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/pglock-bench.XXXXXX")
+REDIS_PID=
+cleanup() {
+    if [ -n "$REDIS_PID" ]; then
+        kill -TERM "$REDIS_PID" 2>/dev/null || true
+        wait "$REDIS_PID" 2>/dev/null || true
+    fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$PGLOCK_TEST_PRIMARY" -c "$1"; }
+
+# 10,000 locks held by one client need a lock table larger than the
+# default 64 x max_connections.
+SCALE_COUNTS=1,100,10000
+if [ "$SMOKE" = 1 ]; then
+    SCALE_COUNTS=1,100
+elif [ "$(q 'show max_locks_per_transaction')" -lt 256 ]; then
+    if [ -n "${PGLOCK_BENCH_OWN_HARNESS:-}" ]; then
+        q 'ALTER SYSTEM SET max_locks_per_transaction = 256' >/dev/null
+        "$HARNESS" restart-primary
+    else
+        say "max_locks_per_transaction < 256 on this server: scale stops at 1,000 locks"
+        SCALE_COUNTS=1,100,1000
+    fi
+fi
+
+# A throwaway Redis, when redis-server is installed and the benchmarks
+# were built with hiredis.
+REDIS_SOCK=
+if command -v redis-server >/dev/null && ldd "$B/bench_contend" | grep -q hiredis; then
+    redis-server --port 0 --unixsocket "$T/redis.sock" --unixsocketperm 700 \
+        --save '' --appendonly no --dir "$T" --logfile "$T/redis.log" &
+    REDIS_PID=$!
+    for _ in $(seq 100); do
+        [ -S "$T/redis.sock" ] && break
+        sleep 0.05
+    done
+    [ -S "$T/redis.sock" ] || fail "redis-server did not start (see $T/redis.log)"
+    REDIS_SOCK=$T/redis.sock
+fi
+
+if [ "$SMOKE" = 1 ]; then
+    OPS="--reps 2 --iters 30"
+    CONTEND="--procs 2 --gaps-us 0,1000 --duration-ms 200 --reps 1"
+    DISTINCT="--procs 1,2 --duration-ms 200 --reps 1"
+    SCALE="--iters 20 --reps 1"
+    HYPERFINE="--warmup 1 --runs 3"
+else
+    OPS="--reps 7 --iters 1000"
+    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
+    DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
+    SCALE="--iters 300 --reps 3"
+    HYPERFINE="--warmup 5 --runs 40"
+fi
+REDIS_ARG=()
+[ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
+COUNT_ARGS=()
+if [ -n "${PGLOCK_TEST_PROXY:-}" ] && [ -n "${PGLOCK_TEST_PROXY_CTL:-}" ]; then
+    COUNT_ARGS=(--count-conninfo "$PGLOCK_TEST_PROXY" --count-ctl "$PGLOCK_TEST_PROXY_CTL")
+fi
+# pglock's library parts are built once the library is (PGLOCK_BENCH_LIBRARY).
+HAVE_LIB=0
+if nm "$B/bench_ops" 2>/dev/null | grep -q ' T pglock_client_open$'; then HAVE_LIB=1; fi
+
+REPORT=$T/report.md
+out() { printf '%s\n' "$*" >>"$REPORT"; }
+
+# ---- the report
+out "# pglock benchmarks"
+out ""
+[ "$SMOKE" = 0 ] || out "**Smoke run** (CI): tiny counts, the numbers mean nothing."
+out ""
+out "## Machine"
+out ""
+out "- CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores online"
+out "- Kernel: $(uname -sr)"
+out "- PostgreSQL: $(q 'show server_version') (fsync off; Unix socket and TCP loopback)"
+out "- Redis: $( [ -n "$REDIS_SOCK" ] && redis-server --version | sed 's/ sha=.*//' || echo 'not run (no redis-server or no hiredis)')"
+out "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+out "- pglock: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), build $(basename "$BUILD")"
+[ "$HAVE_LIB" = 1 ] || out "- pglock's library was not benchmarked (built with PGLOCK_BENCH_LIBRARY=OFF): baselines only"
+out ""
+
+out "## 1–2. One client, no contention: raw libpq (the limit) and pglock"
+out ""
+out "Round trips are counted at the test proxy (frontend 'Q' and 'S' messages), not inferred."
+out "Ratios are per repetition (pglock / raw, same repetition), median (min–max)."
+out ""
+say "operations over the Unix socket"
+"$B/bench_ops" --label "Unix socket" --conninfo "$PGLOCK_TEST_PRIMARY" $OPS \
+    "${COUNT_ARGS[@]}" >>"$REPORT"
+if [ -n "${PGLOCK_TEST_PRIMARY_TCP:-}" ]; then
+    say "operations over TCP loopback"
+    "$B/bench_ops" --label "TCP loopback" --conninfo "$PGLOCK_TEST_PRIMARY_TCP" $OPS \
+        "${COUNT_ARGS[@]}" >>"$REPORT"
+fi
+
+LOCKERS=raw,poll10,poll1,redis10,redis1
+[ "$HAVE_LIB" = 0 ] || LOCKERS=pglock,$LOCKERS
+out "## 3. Contention: N processes, one key (Unix socket)"
+out ""
+out "Lock, 10 µs of work, unlock, in a loop; with no gap or a 1 ms idle gap between attempts."
+out "Per acquisition: requests the client sent (one round trip each; pglock's calls, which section 2"
+out "shows are one round trip each) / statements the server counted (pg_stat_database transactions;"
+out "Redis INFO commands, where the unlock script's GET and DEL count besides EVAL)."
+out ""
+say "contention"
+"$B/bench_contend" --conninfo "$PGLOCK_TEST_PRIMARY" "${REDIS_ARG[@]}" --lockers "$LOCKERS" \
+    $CONTEND >>"$REPORT"
+
+out "## 4. No contention: N processes, distinct keys (Unix socket)"
+out ""
+say "distinct keys"
+"$B/bench_contend" --distinct --conninfo "$PGLOCK_TEST_PRIMARY" \
+    --lockers "$([ "$HAVE_LIB" = 1 ] && echo pglock,raw || echo raw)" $DISTINCT >>"$REPORT"
+
+out "## 5. The command line: one try-lock run of \`true\`"
+out ""
+say "command line"
+cat >"$T/psql_run.sh" <<'EOF'
+#!/bin/sh
+# The psql wrapper people write: hold the lock in a psql session while \!
+# runs the command (psql's own variables do not reach \!).
+dsn=$1 key=$2; shift 2
+psql -X -q -A -t -v ON_ERROR_STOP=1 "$dsn" <<SQL
+SELECT pg_try_advisory_lock($key) AS got \gset
+\if :got
+\! $*
+\endif
+SQL
+EOF
+chmod +x "$T/psql_run.sh"
+CMDS=()
+NAMES=()
+add() { NAMES+=("$1"); CMDS+=("$2"); }
+DSN="'$PGLOCK_TEST_PRIMARY'"   # one word for hyperfine's splitting
+add "flock -n FILE true (local floor)" "flock -n $T/flock.lock true"
+add "minimal libpq: connect, try-lock, run true (the floor)" "$B/bench_trylock -d $DSN 777001 true"
+# pglock run counts only if it really holds the lock while the command
+# runs: a second try-lock from inside must find it busy (exit 75).
+rc=0
+[ ! -x "$PGLOCK" ] || "$PGLOCK" run -d "$PGLOCK_TEST_PRIMARY" --try 777002 -- \
+    "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777002 >/dev/null 2>&1 || rc=$?
+if [ "$rc" = 75 ]; then
+    add "pglock run --try K -- true" "$PGLOCK run -d $DSN --try 777003 -- true"
+    HAVE_RUN=1
+else
+    HAVE_RUN=0
+fi
+add "psql wrapper (try-lock in psql, \\! true)" "$T/psql_run.sh $DSN 777004 true"
+add "breakdown: true" "true"
+add "breakdown: minimal libpq: connect, try-lock, no child" "$B/bench_trylock -d $DSN 777005"
+if [ -x "$PGLOCK" ]; then
+    add "breakdown: pglock --version (exec, dynamic linking, exit)" "$PGLOCK --version"
+fi
+HF_ARGS=()
+for c in "${CMDS[@]}"; do HF_ARGS+=("$c"); done
+printf '%s\n' "${NAMES[@]}" >"$T/cli.names"
+if ! command -v hyperfine >/dev/null; then
+    out "hyperfine is not installed: not measured."
+elif hyperfine -N $HYPERFINE --export-json "$T/cli.json" "${HF_ARGS[@]}" >"$T/hyperfine.log" 2>&1; then
+    python3 "$ROOT/bench/cli_table.py" "$T/cli.json" "$T/cli.names" >>"$REPORT"
+else
+    cat "$T/hyperfine.log" >&2
+    fail "hyperfine failed"
+fi
+[ "$HAVE_RUN" = 1 ] || out "\`pglock run\` is not available in this build: not measured."
+out ""
+
+out "## 6. Scale: one client holding many locks (Unix socket)"
+out ""
+say "scale"
+STATUS_ARGS=()
+if [ -x "$PGLOCK" ] && "$PGLOCK" status -d "$PGLOCK_TEST_PRIMARY" >/dev/null 2>&1; then
+    STATUS_ARGS=(--status-cmd "$PGLOCK status -d '$PGLOCK_TEST_PRIMARY'")
+else
+    out "\`pglock status\` is not available in this build: its refresh is not measured."
+    out ""
+fi
+"$B/bench_scale" --conninfo "$PGLOCK_TEST_PRIMARY" --counts "$SCALE_COUNTS" $SCALE \
+    "${STATUS_ARGS[@]}" >>"$REPORT"
+out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+
+if [ "$SMOKE" = 1 ]; then
+    DEST=$BUILD/bench-smoke.md
+else
+    mkdir -p "$ROOT/bench/results"
+    DEST=$ROOT/bench/results/latest.md
+fi
+cp "$REPORT" "$DEST"
+cat "$REPORT"
+say "report written to $DEST"

@@ -1,0 +1,551 @@
+/*
+ * pglock doctor — is this server, and the path to it, safe for locks?
+ *
+ * Every finding is ok, warning or problem, with a one-line reason and the
+ * fix.  Only read-only statements are sent, never a session-level SET:
+ * doctor is meant to run through a pooler, where a SET would leak to the
+ * pool's other clients.
+ */
+#include <getopt.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "json.h"
+
+#define MAX_FINDINGS 24
+#define PROBE_TIMEOUT_MS 3000
+/* A keepalive idle time above this leaves a dead client's lock held too
+ * long to be a useful bound. */
+#define KEEPALIVE_IDLE_LIMIT_S 300
+
+typedef enum { OK, WARNING, PROBLEM } severity;
+static const char *const severity_name[] = {"ok", "warning", "problem"};
+
+typedef struct finding {
+    const char *check;
+    severity status;
+    char reason[400];
+    char fix[400];
+} finding;
+
+typedef struct report {
+    finding f[MAX_FINDINGS];
+    int n;
+} report;
+
+static void add(report *r, const char *check, severity s, const char *fix,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void add(report *r, const char *check, severity s, const char *fix,
+                const char *fmt, ...)
+{
+    if (r->n == MAX_FINDINGS)
+        return;
+    finding *f = &r->f[r->n++];
+    f->check = check;
+    f->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->reason, sizeof f->reason, fmt, ap);
+    va_end(ap);
+    snprintf(f->fix, sizeof f->fix, "%s", fix ? fix : "");
+}
+
+/* What the one read-only statement returns, column by column. */
+static const char facts_sql[] =
+    "SELECT pg_backend_pid(), pg_is_in_recovery(),"
+    " current_setting('server_version'),"
+    " current_setting('server_version_num')::int,"
+    " current_setting('max_locks_per_transaction')::int,"
+    " current_setting('max_connections')::int,"
+    " current_setting('max_prepared_transactions')::int,"
+    " (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted),"
+    " (SELECT count(*) FROM pg_locks WHERE NOT fastpath),"
+    " inet_server_addr() IS NULL,"
+    " current_setting('tcp_keepalives_idle', true),"
+    " current_setting('tcp_keepalives_interval', true),"
+    " current_setting('tcp_keepalives_count', true),"
+    " current_setting('idle_session_timeout', true),"
+    " current_setting('idle_in_transaction_session_timeout', true),"
+    " current_setting('statement_timeout', true),"
+    " current_setting('lock_timeout', true),"
+    " current_user,"
+    " coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false),"
+    " pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'),"
+    " pg_has_role(current_user, 'pg_signal_backend', 'USAGE')";
+
+enum {
+    F_PID, F_RECOVERY, F_VERSION, F_VERSION_NUM, F_MAX_LOCKS, F_MAX_CONN,
+    F_MAX_PREPARED, F_ADVISORY, F_LOCKS, F_UNIX, F_KA_IDLE, F_KA_INTERVAL,
+    F_KA_COUNT, F_IDLE_SESSION, F_IDLE_XACT, F_STATEMENT, F_LOCK_TIMEOUT,
+    F_USER, F_SUPER, F_READ_STATS, F_SIGNAL, F_NCOLS
+};
+
+static const char *val(const PGresult *res, int col)
+{
+    return PQgetisnull(res, 0, col) ? NULL : PQgetvalue(res, 0, col);
+}
+
+static int is_true(const PGresult *res, int col)
+{
+    const char *v = val(res, col);
+    return v && v[0] == 't';
+}
+
+static void first_line(const char *msg, char *buf, size_t len)
+{
+    if (!msg || !*msg)
+        msg = "unknown error";
+    snprintf(buf, len, "%.*s", (int)strcspn(msg, "\n"), msg);
+}
+
+/* ------------------------------------------------ the pooler probe */
+
+/*
+ * Waits up to timeout_ms for the whole answer to the query in flight on
+ * conn.  Returns the last result (caller clears), or NULL on timeout or a
+ * dead connection (*timed_out says which).
+ */
+static PGresult *answer_within(PGconn *conn, int timeout_ms, int *timed_out)
+{
+    *timed_out = 0;
+    int64_t deadline = pglock_now_ms() + timeout_ms;
+    while (PQisBusy(conn)) {
+        int64_t left = deadline - pglock_now_ms();
+        if (left <= 0) {
+            *timed_out = 1;
+            return NULL;
+        }
+        struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
+        if (poll(&p, 1, (int)left) < 0 || !PQconsumeInput(conn))
+            return NULL;
+    }
+    PGresult *last = NULL, *res;
+    while ((res = PQgetResult(conn)) != NULL) {
+        PQclear(last);
+        last = res;
+    }
+    return last;
+}
+
+/* Sends sql (no parameters) and waits as answer_within(). */
+static PGresult *exec_within(PGconn *conn, const char *sql, int timeout_ms,
+                             int *timed_out)
+{
+    *timed_out = 0;
+    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0))
+        return NULL;
+    return answer_within(conn, timeout_ms, timed_out);
+}
+
+static int pid_of(PGresult *res)
+{
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+        return atoi(PQgetvalue(res, 0, 0));
+    return 0;
+}
+
+/*
+ * Which pooling mode, as far as two client connections can tell with
+ * read-only statements: B opens a transaction (holding a server
+ * connection in transaction mode), then A asks for its backend.  A
+ * backend that moved between A's transactions, or that B was handed, or
+ * A waiting for a server while B's transaction holds one, means the pool
+ * hands backends out per transaction.  A refused BEGIN means statement
+ * mode.  Anything else cannot be told apart from session mode.
+ */
+static void probe_pool_mode(report *r, PGconn *a, int a_pid,
+                            const char *const *kw, const char *const *vals)
+{
+    static const char session_fix[] =
+        "run pglock run/lead against PostgreSQL directly; through a "
+        "transaction-mode pooler use transaction locks only";
+    PGconn *b = PQconnectdbParams(kw, vals, 1);
+    int timed_out;
+    char msg[256];
+    if (PQstatus(b) != CONNECTION_OK) {
+        first_line(PQerrorMessage(b), msg, sizeof msg);
+        add(r, "pool_mode", WARNING, session_fix,
+            "pooling mode unknown: a second connection failed (%s)", msg);
+        PQfinish(b);
+        return;
+    }
+    PGresult *res = exec_within(b, "BEGIN READ ONLY", PROBE_TIMEOUT_MS, &timed_out);
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+        /* PgBouncer ends the connection with a FATAL saying so */
+        if ((res && strstr(PQresultErrorMessage(res), "statement pooling")) ||
+            strstr(PQerrorMessage(b), "statement pooling"))
+            add(r, "pool_mode", PROBLEM,
+                "connect through a pool in session or transaction mode, or "
+                "directly to PostgreSQL",
+                "statement pooling: no transaction can span two statements, "
+                "so neither session nor transaction locks can be used");
+        else
+            add(r, "pool_mode", WARNING, session_fix,
+                "pooling mode unknown: %s",
+                timed_out ? "no server connection was free for a second client"
+                          : "a read-only transaction could not begin");
+        PQclear(res);
+        PQfinish(b);
+        return;
+    }
+    PQclear(res);
+    int b_pid = pid_of(res = exec_within(b, "SELECT pg_backend_pid()",
+                                         PROBE_TIMEOUT_MS, &timed_out));
+    PQclear(res);
+    res = exec_within(a, "SELECT pg_backend_pid()", PROBE_TIMEOUT_MS, &timed_out);
+    int a_waited = timed_out;
+    int a_pid2 = pid_of(res);
+    PQclear(res);
+    PQclear(exec_within(b, "ROLLBACK", PROBE_TIMEOUT_MS, &timed_out));
+    PQfinish(b);
+    if (a_waited) /* B is done: A's question gets its answer now */
+        PQclear(answer_within(a, PROBE_TIMEOUT_MS, &timed_out));
+    if (a_waited || (b_pid && b_pid == a_pid) || (a_pid2 && a_pid2 != a_pid)) {
+        add(r, "pool_mode", PROBLEM, session_fix,
+            "transaction pooling: %s; a session lock taken through it stays "
+            "on a backend that other clients then use, and its unlock can "
+            "land elsewhere",
+            a_waited ? "a client waited for a server connection while "
+                       "another client's transaction held one"
+            : (b_pid && b_pid == a_pid)
+                ? "a second client was handed the first client's backend"
+                : "one client's transactions ran on different backends");
+        return;
+    }
+    add(r, "pool_mode", WARNING, session_fix,
+        "pooling mode unknown: each client kept its own backend here "
+        "(session pooling looks like this, so does an idle pool)");
+}
+
+/* ------------------------------------------------ the checks */
+
+static void check_version(report *r, const PGresult *res)
+{
+    int num = atoi(val(res, F_VERSION_NUM));
+    const char *v = val(res, F_VERSION);
+    if (num >= 140000)
+        add(r, "server_version", OK, NULL,
+            "PostgreSQL %s: leases (idle_session_timeout) and "
+            "pg_locks.waitstart are available (14 or newer)", v);
+    else
+        add(r, "server_version", PROBLEM, "upgrade to PostgreSQL 14 or newer",
+            "PostgreSQL %s: leases need 14 or newer (idle_session_timeout), "
+            "so pglock run and lead cannot bound a lost holder%s", v,
+            num < 110000 ? "; sha256() for text keys in SQL needs 11" : "");
+}
+
+static void check_standby(report *r, const PGresult *res)
+{
+    if (is_true(res, F_RECOVERY))
+        add(r, "standby", PROBLEM,
+            "connect to the primary (e.g. target_session_attrs=read-write "
+            "in the conninfo)",
+            "the server is a standby (in recovery): advisory locks are not "
+            "replicated, so a lock taken here excludes nobody on the primary");
+    else
+        add(r, "standby", OK, NULL, "the server is a primary (not in recovery)");
+}
+
+static void check_lock_table(report *r, const PGresult *res)
+{
+    long per = atol(val(res, F_MAX_LOCKS));
+    long conns = atol(val(res, F_MAX_CONN));
+    long prepared = atol(val(res, F_MAX_PREPARED));
+    long floor = per * (conns + prepared);
+    long advisory = atol(val(res, F_ADVISORY));
+    long locks = atol(val(res, F_LOCKS));
+    severity s = OK;
+    if (locks * 10 >= floor * 9)
+        s = PROBLEM;
+    else if (locks * 2 >= floor)
+        s = WARNING;
+    add(r, "lock_table", s,
+        s == OK ? NULL : "raise max_locks_per_transaction (needs a restart), "
+                         "or hold fewer locks",
+        "room for at least %ld locks (max_locks_per_transaction %ld x "
+        "(max_connections %ld + max_prepared_transactions %ld); a floor, "
+        "not a ceiling: spare shared memory and other backend slots add "
+        "more); %ld advisory locks held now, %ld locks in the table",
+        floor, per, conns, prepared, advisory, locks);
+}
+
+static int is_zero(const char *setting)
+{
+    return !setting || !strcmp(setting, "0");
+}
+
+static void check_keepalives(report *r, const PGresult *res, int pooled)
+{
+    if (is_true(res, F_UNIX)) {
+        add(r, "keepalives", OK, NULL,
+            "connected over a Unix-domain socket: TCP keepalives do not apply "
+            "to this path (run doctor over TCP to see what TCP clients get)");
+        return;
+    }
+    /* Behind a pooler these are the pooler's own server connections'
+     * settings; clients' keepalives towards the pooler are its own. */
+    const char *idle = val(res, F_KA_IDLE);
+    long idle_s = idle ? atol(idle) : 0;
+    if (idle_s == 0 || idle_s > KEEPALIVE_IDLE_LIMIT_S)
+        add(r, "keepalives", WARNING,
+            "set tcp_keepalives_idle/interval/count (and tcp_user_timeout) on "
+            "the server; pglock run sets its own lease and keepalives",
+            "%stcp_keepalives_idle %s s (0 = the kernel's default, usually 2 h), "
+            "interval %s s, count %s: a client that vanishes without closing "
+            "its connection keeps its locks that long",
+            pooled ? "for the pooler's server connections: " : "",
+            idle ? idle : "?", val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
+            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?");
+    else
+        add(r, "keepalives", OK, NULL,
+            "tcp_keepalives_idle %s s, interval %s s, count %s: a vanished "
+            "client's locks are freed within minutes",
+            idle, val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
+            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?");
+}
+
+static void check_timeout(report *r, const PGresult *res, int col,
+                          const char *name, const char *effect,
+                          const char *fix)
+{
+    const char *v = val(res, col);
+    if (!v)
+        add(r, name, OK, NULL, "%s does not exist on this server", name);
+    else if (is_zero(v))
+        add(r, name, OK, NULL, "%s is 0 (off) for this role", name);
+    else
+        add(r, name, WARNING, fix, "%s is %s for this role: %s", name, v, effect);
+}
+
+static void check_timeouts(report *r, const PGresult *res)
+{
+    check_timeout(r, res, F_IDLE_SESSION, "idle_session_timeout",
+                  "a client idle that long while holding a session lock "
+                  "(psql, an app) is disconnected and loses it; pglock run "
+                  "sets its own value",
+                  "reset it for roles that hold locks idle "
+                  "(ALTER ROLE ... RESET idle_session_timeout)");
+    check_timeout(r, res, F_IDLE_XACT, "idle_in_transaction_session_timeout",
+                  "a holder of transaction locks that idles in its "
+                  "transaction that long is disconnected and loses them",
+                  "raise or reset it for roles that hold transaction locks");
+    check_timeout(r, res, F_STATEMENT, "statement_timeout",
+                  "a wait in pg_advisory_lock() (or a job in one statement) "
+                  "is cancelled after it; pglock sets 0 on its own lock "
+                  "connection, but not behind a pooler",
+                  "reset it for roles that wait for locks, or pass a "
+                  "timeout to the wait itself");
+    check_timeout(r, res, F_LOCK_TIMEOUT, "lock_timeout",
+                  "every lock wait gives up after it",
+                  "reset it for roles that wait for locks; pglock sets its "
+                  "own per wait");
+}
+
+static void check_privileges(report *r, const PGresult *res)
+{
+    const char *user = val(res, F_USER);
+    int super = is_true(res, F_SUPER);
+    char fix[256];
+    if (super || is_true(res, F_READ_STATS))
+        add(r, "see_sessions", OK, NULL,
+            "role \"%s\" sees every session in pg_stat_activity (%s)", user,
+            super ? "superuser" : "pg_read_all_stats");
+    else {
+        snprintf(fix, sizeof fix, "GRANT pg_read_all_stats TO \"%s\"", user);
+        add(r, "see_sessions", WARNING, fix,
+            "role \"%s\" cannot see other roles' sessions: pglock status "
+            "shows their locks without client, state or times", user);
+    }
+    if (super || is_true(res, F_SIGNAL))
+        add(r, "signal_backends", OK, NULL,
+            "role \"%s\" can end a stuck holder with pg_terminate_backend() (%s)",
+            user, super ? "superuser" : "pg_signal_backend");
+    else {
+        snprintf(fix, sizeof fix, "GRANT pg_signal_backend TO \"%s\"", user);
+        add(r, "signal_backends", WARNING, fix,
+            "role \"%s\" cannot end another role's stuck holder with "
+            "pg_terminate_backend()", user);
+    }
+}
+
+/* ------------------------------------------------ output */
+
+static void print_text(const report *r, PGconn *conn)
+{
+    const char *host = PQhost(conn);
+    printf("pglock doctor: user %s, database %s, %s%s port %s\n", PQuser(conn),
+           PQdb(conn), host && host[0] == '/' ? "socket " : "host ",
+           host ? host : "?", PQport(conn));
+    int problems = 0, warnings = 0;
+    for (int i = 0; i < r->n; i++) {
+        const finding *f = &r->f[i];
+        printf("%-8s %s: %s\n", severity_name[f->status], f->check, f->reason);
+        if (f->status != OK && f->fix[0])
+            printf("%-8s fix: %s\n", "", f->fix);
+        problems += f->status == PROBLEM;
+        warnings += f->status == WARNING;
+    }
+    printf("%d problem%s, %d warning%s\n", problems, problems == 1 ? "" : "s",
+           warnings, warnings == 1 ? "" : "s");
+}
+
+static void print_json(const report *r, PGconn *conn)
+{
+    json_writer w;
+    json_init(&w, stdout);
+    int problems = 0, warnings = 0;
+    json_object_begin(&w, NULL);
+    json_int(&w, "format", 1);
+    json_string(&w, "host", PQhost(conn));
+    json_string(&w, "port", PQport(conn));
+    json_string(&w, "database", PQdb(conn));
+    json_string(&w, "user", PQuser(conn));
+    json_array_begin(&w, "findings");
+    for (int i = 0; i < r->n; i++) {
+        const finding *f = &r->f[i];
+        json_object_begin(&w, NULL);
+        json_string(&w, "check", f->check);
+        json_string(&w, "status", severity_name[f->status]);
+        json_string(&w, "reason", f->reason);
+        json_string(&w, "fix", f->status != OK && f->fix[0] ? f->fix : NULL);
+        json_object_end(&w);
+        problems += f->status == PROBLEM;
+        warnings += f->status == WARNING;
+    }
+    json_array_end(&w);
+    json_int(&w, "problems", problems);
+    json_int(&w, "warnings", warnings);
+    json_object_end(&w);
+    json_end(&w);
+}
+
+/* ------------------------------------------------ the command */
+
+static void print_help(void)
+{
+    printf("pglock doctor checks the server and the path to it.\n\n"
+           "Usage:\n"
+           "  pglock doctor [OPTION]...\n\n"
+           "Each finding is ok, warning or problem, with the reason and the fix.\n"
+           "Only read-only statements are sent (safe through a pooler).\n\n"
+           "Options:\n"
+           "      --json             one JSON document (schema in pglock(1))\n\n"
+           "Connection options:\n"
+           "  -h, --host=HOST        database server host or socket directory\n"
+           "  -p, --port=PORT        database server port\n"
+           "  -U, --username=USER    database user name\n"
+           "  -d, --dbname=DBNAME    database name, conninfo string or URI\n\n"
+           "  -?, --help             show this help, then exit\n\n"
+           "Exit status: 0 with no problem, 1 with a problem, 64 for bad\n"
+           "options, 69 when it could not connect.\n");
+}
+
+enum { OPT_JSON = 256 };
+
+int cmd_doctor(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"host", required_argument, NULL, 'h'},
+        {"port", required_argument, NULL, 'p'},
+        {"username", required_argument, NULL, 'U'},
+        {"dbname", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, '?'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_conn cc = {0};
+    int json = 0, c;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-?") || !strcmp(argv[i], "--help")) {
+            print_help();
+            return 0;
+        }
+    }
+#ifdef __GLIBC__
+    optind = 0;
+#else
+    optind = 1;
+#endif
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': cc.host = optarg; break;
+        case 'p': cc.port = optarg; break;
+        case 'U': cc.user = optarg; break;
+        case 'd': cc.dbname = optarg; break;
+        case OPT_JSON: json = 1; break;
+        default:
+            if (optopt && optopt < 256 && strchr("hpUd", optopt))
+                return cli_usage_error("doctor", "option -%c needs a value", optopt);
+            return cli_usage_error("doctor", "unrecognized option \"%s\"",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);
+
+    const char *kw[8], *vals[8];
+    cli_conn_params(&cc, "pglock doctor", kw, vals);
+    PGconn *conn = PQconnectdbParams(kw, vals, 1);
+    char msg[512];
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        first_line(conn ? PQerrorMessage(conn) : NULL, msg, sizeof msg);
+        PQfinish(conn);
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", msg);
+    }
+    int protocol_pid = PQbackendPID(conn);
+    PGresult *res = PQexecParams(conn, facts_sql, 0, NULL, NULL, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+        PQnfields(res) != F_NCOLS) {
+        first_line(PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
+                                                : PQerrorMessage(conn),
+                   msg, sizeof msg);
+        PQclear(res);
+        int lost = PQstatus(conn) != CONNECTION_OK;
+        PQfinish(conn);
+        return cli_error(lost ? CLI_EXIT_UNAVAILABLE : CLI_EXIT_SOFTWARE,
+                         "could not read the server's settings: %s", msg);
+    }
+
+    report r;
+    memset(&r, 0, sizeof r);
+    check_version(&r, res);
+    check_standby(&r, res);
+    int sql_pid = atoi(val(res, F_PID));
+    if (protocol_pid == sql_pid) {
+        add(&r, "pooler", OK, NULL,
+            "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
+            "both %d", sql_pid);
+    } else {
+        add(&r, "pooler", PROBLEM,
+            "point pglock run and lead at PostgreSQL itself, not at the pooler",
+            "a pooler is in the path: PQbackendPID() is %d but "
+            "pg_backend_pid() is %d; pglock run and lead refuse it",
+            protocol_pid, sql_pid);
+        probe_pool_mode(&r, conn, sql_pid, kw, vals);
+        add(&r, "pooled_waiters", WARNING,
+            "wait with a timeout (or --try), and size the pool above the "
+            "number of clients that may wait at once",
+            "each client waiting for a lock holds a pooled server connection "
+            "for its whole wait: enough waiters exhaust the pool and stall "
+            "every other client");
+    }
+    check_lock_table(&r, res);
+    check_keepalives(&r, res, protocol_pid != sql_pid);
+    check_timeouts(&r, res);
+    check_privileges(&r, res);
+
+    if (json)
+        print_json(&r, conn);
+    else
+        print_text(&r, conn);
+    PQclear(res);
+    PQfinish(conn);
+    for (int i = 0; i < r.n; i++)
+        if (r.f[i].status == PROBLEM)
+            return CLI_EXIT_PROBLEM;
+    return 0;
+}

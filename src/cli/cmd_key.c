@@ -1,0 +1,321 @@
+/*
+ * pglock key: how a key maps to a bigint or pair, to pg_locks, and to the
+ * SQL any client can run to take the same lock.  Needs a server only for
+ * the hashtext forms, whose value the server computes.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static void usage(FILE *to)
+{
+    fputs("Usage: pglock key [OPTION]... KEY...\n"
+          "Show how each KEY maps to a bigint or pair, to pg_locks, and to SQL.\n"
+          "\n"
+          "Keys:\n"
+          "  123, int:-5              a 64-bit integer\n"
+          "  42:9, pair:42:9          a pair (namespace, id) of 32-bit integers\n"
+          "  nightly-billing, text:7  a name, hashed by the SHA-256 rule\n"
+          "  hashtext:NAME            the server's hashtext(NAME)\n"
+          "  hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)\n"
+          "  @NAME                    NAME looked up in the registry\n"
+          "A key that starts with a digit, '-', '+' or ':' must be an integer or\n"
+          "NS:ID; write text:KEY for such a name.\n"
+          "\n"
+          "Options:\n"
+          "      --sql                also print the SQL that takes the same lock\n"
+          "      --shared             the SQL takes a shared lock\n"
+          "      --xact               the SQL takes a transaction-level lock\n"
+          "      --keys=FILE          the key registry (default: $PGLOCK_KEYS)\n"
+          "      --json               print a JSON array (bigints as strings)\n"
+          "\n"
+          "Connection options (only hashtext keys need a server):\n"
+          "  -h, --host=HOSTNAME      database server host or socket directory\n"
+          "  -p, --port=PORT          database server port\n"
+          "  -U, --username=USERNAME  database user name\n"
+          "  -d, --dbname=DBNAME      database name, conninfo string or URI\n"
+          "\n"
+          "  -?, --help               show this help, then exit\n"
+          "\n"
+          "Exit status: 0 ok, 64 bad key or option, 69 server needed but\n"
+          "unavailable.\n",
+          to);
+}
+
+/* Prints s with control characters escaped, so one key stays one line. */
+static void print_escaped(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7F)
+            printf("\\x%02X", c);
+        else
+            putchar(c);
+    }
+}
+
+static const char *kind_words(pglock_key_kind kind)
+{
+    switch (kind) {
+    case PGLOCK_KEY_INT64:
+        return "64-bit integer";
+    case PGLOCK_KEY_PAIR:
+        return "pair (namespace, id)";
+    case PGLOCK_KEY_TEXT:
+        return "name, SHA-256 rule";
+    case PGLOCK_KEY_HASHTEXT:
+        return "hashtext(name), computed by the server";
+    case PGLOCK_KEY_HASHTEXTEXTENDED:
+        return "hashtextextended(name, seed), computed by the server";
+    }
+    return "unknown";
+}
+
+typedef struct key_opts {
+    int sql;
+    int json;
+    pglock_mode mode;
+    pglock_scope scope;
+    const cli_registry *reg;
+} key_opts;
+
+static int print_key(const char *written, const pglock_key *key,
+                     const key_opts *o)
+{
+    char id[64];
+    uint32_t classid, objid;
+    int objsubid;
+    if (pglock_key_format(key, id, sizeof id) < 0 ||
+        pglock_key_locktag(key, &classid, &objid, &objsubid) != PGLOCK_OK)
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+
+    printf("%-9s ", "key");
+    print_escaped(written);
+    putchar('\n');
+    printf("%-9s %s\n", "kind", kind_words(key->kind));
+    if (key->name && strcmp(key->name, written) != 0) {
+        printf("%-9s ", "name");
+        print_escaped(key->name);
+        putchar('\n');
+    }
+    if (key->kind == PGLOCK_KEY_HASHTEXTEXTENDED)
+        printf("%-9s %lld\n", "seed", (long long)key->seed);
+    printf("%-9s %s\n", key->kind == PGLOCK_KEY_PAIR ? "pair" : "bigint", id);
+    printf("%-9s classid=%lu objid=%lu objsubid=%d\n", "pg_locks",
+           (unsigned long)classid, (unsigned long)objid, objsubid);
+    const char *regname = cli_registry_name_of(o->reg, key);
+    if (regname) {
+        printf("%-9s ", "registry");
+        print_escaped(regname);
+        printf(" (%s)\n", cli_registry_origin(o->reg));
+    }
+    if (o->sql) {
+        int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
+        char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (!sql)
+            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
+        printf("%-9s %s\n", "sql", sql);
+        free(sql);
+    }
+    return 0;
+}
+
+/* s as a JSON string (keys and names are valid UTF-8). */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static const char *kind_name(pglock_key_kind kind)
+{
+    switch (kind) {
+    case PGLOCK_KEY_INT64: return "int64";
+    case PGLOCK_KEY_PAIR: return "pair";
+    case PGLOCK_KEY_TEXT: return "text";
+    case PGLOCK_KEY_HASHTEXT: return "hashtext";
+    case PGLOCK_KEY_HASHTEXTEXTENDED: return "hashtextextended";
+    }
+    return "unknown";
+}
+
+/* One key as a JSON object.  64-bit values are strings: JSON readers
+ * that use doubles would round them. */
+static int print_key_json(const char *written, const pglock_key *key,
+                          const key_opts *o)
+{
+    char id[64];
+    uint32_t classid, objid;
+    int objsubid;
+    if (pglock_key_format(key, id, sizeof id) < 0 ||
+        pglock_key_locktag(key, &classid, &objid, &objsubid) != PGLOCK_OK)
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+    printf("{\"key\": ");
+    json_string(written);
+    printf(", \"kind\": \"%s\"", kind_name(key->kind));
+    if (key->name) {
+        printf(", \"name\": ");
+        json_string(key->name);
+    }
+    if (key->kind == PGLOCK_KEY_HASHTEXTEXTENDED)
+        printf(", \"seed\": \"%lld\"", (long long)key->seed);
+    if (key->kind == PGLOCK_KEY_PAIR)
+        printf(", \"pair\": [%ld, %ld]", (long)key->ns, (long)key->nsid);
+    else
+        printf(", \"bigint\": \"%s\"", id);
+    printf(", \"classid\": %lu, \"objid\": %lu, \"objsubid\": %d",
+           (unsigned long)classid, (unsigned long)objid, objsubid);
+    const char *regname = cli_registry_name_of(o->reg, key);
+    if (regname) {
+        printf(", \"registry\": ");
+        json_string(regname);
+    }
+    if (o->sql) {
+        int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
+        char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (!sql)
+            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
+        printf(", \"sql\": ");
+        json_string(sql);
+        free(sql);
+    }
+    printf("}");
+    return 0;
+}
+
+/* Computes the legacy keys' values on the server (one connection). */
+static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
+{
+    PGconn *pg = NULL;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        if (keys[i].kind != PGLOCK_KEY_HASHTEXT &&
+            keys[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED)
+            continue;
+        if (!pg) {
+            const char *kw[8], *val[8];
+            cli_conn_params(conn, "pglock key", kw, val);
+            pg = PQconnectdbParams(kw, val, 1);
+            if (!pg || PQstatus(pg) != CONNECTION_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s",
+                         pg ? PQerrorMessage(pg) : "out of memory");
+                msg[strcspn(msg, "\n")] = '\0';
+                rc = cli_error(CLI_EXIT_UNAVAILABLE,
+                               "hashtext keys need the server: %s", msg);
+                break;
+            }
+        }
+        pglock_error err;
+        if (pglock_key_resolve(&keys[i], pg, &err) != PGLOCK_OK)
+            rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);
+    }
+    PQfinish(pg);
+    return rc;
+}
+
+int cmd_key(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"sql", no_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"shared", no_argument, NULL, 'S'},
+        {"xact", no_argument, NULL, 'x'},
+        {"keys", required_argument, NULL, 'k'},
+        {"host", required_argument, NULL, 'h'},
+        {"port", required_argument, NULL, 'p'},
+        {"username", required_argument, NULL, 'U'},
+        {"dbname", required_argument, NULL, 'd'},
+                {NULL, 0, NULL, 0}};
+    key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
+    cli_conn conn = {NULL, NULL, NULL, NULL};
+    const char *keys_file = NULL;
+    int c;
+
+    /* Help first, wherever it is, as PostgreSQL's tools do. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-?")) {
+            usage(stdout);
+            return 0;
+        }
+    opterr = 0;
+    optind = 0; /* glibc: rescan from scratch, whatever ran before */
+    while ((c = getopt_long(argc, argv, ":h:p:U:d:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's': o.sql = 1; break;
+        case 'j': o.json = 1; break;
+        case 'S': o.mode = PGLOCK_SHARED; break;
+        case 'x': o.scope = PGLOCK_XACT; break;
+        case 'k': keys_file = optarg; break;
+        case 'h': conn.host = optarg; break;
+        case 'p': conn.port = optarg; break;
+        case 'U': conn.user = optarg; break;
+        case 'd': conn.dbname = optarg; break;
+        case ':':
+            return cli_usage_error("key", "option \"%s\" needs an argument",
+                                   argv[optind - 1]);
+        default:
+            if (optopt >= '0' && optopt <= '9')
+                return cli_usage_error("key", "invalid option \"-%c\" "
+                                       "(for a negative key write int:-N)",
+                                       optopt);
+            if (optopt)
+                return cli_usage_error("key", "invalid option \"-%c\"",
+                                       optopt);
+            return cli_usage_error("key", "invalid option \"%s\"",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("key", "no key given");
+
+    cli_registry *reg = NULL;
+    char err[512];
+    if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
+        return cli_error(CLI_EXIT_USAGE, "%s", err);
+    o.reg = reg;
+
+    int n = argc - optind, rc = 0;
+    pglock_key *keys = calloc((size_t)n, sizeof *keys);
+    if (!keys) {
+        cli_registry_free(reg);
+        return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+    }
+    /* Every key is checked before anything is printed or connected. */
+    for (int i = 0; i < n && !rc; i++)
+        if (cli_parse_key(argv[optind + i], reg, &keys[i], err, sizeof err))
+            rc = cli_error(CLI_EXIT_USAGE, "%s", err);
+    if (!rc)
+        rc = resolve_all(keys, n, &conn);
+    if (!rc && o.json) {
+        putchar('[');
+        for (int i = 0; i < n && !rc; i++) {
+            fputs(i ? ",\n " : "", stdout);
+            rc = print_key_json(argv[optind + i], &keys[i], &o);
+        }
+        puts("]");
+    }
+    for (int i = 0; i < n && !rc && !o.json; i++) {
+        if (i)
+            putchar('\n');
+        rc = print_key(argv[optind + i], &keys[i], &o);
+    }
+    free(keys);
+    cli_registry_free(reg);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return rc ? rc : cli_error(CLI_EXIT_SOFTWARE, "could not write output");
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* DURATION arguments: "500ms", "30s", "5m", "2h", or plain seconds. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+/* text for a one-line message: control bytes as \xNN, cut after 64. */
+static void echo(const char *text, char *out, size_t outlen)
+{
+    size_t o = 0;
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len && o + 5 < outlen; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (i == 64) {
+            o += (size_t)snprintf(out + o, outlen - o, "...");
+            break;
+        }
+        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\')
+            o += (size_t)snprintf(out + o, outlen - o,
+                                  c == '"' || c == '\\' ? "\\%c" : "\\x%02X", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+/*
+ * Digits, then an optional unit (ms, s, m, h; lower case).  Leading zeros
+ * are harmless here ("05s" is 5 s: a duration names no lock).  No sign,
+ * no spaces, no fraction, and the result in ms must fit a long.
+ */
+int cli_parse_duration(const char *text, long *out_ms, char *err,
+                       size_t errlen)
+{
+    static const struct {
+        const char *unit;
+        long ms;
+    } units[] = {{"", 1000L}, {"ms", 1L}, {"s", 1000L},
+                 {"m", 60000L}, {"h", 3600000L}};
+    if (err && errlen)
+        err[0] = '\0';
+    if (!text || !*text) {
+        if (err && errlen)
+            snprintf(err, errlen, "invalid duration \"\": empty");
+        return -1;
+    }
+    size_t i = 0;
+    long v = 0;
+    int overflow = 0;
+    while (text[i] >= '0' && text[i] <= '9') {
+        int d = text[i] - '0';
+        if (v > (LONG_MAX - d) / 10)
+            overflow = 1;
+        else
+            v = v * 10 + d;
+        i++;
+    }
+    const char *why = NULL;
+    long scale = 0;
+    if (i == 0)
+        why = "expected a number of seconds, or a number followed by ms, s, "
+              "m or h";
+    else {
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+            if (!strcmp(text + i, units[u].unit))
+                scale = units[u].ms;
+        if (!scale)
+            why = "unknown unit (use ms, s, m or h, e.g. 30s)";
+        else if (overflow || v > LONG_MAX / scale)
+            why = "too large";
+    }
+    if (why) {
+        if (err && errlen) {
+            char shown[64 * 4 + 4];
+            echo(text, shown, sizeof shown);
+            snprintf(err, errlen, "invalid duration \"%s\": %s", shown, why);
+        }
+        return -1;
+    }
+    if (out_ms)
+        *out_ms = v * scale;
+    return 0;
+}

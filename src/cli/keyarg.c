@@ -1,0 +1,31 @@
+/* Keys as the user writes them on the command line. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
+                  char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (text && text[0] == '@') {
+        const char *name = text + 1;
+        const char *origin = cli_registry_origin(reg);
+        const pglock_key *key = cli_registry_lookup(reg, name);
+        if (key) {
+            *out = *key;
+            return 0;
+        }
+        /* Fail loudly: a host without the entry must not guess a key. */
+        if (err && errlen) {
+            if (origin)
+                snprintf(err, errlen, "unknown key \"@%.200s\": not in registry "
+                         "\"%.200s\"", name, origin);
+            else
+                snprintf(err, errlen, "unknown key \"@%.200s\": no registry "
+                         "given (use --keys FILE or PGLOCK_KEYS)", name);
+        }
+        return -1;
+    }
+    return pglock_key_parse(out, text, err, errlen) == PGLOCK_OK ? 0 : -1;
+}

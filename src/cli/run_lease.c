@@ -1,0 +1,46 @@
+/* The lease arithmetic of `pglock run` (DESIGN.md, Leases). */
+#include <stdio.h>
+#include "run.h"
+
+void run_format_ms(long ms, char *buf, size_t len)
+{
+    if (ms % 3600000L == 0 && ms > 0)
+        snprintf(buf, len, "%ldh", ms / 3600000L);
+    else if (ms % 60000L == 0 && ms > 0)
+        snprintf(buf, len, "%ldm", ms / 60000L);
+    else if (ms % 1000L == 0)
+        snprintf(buf, len, "%lds", ms / 1000L);
+    else
+        snprintf(buf, len, "%ldms", ms);
+}
+
+int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
+                     char *err, size_t errlen)
+{
+    char a[32], b[32], c[32], d[32];
+    if (lease_ms < RUN_LEASE_MIN_MS || lease_ms > RUN_LEASE_MAX_MS) {
+        run_format_ms(lease_ms, a, sizeof a);
+        run_format_ms(RUN_LEASE_MIN_MS, b, sizeof b);
+        snprintf(err, errlen, "lease %s is out of range (at least %s, at most 24 days)", a, b);
+        return -1;
+    }
+    out->server_ms = lease_ms;
+    out->client_ms = lease_ms / 3 * 2 + (lease_ms % 3) * 2 / 3;
+    out->heartbeat_ms = lease_ms / 6;
+    out->margin_ms = lease_ms / 6;
+    long room = lease_ms - out->client_ms - out->margin_ms;
+    if (kill_after_ms < 0)
+        kill_after_ms = room < 10000L ? room : 10000L;
+    out->kill_after_ms = kill_after_ms;
+    if (out->client_ms + kill_after_ms + out->margin_ms > lease_ms) {
+        run_format_ms(out->client_ms, a, sizeof a);
+        run_format_ms(kill_after_ms, b, sizeof b);
+        run_format_ms(out->margin_ms, c, sizeof c);
+        run_format_ms(lease_ms, d, sizeof d);
+        snprintf(err, errlen,
+                 "--kill-after=%s breaks the lease: client deadline %s + "
+                 "kill-after %s + margin %s exceeds --lease=%s", b, a, b, c, d);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,369 @@
+/*
+ * The watchdog of `pglock run`: a small forked process that is the job's
+ * parent and a child subreaper, and that holds an inherited copy of the
+ * lock connection's socket.  The lock cannot be released (the server sees
+ * the connection close only when every copy is closed, or after the lease)
+ * before the watchdog has seen every process of the job gone.
+ *
+ * Why a separate process: pglock itself can be SIGKILLed.  Its copy of the
+ * socket then closes at once, but the watchdog's copy keeps the session
+ * (and the lock) alive while it SIGKILLs the job and reaps every process;
+ * only then does it exit and the session end.
+ *
+ * "Every process of the job" is every descendant of the watchdog.  As a
+ * subreaper it inherits orphans, so a grandchild that double-forks or
+ * calls setsid() stays in its tree; waitpid() failing with ECHILD proves
+ * the tree is empty.  Descendants are found by reading /proc/PID/stat
+ * (parent pids), because a setsid() grandchild has left the job's process
+ * group.  Limits: a process that escapes the tree (ptrace tricks, a
+ * daemon started through systemd or another service manager) is not the
+ * job's; a pid could in theory be reused between the /proc scan and
+ * kill(), a window of microseconds within our own subtree.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "pglock.h"
+#include "run.h"
+
+typedef struct watchdog {
+    const run_job *job;
+    int ctl_fd;          /* -1 once pglock is gone */
+    int report_fd;
+    pid_t job_pid;       /* 0 once reaped */
+    int stopped;         /* the job is stopped by us (SIGSTOP) */
+    int64_t deadline;    /* client deadline; 0: none */
+    int phase;           /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
+    int64_t kill_at;     /* phase 1: when SIGKILL follows */
+} watchdog;
+
+static void report(watchdog *w, int kind, int arg)
+{
+    run_msg m = {kind, arg, 0};
+    /* A pipe write this small is atomic; pglock may be gone (EPIPE). */
+    if (write(w->report_fd, &m, sizeof m) < 0) {
+        /* nothing to do: pglock no longer listens */
+    }
+}
+
+/* Reads every pid's parent from /proc and signals the descendants of
+ * root (excluding root). */
+static int signal_tree(pid_t root, int signo)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t cap = 1024, n = 0;
+    pid_t *pid = malloc(cap * sizeof *pid), *ppid = malloc(cap * sizeof *ppid);
+    struct dirent *e;
+    while (pid && ppid && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        buf[len] = '\0';
+        char *close_paren = strrchr(buf, ')');
+        int parent;
+        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &parent) != 1)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            pid_t *p1 = realloc(pid, cap * sizeof *pid);
+            pid_t *p2 = p1 ? realloc(ppid, cap * sizeof *ppid) : NULL;
+            if (p1)
+                pid = p1;
+            if (p2)
+                ppid = p2;
+            if (!p1 || !p2)
+                break;
+        }
+        pid[n] = (pid_t)atoi(e->d_name);
+        ppid[n++] = parent;
+    }
+    closedir(d);
+    int count = 0;
+    if (pid && ppid) {
+        /* Breadth first: mark descendants by repeated passes (the tree is
+         * small; n is the whole system's process count). */
+        char *mark = calloc(n ? n : 1, 1);
+        int changed = 1;
+        while (mark && changed) {
+            changed = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (mark[i])
+                    continue;
+                int is_child = ppid[i] == root;
+                for (size_t j = 0; !is_child && j < n; j++)
+                    is_child = mark[j] && pid[j] == ppid[i];
+                if (is_child) {
+                    mark[i] = 1;
+                    changed = 1;
+                }
+            }
+        }
+        for (size_t i = 0; mark && i < n; i++)
+            if (mark[i] && kill(pid[i], signo) == 0)
+                count++;
+        free(mark);
+    }
+    free(pid);
+    free(ppid);
+    return count;
+}
+
+const int run_handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP,
+                                   SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU,
+                                   SIGUSR1, SIGUSR2, SIGALRM, SIGCONT,
+                                   SIGPIPE, SIGWINCH, 0};
+
+int run_signal_descendants(int signo)
+{
+    return signal_tree(getpid(), signo);
+}
+
+/* Signals the whole job: its process group (while the leader is unreaped,
+ * so the group id cannot have been reused) and every descendant. */
+static void signal_job(watchdog *w, int signo)
+{
+    if (w->job_pid > 0 && !w->job->foreground)
+        kill(-w->job_pid, signo);
+    signal_tree(getpid(), signo);
+}
+
+static void begin_terminate(watchdog *w)
+{
+    if (w->phase > 0)
+        return;
+    if (w->stopped || w->job->kill_after_ms <= 0) {
+        /* A stopped job is killed, never resumed. */
+        w->phase = 2;
+        signal_job(w, SIGKILL);
+        return;
+    }
+    w->phase = 1;
+    w->kill_at = pglock_now_ms() + w->job->kill_after_ms;
+    signal_job(w, SIGTERM);
+    signal_job(w, SIGCONT);
+}
+
+static void begin_kill(watchdog *w)
+{
+    w->phase = 2;
+    signal_job(w, SIGKILL);
+}
+
+static void handle_ctl(watchdog *w, const run_msg *m)
+{
+    switch (m->op) {
+    case RUN_CTL_SIGNAL:
+        if (w->phase > 0)
+            break;
+        if (w->job_pid > 0)
+            kill(w->job->foreground ? w->job_pid : -w->job_pid, m->arg);
+        else
+            signal_tree(getpid(), m->arg);
+        break;
+    case RUN_CTL_TERMINATE:
+        begin_terminate(w);
+        break;
+    case RUN_CTL_KILL:
+        begin_kill(w);
+        break;
+    case RUN_CTL_STOP:
+        if (w->phase == 0) {
+            w->stopped = 1;
+            signal_job(w, SIGSTOP);
+        }
+        report(w, RUN_REP_STOPPED, 0);
+        break;
+    case RUN_CTL_CONT:
+        if (w->phase == 0 && w->stopped) {
+            w->stopped = 0;
+            signal_job(w, SIGCONT);
+        }
+        break;
+    case RUN_CTL_DEADLINE:
+        w->deadline = m->value;
+        break;
+    }
+}
+
+/* Reaps every exited child; returns 1 when no child remains at all. */
+static int reap(watchdog *w)
+{
+    for (;;) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p < 0)
+            return 1; /* ECHILD: the tree is empty */
+        if (p == 0)
+            return 0;
+        if (p == w->job_pid) {
+            w->job_pid = 0;
+            report(w, RUN_REP_EXITED, status);
+            /* The command is done: whatever it left behind goes too. */
+            if (w->phase == 0)
+                begin_terminate(w);
+        }
+    }
+}
+
+/* Starts the command in a child; reports exec failure to the watchdog
+ * through a close-on-exec pipe.  Returns the pid, or -errno. */
+static pid_t spawn_job(const run_job *job, int *exec_errno)
+{
+    int ep[2];
+    *exec_errno = 0;
+    if (pipe2(ep, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t p = fork();
+    if (p < 0) {
+        int e = errno;
+        close(ep[0]);
+        close(ep[1]);
+        return -e;
+    }
+    if (p == 0) {
+        close(ep[0]);
+        if (!job->foreground)
+            setpgid(0, 0);
+        for (const int *sig = run_handled_signals; *sig; sig++)
+            sigaction(*sig, &job->orig_act[*sig], NULL);
+        sigprocmask(SIG_SETMASK, &job->orig_mask, NULL);
+        if (job->shell_command)
+            execl("/bin/sh", "sh", "-c", job->shell_command, (char *)NULL);
+        else
+            execvp(job->argv[0], job->argv);
+        int e = errno;
+        if (write(ep[1], &e, sizeof e) < 0) {
+            /* the watchdog will see the exit status alone */
+        }
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    if (!job->foreground)
+        setpgid(p, p); /* both sides, so no signal finds the old group */
+    close(ep[1]);
+    int e;
+    ssize_t n;
+    do
+        n = read(ep[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof e)
+        *exec_errno = e;
+    return p;
+}
+
+static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
+{
+    watchdog w = {job, ctl_fd, report_fd, 0, 0, 0, 0, 0};
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP,
+                  SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM};
+    signal(SIGCONT, SIG_DFL);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&set, sigs[i]);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    /* If pglock died before we got here, the pipe is already at EOF. */
+
+    int exec_errno;
+    pid_t p = spawn_job(job, &exec_errno);
+    if (p < 0) {
+        report(&w, RUN_REP_EXEC_FAILED, (int)-p);
+        report(&w, RUN_REP_DONE, 0);
+        _exit(0);
+    }
+    w.job_pid = p;
+    if (exec_errno)
+        report(&w, RUN_REP_EXEC_FAILED, exec_errno);
+
+    for (;;) {
+        if (reap(&w)) {
+            report(&w, RUN_REP_DONE, 0);
+            _exit(0);
+        }
+        int64_t now = pglock_now_ms();
+        if (w.phase == 0 && w.deadline > 0 && !w.stopped && now >= w.deadline) {
+            /* pglock could not confirm the lock in time (it may be frozen
+             * or stuck): stop the job ourselves. */
+            report(&w, RUN_REP_DEADLINE, 0);
+            begin_terminate(&w);
+        }
+        if (w.phase == 1 && now >= w.kill_at)
+            begin_kill(&w);
+        long timeout = -1;
+        if (w.phase == 0 && w.deadline > 0 && !w.stopped)
+            timeout = (long)(w.deadline - now);
+        else if (w.phase == 1)
+            timeout = (long)(w.kill_at - now);
+        else if (w.phase == 2)
+            timeout = 50; /* keep killing: a fork may have raced the kill */
+        if (timeout < 0 && (w.phase || (w.deadline > 0 && !w.stopped)))
+            timeout = 0;
+        if (w.phase == 2)
+            signal_job(&w, SIGKILL);
+        struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {w.ctl_fd, POLLIN, 0}};
+        int n = poll(pfd, w.ctl_fd >= 0 ? 2 : 1, (int)timeout);
+        if (n < 0 && errno != EINTR)
+            _exit(70);
+        if (n <= 0)
+            continue;
+        if (pfd[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                /* SIGCHLD: reaped at the top of the loop.  Terminal and
+                 * kill signals are pglock's to forward; ignored here. */
+            }
+        }
+        if (w.ctl_fd >= 0 && pfd[1].revents) {
+            run_msg m;
+            ssize_t r = read(w.ctl_fd, &m, sizeof m);
+            if (r == (ssize_t)sizeof m) {
+                handle_ctl(&w, &m);
+            } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+                /* pglock is gone, perhaps SIGKILLed: nobody confirms the
+                 * lock any more.  Kill the job now; the lock is released
+                 * only when we exit, after the last process is reaped. */
+                close(w.ctl_fd);
+                w.ctl_fd = -1;
+                begin_kill(&w);
+            }
+        }
+    }
+}
+
+pid_t run_watchdog_start(const run_job *job, int ctl_fd, int report_fd,
+                         const int *close_in_child)
+{
+    pid_t p = fork();
+    if (p != 0)
+        return p;
+    for (const int *fd = close_in_child; fd && *fd >= 0; fd++)
+        close(*fd);
+    watchdog_main(job, ctl_fd, report_fd);
+    _exit(70);
+}

@@ -1,0 +1,145 @@
+/*
+ * internal.h — what the library's files share.  Private: never installed.
+ */
+#ifndef PGLOCK_INTERNAL_H
+#define PGLOCK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "pglock.h"
+
+#define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
+#define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
+/* How often a wait looks at opts.interrupt when it has one. */
+#define PGLOCK__INTERRUPT_POLL_MS 20
+/* How long after the server's lock_timeout the client deadline fires: the
+ * server normally answers first, so a timeout needs no cancel. */
+#define PGLOCK__DEADLINE_GRACE_MS 250L
+/* Bound on close's pg_advisory_unlock_all() and on follow-up queries
+ * (pg_locks checks) when the caller gave no other bound. */
+#define PGLOCK__CLOSE_TIMEOUT_MS 5000L
+
+/* One held session lock: its pg_locks coordinates, mode and count.  A
+ * legacy key (hashtext) is matched by its name too, so that it can be
+ * unlocked without asking the server for its value again. */
+typedef struct pglock__hold {
+    uint32_t classid;
+    uint32_t objid;
+    int objsubid;
+    pglock_mode mode;
+    int count;
+    pglock_key_kind kind;
+    int64_t seed;
+    char *name; /* legacy kinds only, owned; else NULL */
+} pglock__hold;
+
+struct pglock_client {
+    PGconn *conn;          /* NULL once closed or lost */
+    int backend_pid;
+    int server_version;
+    char *database;
+    pglock_options opts;
+    pglock__hold *holds;
+    size_t nholds, capholds;
+    int64_t confirmed_at;
+    int heartbeat_busy;    /* a heartbeat query is in flight */
+    int64_t heartbeat_sent_at;
+    char sqlstate[6];
+    char message[512];
+};
+
+/* ---- errors (client.c) */
+
+/* Sets the client's message (printf style, one line) and returns code. */
+int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets the client's message from a failed result (or the connection when
+ * res is NULL) and returns the code for its SQLSTATE. */
+int pglock__fail_result(pglock_client *c, const PGresult *res,
+                        const char *what);
+/* Same for a caller-supplied pglock_error (err may be NULL). */
+int pglock__err_set(pglock_error *err, int code, const char *sqlstate,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
+int pglock__code_for_sqlstate(const char *sqlstate);
+/* Copies the first line of msg into buf, without the trailing newline. */
+void pglock__first_line(char *buf, size_t len, const char *msg);
+/* The connection is gone (or abandoned): finish it, forget every hold. */
+void pglock__client_drop(pglock_client *c);
+
+/* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
+
+/* Formats key for messages: "123", "42:9", "hashtext('x')". */
+void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
+
+/* ---- SQL for a lock call (lock_sql.c) */
+
+typedef enum pglock__op {
+    PGLOCK__OP_LOCK,    /* pg_advisory_lock */
+    PGLOCK__OP_TRY,     /* pg_try_advisory_lock */
+    PGLOCK__OP_UNLOCK   /* pg_advisory_unlock */
+} pglock__op;
+
+/* The function call for key with parameters starting at $first, e.g.
+ * "pg_advisory_lock_shared($2::bigint)", and the parameter values
+ * (pointing into vbuf, at most 2).  Also the expression for the key's
+ * bigint (for legacy keys, so a result can resolve them) or NULL.
+ * Returns the number of parameters used. */
+typedef struct pglock__call {
+    char fn[160];
+    char value_expr[96];   /* "" unless legacy */
+    const char *params[2];
+    char vbuf[2][24];
+    int nparams;
+} pglock__call;
+void pglock__call_make(pglock__call *out, const pglock_key *key,
+                       pglock_mode mode, pglock__op op, int xact, int first);
+
+/* The same call with literals instead of parameters, for a simple-protocol
+ * multi-statement query (transaction locks); names are escaped with
+ * PQescapeLiteral.  Returns 0 or PGLOCK_ENOMEM / PGLOCK_EINVAL. */
+int pglock__call_literal(char *buf, size_t len, PGconn *conn,
+                         const pglock_key *key, pglock_mode mode,
+                         pglock__op op, int xact);
+
+/* ---- waiting (wait.c) */
+
+typedef struct pglock__wait {
+    int64_t deadline;        /* pglock_now_ms() value, or -1: none */
+    volatile sig_atomic_t *interrupt;
+    int interrupt_fd;
+    long cancel_timeout_ms;
+} pglock__wait;
+
+typedef enum pglock__wait_end {
+    PGLOCK__WAIT_DONE = 0,      /* every result is in */
+    PGLOCK__WAIT_CONNLOST,      /* the connection failed */
+    PGLOCK__WAIT_ABANDONED      /* cancel not confirmed in time: the
+                                   connection must not be used again */
+} pglock__wait_end;
+
+#define PGLOCK__MAX_RESULTS 8
+
+/* Collects the results of the query already sent on conn.  Waits until
+ * they are all in, the deadline passes or the interrupt fires; in the last
+ * two cases cancels the query on the server (in a detached thread) and
+ * keeps collecting until the cancel is confirmed or cancel_timeout_ms has
+ * passed.  *cancelled tells why a cancel was sent (0, PGLOCK_ETIMEDOUT or
+ * PGLOCK_EINTR).  Results go to res[] (caller PQclear()s each), at most
+ * PGLOCK__MAX_RESULTS (the rest are cleared), count in *nres.  When DONE
+ * is returned no cancel is pending: the next query is safe to send. */
+pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
+                               PGresult **res, int *nres, int *cancelled);
+void pglock__clear_results(PGresult **res, int nres);
+
+/* Runs one parameterised query and waits for it (no interrupt), until
+ * timeout_ms.  Returns the single result (caller clears) or NULL with
+ * *end set when the connection failed or the deadline passed. */
+PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
+                               const char *const *params, long timeout_ms,
+                               pglock__wait_end *end);
+
+/* Deadline for a wait of timeout_ms starting now (-1 for forever). */
+int64_t pglock__deadline(long timeout_ms, long grace_ms);
+
+#endif

@@ -1,0 +1,438 @@
+/*
+ * Session locks on the client's connection, and the client's own count of
+ * them (PostgreSQL's session locks are re-entrant: n locks need n unlocks).
+ *
+ * Acquire and release are one statement each.  The per-wait lock_timeout
+ * travels in the acquiring statement: set_config() is evaluated before the
+ * lock function (target list, left to right) and the server reads
+ * lock_timeout when the wait starts.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+/* ------------------------------------------------------------- counts */
+
+static int is_legacy(const pglock_key *key)
+{
+    return key->kind == PGLOCK_KEY_HASHTEXT ||
+           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
+}
+
+/* The hold for key+mode, or NULL.  An unresolved legacy key is found by
+ * its name (and seed). */
+static pglock__hold *hold_find(const pglock_client *c, const pglock_key *key,
+                               pglock_mode mode)
+{
+    uint32_t classid = 0, objid = 0;
+    int objsubid = 0;
+    int by_tag = pglock_key_locktag(key, &classid, &objid, &objsubid) == 0;
+    for (size_t i = 0; i < c->nholds; i++) {
+        pglock__hold *h = &c->holds[i];
+        if (h->mode != mode)
+            continue;
+        if (by_tag) {
+            if (h->classid == classid && h->objid == objid &&
+                h->objsubid == objsubid)
+                return h;
+        } else if (h->name && h->kind == key->kind &&
+                   (key->kind != PGLOCK_KEY_HASHTEXTEXTENDED ||
+                    h->seed == key->seed) &&
+                   strcmp(h->name, key->name) == 0) {
+            return h;
+        }
+    }
+    return NULL;
+}
+
+/* Counts one more hold of a resolved key. */
+static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
+{
+    pglock__hold *h = hold_find(c, key, mode);
+    if (h) {
+        h->count++;
+        return 0;
+    }
+    if (c->nholds == c->capholds) {
+        size_t cap = c->capholds ? c->capholds * 2 : 8;
+        pglock__hold *n = realloc(c->holds, cap * sizeof *n);
+        if (!n)
+            return PGLOCK_ENOMEM;
+        c->holds = n;
+        c->capholds = cap;
+    }
+    h = &c->holds[c->nholds];
+    memset(h, 0, sizeof *h);
+    pglock_key_locktag(key, &h->classid, &h->objid, &h->objsubid);
+    h->mode = mode;
+    h->count = 1;
+    h->kind = key->kind;
+    h->seed = key->seed;
+    if (is_legacy(key)) {
+        h->name = strdup(key->name);
+        if (!h->name)
+            return PGLOCK_ENOMEM;
+    }
+    c->nholds++;
+    return 0;
+}
+
+static void hold_remove(pglock_client *c, pglock__hold *h)
+{
+    free(h->name);
+    *h = c->holds[--c->nholds];
+}
+
+/* --------------------------------------------------------- arguments */
+
+static int check_key(const pglock_key *key)
+{
+    if (!key)
+        return 0;
+    switch (key->kind) {
+    case PGLOCK_KEY_INT64:
+    case PGLOCK_KEY_PAIR:
+    case PGLOCK_KEY_TEXT:
+        return 1;
+    case PGLOCK_KEY_HASHTEXT:
+    case PGLOCK_KEY_HASHTEXTEXTENDED:
+        return key->name != NULL || key->resolved;
+    }
+    return 0;
+}
+
+static int check_call(pglock_client *c, const pglock_key *key,
+                      pglock_mode mode)
+{
+    if (!c)
+        return PGLOCK_EINVAL;
+    if (!check_key(key))
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid key");
+    if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid lock mode %d",
+                            (int)mode);
+    if (!c->conn)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the lock connection is closed: it was lost "
+                            "earlier, with every session lock it held");
+    if (c->heartbeat_busy)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "a heartbeat is in progress on this client");
+    return 0;
+}
+
+static const char *mode_name(pglock_mode mode)
+{
+    return mode == PGLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
+}
+
+/* --------------------------------------------------- after a failure */
+
+/* Asks pg_locks whether this backend holds key in mode; the server may
+ * have granted it in the instant the wait failed.  Returns 1 held, 0 not,
+ * or a negative code (the connection is then dropped).  Resolves a legacy
+ * key's value into *key. */
+static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
+{
+    char v[24], sub[4];
+    const char *params[3];
+    char sql[512];
+    const char *expr = "$1::int8";
+    int np = 1;
+
+    if (key->kind == PGLOCK_KEY_PAIR) {
+        snprintf(v, sizeof v, "%" PRId64,
+                 (int64_t)(((uint64_t)(uint32_t)key->ns << 32) |
+                           (uint32_t)key->nsid));
+        params[0] = v;
+    } else if (is_legacy(key) && !key->resolved) {
+        params[0] = key->name;
+        if (key->kind == PGLOCK_KEY_HASHTEXT) {
+            expr = "hashtext($1)::int8";
+        } else {
+            expr = "hashtextextended($1, $3::int8)";
+            snprintf(v, sizeof v, "%" PRId64, key->seed);
+            params[2] = v;
+            np = 3;
+        }
+    } else {
+        snprintf(v, sizeof v, "%" PRId64, key->id);
+        params[0] = v;
+    }
+    snprintf(sub, sizeof sub, "%d", key->kind == PGLOCK_KEY_PAIR ? 2 : 1);
+    params[1] = sub;
+    snprintf(sql, sizeof sql,
+             "SELECT k.v, EXISTS (SELECT 1 FROM pg_locks l"
+             " WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
+             " AND l.granted AND l.classid = ((k.v >> 32) & 4294967295)::oid"
+             " AND l.objid = (k.v & 4294967295)::oid"
+             " AND l.objsubid = $2::int2 AND l.mode = '%s')"
+             " FROM (SELECT %s AS v) k",
+             mode_name(mode), expr);
+    if (np == 1)
+        np = 2;
+
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(c->conn, sql, np, params,
+                                         PGLOCK__CLOSE_TIMEOUT_MS, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
+        PQntuples(res) != 1) {
+        pglock__fail_result(c, res, "could not check pg_locks after a "
+                                    "failed wait; the connection was closed");
+        PQclear(res);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    if (is_legacy(key) && !key->resolved) {
+        key->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        key->resolved = 1;
+    }
+    int held = PQgetvalue(res, 0, 1)[0] == 't';
+    PQclear(res);
+    return held;
+}
+
+/* ---------------------------------------------------------------- lock */
+
+int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
+                long timeout_ms)
+{
+    int rc = check_call(c, key_in, mode);
+    if (rc)
+        return rc;
+    if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid timeout %ld ms",
+                            timeout_ms);
+    pglock_key key = *key_in;
+    int try = timeout_ms == PGLOCK_TRY;
+
+    pglock__call call;
+    pglock__call_make(&call, &key, mode, try ? PGLOCK__OP_TRY : PGLOCK__OP_LOCK,
+                      0, 2);
+    char sql[400], lock_timeout[24];
+    snprintf(lock_timeout, sizeof lock_timeout, "%ld",
+             timeout_ms < 0 ? 0L : timeout_ms);
+    /* $1 is the wait's lock_timeout; a try sends it too (ignored), so that
+     * both forms share one shape. */
+    snprintf(sql, sizeof sql,
+             "SELECT set_config('lock_timeout', $1, false), %s%s%s", call.fn,
+             *call.value_expr ? ", " : "", call.value_expr);
+    const char *params[3] = {lock_timeout, call.params[0], call.params[1]};
+
+    int64_t sent_at = pglock_now_ms();
+    if (!PQsendQueryParams(c->conn, sql, 1 + call.nparams, NULL, params, NULL,
+                           NULL, 0)) {
+        rc = pglock__fail_result(c, NULL, "could not send the lock request");
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    pglock__wait w = {
+        .deadline = try ? -1
+                        : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
+        .interrupt = c->opts.interrupt,
+        .interrupt_fd = c->opts.interrupt_fd,
+        .cancel_timeout_ms = c->opts.cancel_timeout_ms};
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(c->conn, &w, res, &nres, &cancelled);
+    int64_t answered_at = pglock_now_ms();
+
+    if (end == PGLOCK__WAIT_ABANDONED) {
+        pglock__clear_results(res, nres);
+        pglock__client_drop(c);
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "could not cancel the wait within %ld ms, so the "
+                            "connection was closed: every session lock of "
+                            "this client is lost",
+                            c->opts.cancel_timeout_ms);
+    }
+    PGresult *r = nres > 0 ? res[nres - 1] : NULL;
+    if (end == PGLOCK__WAIT_CONNLOST || !r) {
+        pglock__fail_result(c, r, "connection lost while taking the lock");
+        pglock__clear_results(res, nres);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        int got = try ? PQgetvalue(r, 0, 1)[0] == 't' : 1;
+        if (*call.value_expr) {
+            key.id = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+            key.resolved = 1;
+        }
+        pglock__clear_results(res, nres);
+        if (!got) {
+            char k[128];
+            pglock__key_describe(&key, k, sizeof k);
+            return pglock__fail(c, PGLOCK_EBUSY,
+                                "lock %s is held by another session", k);
+        }
+        if (hold_add(c, &key, mode) != 0)
+            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+        c->message[0] = '\0';
+        c->sqlstate[0] = '\0';
+        c->confirmed_at = sent_at;
+        /* After a long wait the send time says little about the server's
+         * idle clock, which starts when the lock is granted: confirm now,
+         * so the lease counts from a fresh, known moment. */
+        if (c->opts.lease_ms > 0 &&
+            answered_at - sent_at > c->opts.lease_ms / 8) {
+            rc = pglock_heartbeat(c, c->opts.lease_ms / 2);
+            if (rc == PGLOCK_ETIMEDOUT) {
+                /* unconfirmed within half the lease: give it up */
+                pglock__client_drop(c);
+                return PGLOCK_ECONNLOST;
+            }
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+
+    /* The wait failed. */
+    rc = pglock__fail_result(c, r, "could not take the lock");
+    pglock__clear_results(res, nres);
+    if (rc == PGLOCK_ECONNLOST) {
+        pglock__client_drop(c);
+        return rc;
+    }
+    if (rc == PGLOCK_EINTR && cancelled)
+        rc = cancelled; /* our own cancel: interrupt or client deadline */
+    if (try)
+        return rc;
+    /* PostgreSQL can grant the lock in the instant the timeout or cancel
+     * fires and still report the error: pg_locks decides. */
+    char saved[sizeof c->message], state[6];
+    memcpy(saved, c->message, sizeof saved);
+    memcpy(state, c->sqlstate, sizeof state);
+    int held = held_on_server(c, &key, mode);
+    if (held < 0)
+        return held;
+    if (held) {
+        if (hold_add(c, &key, mode) != 0)
+            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+        c->message[0] = '\0';
+        c->sqlstate[0] = '\0';
+        c->confirmed_at = sent_at;
+        return 0;
+    }
+    memcpy(c->message, saved, sizeof saved);
+    memcpy(c->sqlstate, state, sizeof state);
+    if (rc == PGLOCK_ETIMEDOUT) {
+        char k[128];
+        pglock__key_describe(&key, k, sizeof k);
+        snprintf(c->message, sizeof c->message,
+                 "timed out after %ld ms waiting for lock %s%s%s%s",
+                 timeout_ms, k, *state ? " (SQLSTATE " : "", state,
+                 *state ? ")" : "");
+    } else if (rc == PGLOCK_EINTR) {
+        char k[128];
+        pglock__key_describe(&key, k, sizeof k);
+        snprintf(c->message, sizeof c->message,
+                 "wait for lock %s was interrupted", k);
+    }
+    return rc;
+}
+
+/* -------------------------------------------------------------- unlock */
+
+int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
+{
+    int rc = check_call(c, key, mode);
+    if (rc)
+        return rc;
+    pglock__hold *h = hold_find(c, key, mode);
+    char k[128];
+    pglock__key_describe(key, k, sizeof k);
+    if (!h)
+        return pglock__fail(c, PGLOCK_ENOTHELD,
+            "lock %s (%s) is not held by this session: session locks belong "
+            "to the connection that took them, so a lock taken on another "
+            "connection (or through a pooler that moved the session) cannot "
+            "be released here", k, mode == PGLOCK_SHARED ? "shared"
+                                                          : "exclusive");
+
+    /* Release by the coordinates we counted (a legacy key's value is
+     * known since it was taken). */
+    pglock_key tag = {.kind = PGLOCK_KEY_INT64};
+    if (h->objsubid == 2) {
+        tag.kind = PGLOCK_KEY_PAIR;
+        tag.ns = (int32_t)h->classid;
+        tag.nsid = (int32_t)h->objid;
+    } else {
+        tag.id = (int64_t)(((uint64_t)h->classid << 32) | h->objid);
+    }
+    pglock__call call;
+    pglock__call_make(&call, &tag, mode, PGLOCK__OP_UNLOCK, 0, 1);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s", call.fn);
+    pglock__wait_end end;
+    /* The kernel's tcp_user_timeout bounds this on a dead network. */
+    PGresult *res = pglock__exec_bounded(c->conn, sql, call.nparams,
+                                         call.params, -1, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
+        PQntuples(res) != 1) {
+        rc = pglock__fail_result(c, res, "could not release the lock");
+        PQclear(res);
+        if (rc == PGLOCK_ECONNLOST || end != PGLOCK__WAIT_DONE) {
+            pglock__client_drop(c);
+            return PGLOCK_ECONNLOST;
+        }
+        return rc;
+    }
+    int released = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    if (--h->count == 0 || !released)
+        hold_remove(c, h);
+    if (!released)
+        return pglock__fail(c, PGLOCK_ENOTHELD,
+            "lock %s was counted as held but the server session no longer "
+            "holds it: it was lost", k);
+    c->message[0] = '\0';
+    c->sqlstate[0] = '\0';
+    return 0;
+}
+
+int pglock_unlock_all(pglock_client *c)
+{
+    if (!c)
+        return PGLOCK_EINVAL;
+    if (!c->conn)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the lock connection is closed: it was lost "
+                            "earlier, with every session lock it held");
+    if (c->heartbeat_busy)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "a heartbeat is in progress on this client");
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(
+        c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, -1, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        int rc = pglock__fail_result(c, res, "could not release the locks");
+        PQclear(res);
+        if (rc == PGLOCK_ECONNLOST || end != PGLOCK__WAIT_DONE) {
+            pglock__client_drop(c);
+            return PGLOCK_ECONNLOST;
+        }
+        return rc;
+    }
+    PQclear(res);
+    for (size_t i = 0; i < c->nholds; i++)
+        free(c->holds[i].name);
+    c->nholds = 0;
+    c->message[0] = '\0';
+    c->sqlstate[0] = '\0';
+    return 0;
+}
+
+int pglock_held(const pglock_client *c, const pglock_key *key,
+                pglock_mode mode)
+{
+    if (!c || !check_key(key))
+        return 0;
+    const pglock__hold *h = hold_find(c, key, mode);
+    return h ? h->count : 0;
+}

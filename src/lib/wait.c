@@ -1,0 +1,260 @@
+/*
+ * Waiting for a query's answer with a deadline and an interrupt, and
+ * cancelling it on the server without ever hanging the caller.
+ *
+ * libpq 15's PQcancel() is blocking (it connects to the server and waits
+ * for it to close the cancel connection), so it runs in a detached thread.
+ * The thread and the waiter share a small job; whoever lets go last frees
+ * it, so an abandoned cancel cleans up after itself.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include "internal.h"
+
+typedef struct cancel_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    PGcancel *cancel;
+    int done;
+    int refs;
+} cancel_job;
+
+static void job_release(cancel_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (last) {
+        PQfreeCancel(j->cancel);
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->mu);
+        free(j);
+    }
+}
+
+static void *cancel_main(void *arg)
+{
+    cancel_job *j = arg;
+    char errbuf[256];
+    /* Its outcome does not matter here: the waiter watches the query's
+     * answer, and gives up on the connection if none comes in time. */
+    (void)PQcancel(j->cancel, errbuf, (int)sizeof errbuf);
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+    return NULL;
+}
+
+/* Starts a cancel of conn's running query; NULL if that is impossible. */
+static cancel_job *cancel_start(PGconn *conn)
+{
+    cancel_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->cancel = PQgetCancel(conn);
+    if (!j->cancel) {
+        free(j);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 2;
+
+    /* The thread blocks every signal, so that the caller's handlers (the
+     * ones that set opts.interrupt) keep running on the caller's thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, cancel_main, j);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        j->refs = 1;
+        job_release(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Waits until the cancel thread has finished or the deadline passes;
+ * returns whether it finished.  Releases the waiter's reference. */
+static int cancel_finish(cancel_job *j, int64_t deadline)
+{
+    int64_t left = deadline - pglock_now_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (left < 0)
+        left = 0;
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (!j->done)
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
+            break;
+    int done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+    return done;
+}
+
+int64_t pglock__deadline(long timeout_ms, long grace_ms)
+{
+    if (timeout_ms < 0)
+        return -1;
+    return pglock_now_ms() + timeout_ms + grace_ms;
+}
+
+void pglock__clear_results(PGresult **res, int nres)
+{
+    for (int i = 0; i < nres; i++)
+        PQclear(res[i]);
+}
+
+static void keep(PGresult **res, int *nres, PGresult *r)
+{
+    if (*nres < PGLOCK__MAX_RESULTS)
+        res[(*nres)++] = r;
+    else
+        PQclear(r);
+}
+
+/* Takes every result already readable; returns 1 when the last is in. */
+static int drain(PGconn *conn, PGresult **res, int *nres)
+{
+    while (!PQisBusy(conn)) {
+        PGresult *r = PQgetResult(conn);
+        if (!r)
+            return 1;
+        keep(res, nres, r);
+    }
+    return 0;
+}
+
+static int poll_ms(int64_t now, int64_t deadline, int cap)
+{
+    int64_t left = deadline < 0 ? -1 : deadline - now;
+    if (deadline >= 0 && left < 0)
+        left = 0;
+    if (cap >= 0 && (left < 0 || left > cap))
+        left = cap;
+    return (int)left;
+}
+
+pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
+                               PGresult **res, int *nres, int *cancelled)
+{
+    cancel_job *job = NULL;
+    int64_t cancel_deadline = -1;
+    int fd_fired = 0;
+
+    *nres = 0;
+    *cancelled = 0;
+    for (;;) {
+        if (!PQconsumeInput(conn)) {
+            drain(conn, res, nres); /* keeps the server's last words */
+            if (job)
+                job_release(job);
+            return PGLOCK__WAIT_CONNLOST;
+        }
+        if (drain(conn, res, nres))
+            break;
+
+        int64_t now = pglock_now_ms();
+        if (!job) {
+            int why = 0;
+            if ((w->interrupt && *w->interrupt) || fd_fired)
+                why = PGLOCK_EINTR;
+            else if (w->deadline >= 0 && now >= w->deadline)
+                why = PGLOCK_ETIMEDOUT;
+            if (why) {
+                *cancelled = why;
+                if (w->cancel_timeout_ms < 0)
+                    return PGLOCK__WAIT_ABANDONED;
+                job = cancel_start(conn);
+                if (!job)
+                    return PGLOCK__WAIT_ABANDONED;
+                cancel_deadline = now + w->cancel_timeout_ms;
+            }
+        } else if (now >= cancel_deadline) {
+            job_release(job);
+            return PGLOCK__WAIT_ABANDONED;
+        }
+
+        struct pollfd fds[2] = {{.fd = PQsocket(conn), .events = POLLIN},
+                                {.fd = -1, .events = POLLIN}};
+        int cap = -1;
+        if (!job && w->interrupt)
+            cap = PGLOCK__INTERRUPT_POLL_MS;
+        if (!job && w->interrupt_fd >= 0)
+            fds[1].fd = w->interrupt_fd;
+        int ms = poll_ms(now, job ? cancel_deadline : w->deadline, cap);
+        int n = poll(fds, 2, ms);
+        if (n < 0 && errno != EINTR) {
+            if (job)
+                job_release(job);
+            return PGLOCK__WAIT_ABANDONED;
+        }
+        if (n > 0 && fds[1].fd >= 0 && fds[1].revents)
+            fd_fired = 1;
+    }
+
+    /* Every answer is in.  A cancel still on its way could hit the next
+     * statement: wait until PQcancel has returned (the server has then
+     * signalled the backend, which drops a cancel that finds it idle). */
+    if (job && !cancel_finish(job, cancel_deadline))
+        return PGLOCK__WAIT_ABANDONED;
+    return PGLOCK__WAIT_DONE;
+}
+
+PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
+                               const char *const *params, long timeout_ms,
+                               pglock__wait_end *end)
+{
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+
+    if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
+        *end = PGLOCK__WAIT_CONNLOST;
+        return NULL;
+    }
+    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
+                      .interrupt = NULL,
+                      .interrupt_fd = -1,
+                      .cancel_timeout_ms = -1};
+    *end = pglock__await(conn, &w, res, &nres, &cancelled);
+    if (*end != PGLOCK__WAIT_DONE || nres == 0) {
+        /* The server's last words (e.g. FATAL: terminating connection)
+         * are worth keeping: return them. */
+        if (nres > 0) {
+            PGresult *last = res[nres - 1];
+            pglock__clear_results(res, nres - 1);
+            if (*end == PGLOCK__WAIT_DONE)
+                *end = PGLOCK__WAIT_CONNLOST;
+            return last;
+        }
+        if (*end == PGLOCK__WAIT_DONE)
+            *end = PGLOCK__WAIT_CONNLOST;
+        return NULL;
+    }
+    PGresult *last = res[nres - 1];
+    pglock__clear_results(res, nres - 1);
+    return last;
+}

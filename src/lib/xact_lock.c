@@ -1,0 +1,262 @@
+/*
+ * Transaction locks on the caller's own PGconn.
+ *
+ * These are sent as one simple-protocol query holding several statements
+ * (one round trip): it needs no prepared statement and no session state,
+ * so it passes any pooler.  Keys are written as literals: integers that we
+ * format, names through PQescapeLiteral().  The per-wait lock_timeout is
+ * set transaction-locally and restored in the same statement that waits:
+ *
+ *   SELECT set_config('lock_timeout', x.old, true) FROM
+ *     (SELECT current_setting('lock_timeout') AS old,
+ *             set_config('lock_timeout', 'N', true), pg_advisory_xact_lock(K)) x
+ *
+ * (the subquery has volatile outputs, so it is not flattened, and its
+ * target list runs left to right).  Inside the caller's transaction a
+ * savepoint around it keeps a failure from aborting the transaction.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "internal.h"
+
+#define SAVEPOINT "pglock_xact_lock"
+
+static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
+                      long timeout_ms, pglock_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof *err);
+    if (!conn || !key)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
+                               "invalid argument: no connection or key");
+    if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
+                               "invalid lock mode %d", (int)mode);
+    if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
+                               "invalid timeout %ld ms", timeout_ms);
+    if ((key->kind == PGLOCK_KEY_HASHTEXT ||
+         key->kind == PGLOCK_KEY_HASHTEXTEXTENDED) &&
+        !key->name && !key->resolved)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid key");
+    if (key->kind < PGLOCK_KEY_INT64 ||
+        key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid key");
+    if (PQstatus(conn) != CONNECTION_OK)
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+                               "the connection is not open");
+    return 0;
+}
+
+static int fail_from(pglock_error *err, const PGresult *res, PGconn *conn,
+                     const char *what)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary =
+        res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    char msg[400];
+    pglock__first_line(msg, sizeof msg,
+                       primary ? primary : PQerrorMessage(conn));
+    int code = pglock__code_for_sqlstate(state);
+    if (!state || PQstatus(conn) != CONNECTION_OK)
+        code = PGLOCK_ECONNLOST;
+    return pglock__err_set(err, code, state, "%s: %s%s%s%s", what, msg,
+                           state ? " (SQLSTATE " : "", state ? state : "",
+                           state ? ")" : "");
+}
+
+/* Runs a short clean-up query (ROLLBACK ...), bounded. */
+static int cleanup(PGconn *conn, const char *sql)
+{
+    if (!PQsendQuery(conn, sql))
+        return -1;
+    pglock__wait w = {.deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0),
+                      .interrupt = NULL, .interrupt_fd = -1,
+                      .cancel_timeout_ms = -1};
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
+    int ok = end == PGLOCK__WAIT_DONE;
+    for (int i = 0; i < nres; i++)
+        if (PQresultStatus(res[i]) != PGRES_COMMAND_OK)
+            ok = 0;
+    pglock__clear_results(res, nres);
+    if (end == PGLOCK__WAIT_ABANDONED)
+        shutdown(PQsocket(conn), SHUT_RDWR);
+    return ok ? 0 : -1;
+}
+
+/*
+ * Sends sql (the whole attempt), waits for it with the deadline and the
+ * interrupt, and works out the outcome.  begin: the attempt opened the
+ * transaction itself (undo = ROLLBACK), else a savepoint (undo = ROLLBACK
+ * TO SAVEPOINT + RELEASE).  try: the answer is the try function's boolean.
+ */
+static int attempt(PGconn *conn, const char *sql, int begin, int try,
+                   long timeout_ms, volatile sig_atomic_t *interrupt,
+                   pglock_error *err)
+{
+    const char *undo = begin ? "ROLLBACK"
+                             : "ROLLBACK TO SAVEPOINT " SAVEPOINT
+                               "; RELEASE SAVEPOINT " SAVEPOINT;
+    if (!PQsendQuery(conn, sql))
+        return fail_from(err, NULL, conn, "could not send the lock request");
+    pglock__wait w = {
+        .deadline = try ? -1
+                        : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
+        .interrupt = interrupt,
+        .interrupt_fd = -1,
+        .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
+
+    if (end == PGLOCK__WAIT_ABANDONED) {
+        /* A waiter may still be queued on the server: the only way to be
+         * sure it is not is to end the connection.  It is the caller's, so
+         * we shut its socket; the caller must PQfinish() it. */
+        pglock__clear_results(res, nres);
+        shutdown(PQsocket(conn), SHUT_RDWR);
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+                               "could not cancel the wait in time, so the "
+                               "connection was shut down: PQfinish() it");
+    }
+    if (end == PGLOCK__WAIT_CONNLOST) {
+        int rc = fail_from(err, nres ? res[nres - 1] : NULL, conn,
+                           "connection lost while taking the lock");
+        pglock__clear_results(res, nres);
+        return rc == 0 ? PGLOCK_ECONNLOST : rc;
+    }
+
+    const PGresult *failed = NULL, *answer = NULL;
+    for (int i = 0; i < nres; i++) {
+        ExecStatusType st = PQresultStatus(res[i]);
+        if (st == PGRES_TUPLES_OK)
+            answer = res[i];
+        else if (st != PGRES_COMMAND_OK && !failed)
+            failed = res[i];
+    }
+    if (!failed && answer && PQntuples(answer) == 1) {
+        int got = !try || PQgetvalue(answer, 0, 0)[0] == 't';
+        pglock__clear_results(res, nres);
+        if (got)
+            return 0;
+        pglock__err_set(err, PGLOCK_EBUSY, NULL,
+                        "lock is held by another session");
+        if (begin && cleanup(conn, undo) != 0)
+            return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+                                   "could not roll back the transaction");
+        return PGLOCK_EBUSY;
+    }
+
+    int rc = failed ? fail_from(err, failed, conn, "could not take the lock")
+                    : pglock__err_set(err, PGLOCK_ESERVER, NULL,
+                                      "unexpected answer to the lock request");
+    pglock__clear_results(res, nres);
+    if (rc == PGLOCK_EINTR && cancelled) {
+        rc = cancelled;
+        if (err)
+            err->code = rc;
+    }
+    if (rc == PGLOCK_ETIMEDOUT && err)
+        snprintf(err->message, sizeof err->message,
+                 "timed out after %ld ms waiting for the lock (SQLSTATE %s)",
+                 timeout_ms, err->sqlstate[0] ? err->sqlstate : "none");
+    if (rc == PGLOCK_EINTR && err)
+        snprintf(err->message, sizeof err->message,
+                 "wait for the lock was interrupted");
+    if (rc == PGLOCK_ECONNLOST)
+        return rc;
+    /* Rolling back (to the savepoint) also releases a lock the server may
+     * have granted in the instant the wait failed: not held, for sure. */
+    if (cleanup(conn, undo) != 0)
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+                               "could not roll back after a failed wait");
+    return rc;
+}
+
+/* The waiting statement, with lock_timeout set and restored around it. */
+static int wait_statement(char *buf, size_t len, const char *call,
+                          long timeout_ms)
+{
+    int n = snprintf(buf, len,
+                     "SELECT set_config('lock_timeout', x.old, true) FROM"
+                     " (SELECT current_setting('lock_timeout') AS old,"
+                     " set_config('lock_timeout', '%ld', true), %s) x",
+                     timeout_ms < 0 ? 0L : timeout_ms, call);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
+static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
+                 pglock_mode mode, long timeout_ms, int begin,
+                 pglock_error *err)
+{
+    char call[600], stmt[900];
+    int try = timeout_ms == PGLOCK_TRY;
+    int rc = pglock__call_literal(call, sizeof call, conn, key, mode,
+                                  try ? PGLOCK__OP_TRY : PGLOCK__OP_LOCK, 1);
+    if (rc == 0 && !try)
+        rc = wait_statement(stmt, sizeof stmt, call, timeout_ms);
+    else if (rc == 0)
+        rc = snprintf(stmt, sizeof stmt, "SELECT %s", call) < (int)sizeof stmt
+                 ? 0
+                 : PGLOCK_EINVAL;
+    if (rc == 0) {
+        int n;
+        if (begin)
+            n = snprintf(sql, len, "BEGIN; %s", stmt);
+        else if (try)
+            /* A try cannot fail half-way (it returns false): no savepoint */
+            n = snprintf(sql, len, "%s", stmt);
+        else
+            n = snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s;"
+                         " RELEASE SAVEPOINT " SAVEPOINT, stmt);
+        rc = n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+    }
+    if (rc != 0)
+        return pglock__err_set(err, rc, NULL,
+                               rc == PGLOCK_ENOMEM ? "out of memory"
+                                                   : "key name too long");
+    return 0;
+}
+
+int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
+                     long timeout_ms, volatile sig_atomic_t *interrupt,
+                     pglock_error *err)
+{
+    int rc = check_args(conn, key, mode, timeout_ms, err);
+    if (rc)
+        return rc;
+    if (PQtransactionStatus(conn) != PQTRANS_INTRANS)
+        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
+                               "a transaction lock needs an open transaction"
+                               " (and not a failed one): BEGIN first, or use"
+                               " pglock_xact_begin_lock()");
+    char sql[1200];
+    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, 0, err);
+    if (rc)
+        return rc;
+    return attempt(conn, sql, 0, timeout_ms == PGLOCK_TRY, timeout_ms,
+                   interrupt, err);
+}
+
+int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
+                           pglock_mode mode, long timeout_ms,
+                           volatile sig_atomic_t *interrupt, pglock_error *err)
+{
+    int rc = check_args(conn, key, mode, timeout_ms, err);
+    if (rc)
+        return rc;
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
+                               "a transaction is already open on the "
+                               "connection: use pglock_xact_lock() inside it");
+    char sql[1200];
+    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, 1, err);
+    if (rc)
+        return rc;
+    return attempt(conn, sql, 1, timeout_ms == PGLOCK_TRY, timeout_ms,
+                   interrupt, err);
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bats
+# The benchmarks' smoke run (seconds): it runs against the harness and its
+# report has every section.  No number is checked: timings are never
+# asserted, and a smoke run's numbers mean nothing.
+
+setup() {
+    [ -n "${PGLOCK_TEST_PRIMARY:-}" ] || skip "PGLOCK_TEST_PRIMARY is unset (run through tests/run.sh)"
+    [ -n "${PGLOCK_BUILD:-}" ] || skip "PGLOCK_BUILD is unset (run through tests/run.sh)"
+    [ -x "$PGLOCK_BUILD/bench/bench_ops" ] || skip "the benchmarks are not built in $PGLOCK_BUILD"
+}
+
+@test "bench/run.sh --smoke reports every section" {
+    run "$BATS_TEST_DIRNAME/../../bench/run.sh" "$PGLOCK_BUILD" --smoke
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for section in "## Machine" "## 1–2. " "## 3. " "## 4. " "## 5. " "## 6. "; do
+        grep -qF -- "$section" "$PGLOCK_BUILD/bench-smoke.md"
+    done
+    grep -qF "Mutual exclusion violations seen: 0." "$PGLOCK_BUILD/bench-smoke.md"
+    ! grep -q "bench: error" <<<"$output"
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# pglock doctor against the harness's primary, standby and PgBouncer:
+# a direct connection is clean, a pooler and a standby are problems.
+# PGLOCK_BIN is the binary; PGLOCK_TEST_* come from the harness
+# (tests/harness/README.md); tests skip without them.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+    PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
+}
+
+need_var() {
+    local v
+    for v in "$@"; do
+        [ -n "${!v:-}" ] || skip "$v is not set (run through tests/run.sh)"
+    done
+}
+
+# py EXPR: evaluates EXPR with d = the JSON document in $output.
+py() {
+    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"
+}
+
+# finding CHECK: its status in the JSON in $output.
+finding() {
+    py "[f['status'] for f in d['findings'] if f['check'] == '$1']"
+}
+
+@test "a direct connection to the primary is clean: exit 0" {
+    need_var PGLOCK_TEST_PRIMARY
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY"
+    [ "$status" -eq 0 ]
+    grep -E "^ok +pooler: no pooler in the path" <<<"$output"
+    grep -E "^ok +standby: " <<<"$output"
+    grep -E "^ok +server_version: PostgreSQL 1[4-9]" <<<"$output"
+    grep -E "^ok +lock_table: room for at least [0-9]+ locks" <<<"$output"
+    [[ "$output" == *"0 problems"* ]]
+
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY" --json
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["problems"]')" = 0 ]
+    [ "$(finding pooler)" = "['ok']" ]
+    [ "$(finding standby)" = "['ok']" ]
+    [ "$(finding see_sessions)" = "['ok']" ]
+    # every finding has a status among the three, a reason, and a fix
+    # exactly when it is not ok
+    [ "$(py 'all(f["status"] in ("ok","warning","problem") and f["reason"] and
+                 (f["fix"] is None) == (f["status"] == "ok") for f in d["findings"])')" = True ]
+}
+
+@test "the lock table's floor and the advisory locks held now are reported" {
+    need_var PGLOCK_TEST_PRIMARY
+    read -r per conns prepared < <(psql -X -A -t -F ' ' "$PGLOCK_TEST_PRIMARY" -c \
+        "select current_setting('max_locks_per_transaction'), current_setting('max_connections'),
+                current_setting('max_prepared_transactions')")
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY"
+    [[ "$output" == *"room for at least $((per * (conns + prepared))) locks (max_locks_per_transaction $per x (max_connections $conns + max_prepared_transactions $prepared)"* ]]
+    [[ "$output" == *"advisory locks held now"* ]]
+}
+
+@test "through PgBouncer: a pooler in transaction mode is a problem (exit 1)" {
+    need_var PGLOCK_TEST_POOLER
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER"
+    [ "$status" -eq 1 ]
+    grep -E "^problem +pooler: a pooler is in the path: PQbackendPID\(\) is -?[0-9]+ but pg_backend_pid\(\) is [0-9]+" <<<"$output"
+    grep -E "^problem +pool_mode: transaction pooling" <<<"$output"
+    grep -E "^warning +pooled_waiters: each client waiting for a lock holds a pooled server connection" <<<"$output"
+    grep -E "^ +fix: " <<<"$output"
+
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER" --json
+    [ "$status" -eq 1 ]
+    [ "$(finding pooler)" = "['problem']" ]
+    [ "$(finding pool_mode)" = "['problem']" ]
+    [ "$(py 'd["problems"] >= 2')" = True ]
+}
+
+@test "a standby is a problem: advisory locks are not replicated" {
+    need_var PGLOCK_TEST_STANDBY
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_STANDBY"
+    [ "$status" -eq 1 ]
+    grep -E "^problem +standby: the server is a standby \(in recovery\)" <<<"$output"
+    grep -E "fix: connect to the primary" <<<"$output"
+}
+
+@test "an ordinary role is warned about what it cannot see or signal" {
+    need_var PGLOCK_TEST_ORDINARY
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_ORDINARY" --json
+    [ "$status" -eq 0 ]
+    [ "$(finding see_sessions)" = "['warning']" ]
+    [ "$(finding signal_backends)" = "['warning']" ]
+    [[ "$(py '[f["fix"] for f in d["findings"] if f["check"] == "see_sessions"][0]')" == "GRANT pg_read_all_stats TO"* ]]
+}
+
+@test "a role's timeout defaults are reported as warnings" {
+    need_var PGLOCK_TEST_PRIMARY
+    # PGOPTIONS stands in for ALTER ROLE ... SET (no server change)
+    PGOPTIONS="-c statement_timeout=5min -c idle_session_timeout=1h" \
+        run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY"
+    [ "$status" -eq 0 ]
+    grep -E "^warning +statement_timeout: statement_timeout is 5min for this role" <<<"$output"
+    grep -E "^warning +idle_session_timeout: idle_session_timeout is 1h for this role" <<<"$output"
+    grep -E "^ok +lock_timeout: lock_timeout is 0" <<<"$output"
+}
+
+@test "over TCP the server's keepalives are judged" {
+    need_var PGLOCK_TEST_PRIMARY_TCP
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY_TCP" --json
+    [ "$status" -eq 0 ]
+    [[ "$(py '[f["reason"] for f in d["findings"] if f["check"] == "keepalives"][0]')" == *"tcp_keepalives_idle"* ]]
+}
+
+@test "bad options exit 64" {
+    run "$PGLOCK_BIN" doctor --bogus
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" doctor extra-argument
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" doctor --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"Exit status"* ]]
+}
+
+@test "an unreachable server exits 69" {
+    run "$PGLOCK_BIN" doctor -h /nonexistent-socket-dir -p 1
+    [ "$status" -eq 69 ]
+    [[ "$output" == "pglock: error: "* ]]
+    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
+        run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_DOWN"
+        [ "$status" -eq 69 ]
+    fi
+}

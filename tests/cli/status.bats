@@ -1,0 +1,333 @@
+#!/usr/bin/env bats
+# pglock status against live scenes built with background psql sessions:
+# who holds, who waits, by name, as a table with a tree and as JSON.
+# PGLOCK_BIN is the binary; the harness's PGLOCK_TEST_* variables point at
+# the servers (tests/harness/README.md); tests skip without them.
+
+bats_require_minimum_version 1.5.0
+
+if [ -f "$BATS_TEST_DIRNAME/../support/harness.bash" ]; then
+    load ../support/harness
+fi
+
+setup() {
+    PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
+    TMP=$(mktemp -d)
+    FDS=()
+    PIDS=()
+}
+
+teardown() {
+    local fd pid
+    for fd in "${FDS[@]}"; do exec {fd}>&- 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+
+need_var() {
+    local v
+    for v in "$@"; do
+        [ -n "${!v:-}" ] || skip "$v is not set (run through tests/run.sh)"
+    done
+}
+
+# sql SQL [CONNINFO]: one value, unaligned.
+sql() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "${2:-$PGLOCK_TEST_PRIMARY}" -c "$1"
+}
+
+# poll SECONDS COMMAND...: bounded polling.
+poll() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# session APP CONNINFO SQL: a psql session in the background, named APP
+# (application_name), that runs SQL and then sits idle until teardown
+# closes its input.  A lock it waits for keeps it active.
+session() {
+    local app=$1 conn=$2 fifo="$TMP/$1.fifo" fd
+    mkfifo "$fifo"
+    exec {fd}<>"$fifo"
+    FDS+=("$fd")
+    PGAPPNAME="$app" psql -X -q -v ON_ERROR_STOP=1 "$conn" -f "$fifo" \
+        >"$TMP/$app.out" 2>&1 &
+    PIDS+=("$!")
+    printf '%s\n' "$3" >&"$fd"
+}
+
+# backend APP: the server pid of the session named APP.
+backend() {
+    sql "select pid from pg_stat_activity where application_name = '$1'"
+}
+
+granted_count() { # APP N: APP holds N advisory locks
+    [ "$(sql "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+             where a.application_name = '$1' and l.locktype = 'advisory'
+             and l.granted")" = "$2" ]
+}
+
+waiting() { # APP: APP waits for an advisory lock
+    [ "$(sql "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+             where a.application_name = '$1' and l.locktype = 'advisory'
+             and not l.granted")" = 1 ]
+}
+
+# The SQL rule's bigint for a name (DESIGN.md, Keys).
+rule() {
+    echo "('x' || substr(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint"
+}
+
+# py EXPR: evaluates EXPR with d = the JSON document in $output.
+py() {
+    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"
+}
+
+@test "a holder and a chain of waiters: table, tree and JSON agree" {
+    need_var PGLOCK_TEST_PRIMARY
+    session st_holder "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
+    poll 10 granted_count st_holder 1
+    session st_w1 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
+    poll 10 waiting st_w1
+    session st_w2 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
+    poll 10 waiting st_w2
+    h=$(backend st_holder) w1=$(backend st_w1) w2=$(backend st_w2)
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 72001
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"key 72001: exclusive, 2 waiting"* ]]
+    # the tree: w1 under the holder, w2 under w1
+    grep -E "^  holds $h +postgres +local " <<<"$output"
+    grep -E "^  └─ waits $w1 \(exclusive\) " <<<"$output"
+    grep -E "^     └─ waits $w2 \(exclusive\) " <<<"$output"
+    # an idle holder: a range from state_change to backend_start
+    grep -E "^  holds $h .*state_change-backend_start +st_holder$" <<<"$output"
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 72001
+    [ "$status" -eq 0 ]
+    [ "$(py 'len(d["locks"])')" = 1 ]
+    [ "$(py 'd["locks"][0]["key"]')" = 72001 ]
+    [ "$(py 'd["locks"][0]["kind"]')" = int64 ]
+    [ "$(py 'd["locks"][0]["classid"], d["locks"][0]["objid"], d["locks"][0]["objsubid"]')" = "0 72001 1" ]
+    [ "$(py 'd["locks"][0]["mode"]')" = exclusive ]
+    [ "$(py '[h["pid"] for h in d["locks"][0]["holders"]]')" = "[$h]" ]
+    [ "$(py 'd["locks"][0]["holders"][0]["held_max_source"]')" = backend_start ]
+    [ "$(py 'd["locks"][0]["holders"][0]["held_min_source"]')" = state_change ]
+    [ "$(py 'd["locks"][0]["holders"][0]["held_min_s"] <= d["locks"][0]["holders"][0]["held_max_s"]')" = True ]
+    [ "$(py '[w["pid"] for w in d["locks"][0]["waiters"]]')" = "[$w1, $w2]" ]
+    [ "$(py '[w["parent_pid"] for w in d["locks"][0]["waiters"]]')" = "[$h, $w1]" ]
+    [ "$(py 'd["locks"][0]["waiters"][0]["blocked_by"]')" = "[$h]" ]
+    [ "$(py 'sorted(d["locks"][0]["waiters"][1]["blocked_by"])')" = "$(python3 -c "print(sorted([$h, $w1]))")" ]
+    [ "$(py 'd["locks"][0]["waiters"][0]["waiting_source"]')" = waitstart ]
+    [ "$(py 'd["locks"][0]["waiters"][0]["application_name"]')" = st_w1 ]
+}
+
+@test "shared holders of a pair key: mode, count, and an exclusive waiter" {
+    need_var PGLOCK_TEST_PRIMARY
+    session st_s1 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock_shared(42, 9);"
+    session st_s2 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock_shared(42, 9);"
+    poll 10 granted_count st_s1 1
+    poll 10 granted_count st_s2 1
+    session st_x "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(42, 9);"
+    poll 10 waiting st_x
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 42:9
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"key 42:9: shared by 2, 1 waiting"* ]]
+    grep -E "waits $(backend st_x) \(exclusive\)" <<<"$output"
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 42:9
+    [ "$(py 'd["locks"][0]["key"], d["locks"][0]["kind"], d["locks"][0]["mode"], d["locks"][0]["holder_count"]')" = "42:9 pair shared 2" ]
+    [ "$(py 'sorted(h["pid"] for h in d["locks"][0]["holders"])')" = "$(python3 -c "print(sorted([$(backend st_s1), $(backend st_s2)]))")" ]
+    [ "$(py 'd["locks"][0]["waiters"][0]["mode"]')" = exclusive ]
+}
+
+@test "negative keys and pairs decode with the right sign" {
+    need_var PGLOCK_TEST_PRIMARY
+    session st_neg "$PGLOCK_TEST_PRIMARY" \
+        "select pg_advisory_lock(-5); select pg_advisory_lock(-1, -2); select pg_advisory_lock(4294967296);"
+    poll 10 granted_count st_neg 3
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json int:-5 -- -1:-2 4294967296
+    [ "$status" -eq 0 ]
+    [ "$(py 'sorted(l["key"] for l in d["locks"])')" = "['-1:-2', '-5', '4294967296']" ]
+}
+
+@test "a text key is named from pglock's application_name, re-hashed first" {
+    need_var PGLOCK_TEST_PRIMARY
+    session "pglock run nightly-billing" "$PGLOCK_TEST_PRIMARY" \
+        "select pg_advisory_lock($(rule "'nightly-billing'"));"
+    poll 10 granted_count "pglock run nightly-billing" 1
+    # a liar: claims a name whose hash is not the key it holds
+    session "pglock run not-this-one" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(77);"
+    poll 10 granted_count "pglock run not-this-one" 1
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" nightly-billing 77
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"nightly-billing (application_name) = key -3003901418071974465: exclusive"* ]]
+    [[ "$output" == *"key 77: exclusive"* ]]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json nightly-billing 77
+    [ "$(py '[(l["key"], l["name"], l["name_source"]) for l in d["locks"]]')" = \
+      "[('-3003901418071974465', 'nightly-billing', 'application_name'), ('77', None, None)]" ]
+}
+
+@test "a registry names keys, bare names and pairs; @NAME selects" {
+    need_var PGLOCK_TEST_PRIMARY
+    printf '# lock constants\nreports = 72002\nnightly-billing\nimports = 7:8\n' >"$TMP/keys"
+    session st_reg "$PGLOCK_TEST_PRIMARY" \
+        "select pg_advisory_lock(72002); select pg_advisory_lock($(rule "'nightly-billing'")); select pg_advisory_lock(7, 8);"
+    poll 10 granted_count st_reg 3
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" --json 72002 nightly-billing 7:8
+    [ "$status" -eq 0 ]
+    [ "$(py 'sorted((l["key"], l["name"], l["name_source"]) for l in d["locks"])')" = \
+      "[('-3003901418071974465', 'nightly-billing', 'registry'), ('72002', 'reports', 'registry'), ('7:8', 'imports', 'registry')]" ]
+
+    PGLOCK_KEYS="$TMP/keys" run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" @imports
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"imports (registry) = key 7:8: exclusive"* ]]
+    [[ "$output" != *"72002"* ]]
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" @missing
+    [ "$status" -eq 64 ]
+}
+
+@test "a registry with two names for one key is reported" {
+    need_var PGLOCK_TEST_PRIMARY
+    printf 'alpha = 5\nbeta = 5\n' >"$TMP/keys"
+    run --separate-stderr "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" --json
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *'registry names "alpha" and "beta" are the same key 5'* ]]
+    [ "$(py 'd["registry_collisions"]')" = "[{'key': '5', 'names': ['alpha', 'beta']}]" ]
+}
+
+@test "a long non-ASCII name: application_name is not believed, the registry is" {
+    need_var PGLOCK_TEST_PRIMARY
+    name="überlange-sperre-für-den-nächtlichen-abrechnungslauf-der-filialen-süd"
+    [ "$(printf %s "$name" | wc -c)" -gt 63 ]
+    session "pglock run $name" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock($(rule "'$name'"));"
+    key=$(sql "select $(rule "'$name'")")
+    # the server cut and ASCII-fied the application_name
+    app=
+    poll 10 eval 'app=$(sql "select application_name from pg_stat_activity
+                             where application_name like '"'pglock run %berlange%'"'"); [ -n "$app" ]'
+    poll 10 granted_count "$app" 1
+    [ "${#app}" -le 63 ]
+    [[ "$app" != *ü* ]]
+
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json "$name"
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["locks"][0]["key"]')" = "$key" ]
+    [ "$(py 'd["locks"][0]["name"]')" = None ]
+
+    printf '%s\n' "$name" >"$TMP/keys"
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" --json "$name"
+    [ "$(py 'd["locks"][0]["name"]')" = "$name" ]
+    [ "$(py 'd["locks"][0]["name_source"]')" = registry ]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" "$name"
+    [[ "$output" == *"$name (registry) = key $key: exclusive"* ]]
+}
+
+@test "an ordinary role sees who holds, and is told what is hidden" {
+    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_ORDINARY
+    session st_super "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72003);"
+    poll 10 granted_count st_super 1
+    session st_wait "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72003);"
+    poll 10 waiting st_wait
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_ORDINARY" 72003
+    [ "$status" -eq 0 ]
+    grep -E "^  holds $(backend st_super) +postgres +hidden +\? " <<<"$output"
+    # pg_locks.waitstart is not hidden
+    grep -E "waits $(backend st_wait) \(exclusive\) +postgres +hidden +[0-9]+s +waitstart " <<<"$output"
+    [[ "$output" == *"hide client, state and times from role"* ]]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_ORDINARY" --json 72003
+    [ "$(py 'd["locks"][0]["holders"][0]["visible"], d["locks"][0]["holders"][0]["user"], d["locks"][0]["holders"][0]["application_name"]')" = "False postgres st_super" ]
+    [ "$(py 'd["locks"][0]["holders"][0]["held_max_s"]')" = None ]
+    [ "$(py 'd["locks"][0]["waiters"][0]["parent_pid"]')" = "$(backend st_super)" ]
+}
+
+@test "locks are per database: --all-databases shows the others" {
+    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_OTHER_DB
+    session st_other "$PGLOCK_TEST_OTHER_DB" "select pg_advisory_lock(72004);"
+    poll 10 granted_count st_other 1
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 72004
+    [ "$status" -eq 0 ]
+    [ "$(py 'len(d["locks"])')" = 0 ]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --all-databases --json 72004
+    [ "$(py 'd["locks"][0]["database"]')" = pglock_other ]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --all-databases 72004
+    [[ "$output" == *"key 72004, database pglock_other: exclusive"* ]]
+}
+
+@test "nothing held: says so and exits 0" {
+    need_var PGLOCK_TEST_PRIMARY
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 987654321
+    [ "$status" -eq 0 ]
+    [[ "$output" == "none of the given keys is held or awaited in database "* ]]
+}
+
+@test "status works through a pooler (read-only inspection)" {
+    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_POOLER
+    session st_pooled "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72005);"
+    poll 10 granted_count st_pooled 1
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_POOLER" --json 72005
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["locks"][0]["holders"][0]["pid"]')" = "$(backend st_pooled)" ]
+}
+
+@test "--watch redraws until SIGINT, then exits 0" {
+    need_var PGLOCK_TEST_PRIMARY
+    "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --watch=100ms >"$TMP/watch" 2>&1 &
+    pid=$!
+    poll 10 eval "[ \$(grep -c '^Every 0.1s: pglock status' '$TMP/watch') -ge 2 ]"
+    kill -INT "$pid"
+    status=0
+    wait "$pid" || status=$?
+    [ "$status" -eq 0 ]
+    # not a tty: plain frames, no escape sequences
+    ! grep -q $'\033' "$TMP/watch"
+}
+
+@test "--watch on a tty homes the cursor, clears to end of line, restores the cursor" {
+    need_var PGLOCK_TEST_PRIMARY
+    command -v script >/dev/null || skip "script(1) is not installed"
+    script -qfec "timeout -s INT 1 $PGLOCK_BIN status -d '$PGLOCK_TEST_PRIMARY' --watch=200ms" \
+        "$TMP/tty" >/dev/null || true
+    grep -q $'\033\\[H' "$TMP/tty"
+    grep -q $'\033\\[K' "$TMP/tty"
+    grep -q $'\033\\[?25h' "$TMP/tty"
+}
+
+@test "bad options and keys exit 64" {
+    run "$PGLOCK_BIN" status --bogus
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" status 42:x
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" status --watch=0 1
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" status --watch=soon 1
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" status --keys /nonexistent/keys 1
+    [ "$status" -eq 64 ]
+    run "$PGLOCK_BIN" status --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--all-databases"* ]]
+}
+
+@test "an unreachable server exits 69" {
+    run "$PGLOCK_BIN" status -h /nonexistent-socket-dir -p 1
+    [ "$status" -eq 69 ]
+    [[ "$output" == "pglock: error: "* ]]
+    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
+        run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_DOWN"
+        [ "$status" -eq 69 ]
+    fi
+}

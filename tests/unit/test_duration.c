@@ -1,0 +1,95 @@
+/* DURATION arguments: accepted forms and values, rejected forms. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "cli.h"
+
+static void test_accepts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        long ms;
+    } goods[] = {
+        {"0", 0},          {"30", 30000},      {"500ms", 500},
+        {"0ms", 0},        {"30s", 30000},     {"5m", 300000},
+        {"2h", 7200000},   {"05s", 5000},      {"1ms", 1},
+        {"86400", 86400000L},
+    };
+    for (size_t i = 0; i < sizeof goods / sizeof goods[0]; i++) {
+        long ms = -1;
+        char err[128] = "unset";
+        if (cli_parse_duration(goods[i].text, &ms, err, sizeof err) != 0)
+            fail_msg("\"%s\" rejected: %s", goods[i].text, err);
+        assert_int_equal(ms, goods[i].ms);
+        assert_string_equal(err, "");
+    }
+}
+
+static void test_rejects(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *why;
+    } bads[] = {
+        {"", "empty"},
+        {"-5s", "expected a number"},
+        {"+5s", "expected a number"},
+        {" 5s", "expected a number"},
+        {"5s ", "unknown unit"},
+        {"5 s", "unknown unit"},
+        {"1.5s", "unknown unit"},
+        {"5x", "unknown unit"},
+        {"5S", "unknown unit"},
+        {"5sec", "unknown unit"},
+        {"5d", "unknown unit"},
+        {"5mss", "unknown unit"},
+        {"s", "expected a number"},
+        {"ms", "expected a number"},
+        {"99999999999999999999999", "too large"},
+        {"9223372036854775807h", "too large"},
+        {"9223372036854775807", "too large"},   /* seconds -> ms overflows */
+    };
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        long ms = 1234;
+        char err[128] = "";
+        if (cli_parse_duration(bads[i].text, &ms, err, sizeof err) != -1)
+            fail_msg("\"%s\" accepted as %ld", bads[i].text, ms);
+        assert_int_equal(ms, 1234);
+        if (!strstr(err, bads[i].why) || strncmp(err, "invalid duration \"", 18))
+            fail_msg("\"%s\": message \"%s\" lacks \"%s\"", bads[i].text, err,
+                     bads[i].why);
+    }
+    assert_int_equal(cli_parse_duration(NULL, NULL, NULL, 0), -1);
+}
+
+static void test_largest(void **state)
+{
+    (void)state;
+    long ms;
+    char text[64];
+    snprintf(text, sizeof text, "%ldms", LONG_MAX);
+    assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), 0);
+    assert_true(ms == LONG_MAX);
+    snprintf(text, sizeof text, "%ld", LONG_MAX / 1000);
+    assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), 0);
+    assert_true(ms == LONG_MAX / 1000 * 1000);
+    snprintf(text, sizeof text, "%ld", LONG_MAX / 1000 + 1);
+    assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accepts),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_largest),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
