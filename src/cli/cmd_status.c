@@ -749,9 +749,15 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
         if (PQstatus(conn) != CONNECTION_OK)
             PQreset(conn);
         if (refresh(mem, conn, o, reg, err, sizeof err)) {
-            if (o->json)
-                json_write_string(mem, err), fputc('\n', mem);
-            else
+            if (o->json) { /* still one document per line */
+                json_writer w;
+                json_init(&w, mem);
+                json_object_begin(&w, NULL);
+                json_int(&w, "format", 1);
+                json_string(&w, "error", err);
+                json_object_end(&w);
+                json_end(&w);
+            } else
                 fprintf(mem, "error: %s\n", err);
         }
         fclose(mem);

@@ -179,6 +179,18 @@ py() {
       "[('-3003901418071974465', 'nightly-billing', 'application_name'), ('77', None, None)]" ]
 }
 
+@test "pglock run's own application_name names its key" {
+    need_var PGLOCK_TEST_PRIMARY
+    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" status-e2e-job -- sleep 600 &
+    PIDS+=("$!")
+    poll 20 granted_count "pglock run status-e2e-job" 1
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-job
+    kill -TERM "${PIDS[-1]}"
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["locks"][0]["name"], d["locks"][0]["name_source"]')" = "status-e2e-job application_name" ]
+    [ "$(py 'd["locks"][0]["holders"][0]["application_name"]')" = "pglock run status-e2e-job" ]
+}
+
 @test "a registry names keys, bare names and pairs; @NAME selects" {
     need_var PGLOCK_TEST_PRIMARY
     printf '# lock constants\nreports = 72002\nnightly-billing\nimports = 7:8\n' >"$TMP/keys"
