@@ -196,6 +196,35 @@ PGLOCK_EXPORT int pglock_key_sql(const pglock_key *key, pglock_mode mode,
 
 typedef struct pglock_client pglock_client;
 
+/*
+ * How a client holds its locks.
+ *
+ * PGLOCK_HOLD_SESSION (the default): session locks on a direct connection;
+ * a pooler in the path is refused (PGLOCK_EPOOLER).  The lease is the
+ * server's idle_session_timeout.
+ *
+ * PGLOCK_HOLD_XACT: transaction locks inside one open READ COMMITTED
+ * transaction that does nothing else, so that they pass a transaction-mode
+ * pooler (PgBouncer): the pooler keeps that transaction on one server
+ * backend.  The first pglock_lock() sends BEGIN, the transaction-local
+ * settings (set_config(..., true), never a plain SET) and the lock in one
+ * round trip; if the lock is not taken no transaction is left open.  Later
+ * locks run inside the transaction under a savepoint.  The lease is the
+ * server's idle_in_transaction_session_timeout.  The transaction has no
+ * transaction id and no snapshot between statements, so it does not hold
+ * back VACUUM.  Transaction locks cannot be released one by one: see
+ * pglock_unlock().  Legacy keys (hashtext) cost one more round trip, to
+ * resolve them, the first time.
+ *
+ * PGLOCK_HOLD_AUTO: SESSION on a direct connection, XACT behind a pooler
+ * (PQbackendPID() differs from pg_backend_pid()).
+ */
+typedef enum pglock_hold_mode {
+    PGLOCK_HOLD_SESSION = 0,
+    PGLOCK_HOLD_XACT = 1,
+    PGLOCK_HOLD_AUTO = 2
+} pglock_hold_mode;
+
 typedef struct pglock_options {
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms.  0 leaves the server's setting alone (no lease).  Needs
@@ -216,6 +245,8 @@ typedef struct pglock_options {
      * and client_connection_check_interval derive from the lease; with no
      * lease from this (ms).  0: the default (10000). */
     long dead_peer_ms;
+    /* How locks are held; PGLOCK_HOLD_SESSION by default. */
+    pglock_hold_mode hold;
 } pglock_options;
 
 /* Fills opts with the defaults. */
@@ -227,9 +258,10 @@ PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
  * variables, service files, .pgpass).  The _params form takes libpq's
  * keyword/value arrays, NULL-terminated, with expand_dbname on.
  *
- * On open the client refuses a pooler (PQbackendPID() differs from
- * pg_backend_pid(): PGLOCK_EPOOLER) and a standby (PGLOCK_ESTANDBY), and
- * applies the lock connection's settings.
+ * On open the client refuses a standby (PGLOCK_ESTANDBY) and, in session
+ * hold, a pooler (PQbackendPID() differs from pg_backend_pid():
+ * PGLOCK_EPOOLER), and applies the lock connection's settings (in xact
+ * hold: transaction-locally, with the first lock).
  *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
  * pglock_client_error() can tell why; close it with pglock_client_close().
@@ -251,7 +283,13 @@ PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_error(const pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_sqlstate(const pglock_client *client);
 
-/* The server backend's pid, the database name, the server version
+/* The hold mode in effect: PGLOCK_HOLD_SESSION or PGLOCK_HOLD_XACT (AUTO
+ * is settled when the client opens). */
+PGLOCK_EXPORT pglock_hold_mode pglock_client_hold_mode(
+    const pglock_client *client);
+
+/* The server backend's pid (in xact hold: the backend of the holding
+ * transaction, 0 while none is open), the database name, the server version
  * (e.g. 150018), the socket (for poll; -1 when closed). */
 PGLOCK_EXPORT int pglock_client_backend_pid(const pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_database(const pglock_client *client);
@@ -289,10 +327,18 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  */
 PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
                               pglock_mode mode, long timeout_ms);
-/* Releases one hold; PGLOCK_ENOTHELD if this client holds none. */
+/* Releases one hold; PGLOCK_ENOTHELD if this client holds none.
+ * In xact hold a lock is released only with its transaction: an unlock
+ * that leaves other holds of the same key and mode just counts down; the
+ * last hold of the last lock the client holds ends the transaction
+ * (ROLLBACK: it wrote nothing), which frees it; the last hold of a lock
+ * while the client holds others returns PGLOCK_ESTATE and changes nothing
+ * (use pglock_unlock_all()). */
 PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
                                 pglock_mode mode);
-/* Releases every session lock of the client. */
+/* Releases every lock of the client (in xact hold: ends the transaction;
+ * no round trip when none is open).  Never sends
+ * pg_advisory_unlock_all() through a pooler. */
 PGLOCK_EXPORT int pglock_unlock_all(pglock_client *client);
 /* How many times this client holds key in mode (its own count). */
 PGLOCK_EXPORT int pglock_held(const pglock_client *client,
@@ -367,11 +413,23 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * asynchronous replica or a point-in-time restore).  Take it after the
  * lock is granted and hand it to the protected resource, which rejects
  * any token lower than one it has seen.  Runs its own durably committed
- * transaction on conn (one round trip), so conn must be idle, not inside
+ * transaction on conn (one round trip; it forces synchronous_commit on for
+ * itself, whatever the server's setting), so conn must be idle, not inside
  * a transaction (PGLOCK_ESTATE).  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
                                        pglock_error *err);
+
+/*
+ * The fencing token of a client's acquisition: call it after pglock_lock()
+ * succeeded.  In session hold it runs on the lock connection (one round
+ * trip).  In xact hold it never runs inside the holding transaction (which
+ * must keep no transaction id): it opens a short second connection with
+ * the client's connection parameters, takes the token there and closes
+ * it.  The error is on the client; a failure does not touch the locks.
+ */
+PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
+                                              int64_t *out);
 
 #ifdef __cplusplus
 }

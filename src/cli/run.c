@@ -630,15 +630,18 @@ static void supervise(run_state *st, int64_t hold_until)
 
 /* "pglock run KEY", cut at 63 bytes (NAMEDATALEN - 1) on a UTF-8
  * character boundary, so that the server keeps it whole. */
-static void make_application_name(char *buf, size_t len, const char *key)
+static void make_application_name(char buf[64], const char *key)
 {
-    snprintf(buf, len, "pglock run %s", key);
-    size_t n = strlen(buf);
-    if (n <= 63)
-        return;
-    n = 63;
-    while (n > 0 && ((unsigned char)buf[n] & 0xC0) == 0x80)
-        n--;
+    char full[64 + 8];
+    snprintf(full, sizeof full, "pglock run %s", key);
+    size_t n = strlen(full);
+    if (n > 63) {
+        /* Back up to the first byte of the character that straddles. */
+        n = 63;
+        while (n > 0 && ((unsigned char)full[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(buf, full, n);
     buf[n] = '\0';
 }
 
@@ -741,7 +744,7 @@ int cmd_run(int argc, char **argv)
 
     /* Connect. */
     char appname[64];
-    make_application_name(appname, sizeof appname, a.key_text);
+    make_application_name(appname, a.key_text);
     const char *kw[10], *val[10];
     cli_conn_params(&a.conn, NULL, kw, val);
     int nkw = 0;

@@ -207,6 +207,7 @@ static void handle_ctl(watchdog *w, const run_msg *m)
 /* Reaps every exited child; returns 1 when no child remains at all. */
 static int reap(watchdog *w)
 {
+    int job_exited = 0;
     for (;;) {
         int status;
         pid_t p = waitpid(-1, &status, WNOHANG);
@@ -215,15 +216,19 @@ static int reap(watchdog *w)
         if (p < 0)
             return 1; /* ECHILD: the tree is empty */
         if (p == 0)
-            return 0;
+            break;
         if (p == w->job_pid) {
             w->job_pid = 0;
             report(w, RUN_REP_EXITED, status);
-            /* The command is done: whatever it left behind goes too. */
-            if (w->phase == 0)
-                begin_terminate(w);
+            job_exited = 1;
         }
     }
+    /* The command is done but left processes behind (children remain, so
+     * the tree is not empty): they go too.  A command that left nothing
+     * ends with ECHILD above, with no /proc scan. */
+    if (job_exited && w->phase == 0)
+        begin_terminate(w);
+    return 0;
 }
 
 /* Starts the command in a child; reports exec failure to the watchdog

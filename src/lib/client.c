@@ -114,10 +114,28 @@ void pglock__client_drop(pglock_client *c)
         PQfinish(c->conn);
         c->conn = NULL;
     }
+    pglock__holds_clear(c);
+    c->heartbeat_busy = 0;
+    c->in_xact = 0;
+}
+
+int pglock__client_ready(pglock_client *c)
+{
+    if (!c->conn)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the lock connection is closed: it was lost "
+                            "earlier, with every lock it held");
+    if (c->heartbeat_busy)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "a heartbeat is in progress on this client");
+    return 0;
+}
+
+void pglock__holds_clear(pglock_client *c)
+{
     for (size_t i = 0; i < c->nholds; i++)
         free(c->holds[i].name);
     c->nholds = 0;
-    c->heartbeat_busy = 0;
 }
 
 /* ------------------------------------------------------------ options */
@@ -159,31 +177,56 @@ static void derive(const pglock_options *o, derived *d)
 
 /* --------------------------------------------------------------- open */
 
+int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
+                         int local)
+{
+    derived d;
+    derive(o, &d);
+    const char *l = local ? "true" : "false";
+    const char *ver = "current_setting('server_version_num')::int";
+    /* In a transaction the lease is idle_in_transaction_session_timeout;
+     * in a session it is idle_session_timeout (and the other one is off). */
+    const char *in_xact_idle = local ? d.lease : "0";
+    int n = snprintf(buf, len,
+        "concat_ws(',',"
+        " set_config('statement_timeout', '0', %s),"
+        " set_config('idle_in_transaction_session_timeout', '%s', %s),"
+        " set_config('lock_timeout', '0', %s),"
+        " set_config('tcp_keepalives_idle', '%s', %s),"
+        " set_config('tcp_keepalives_interval', '%s', %s),"
+        " set_config('tcp_keepalives_count', '%s', %s),"
+        " CASE WHEN %s >= 120000"
+        "  THEN set_config('tcp_user_timeout', '%s', %s) END,"
+        " CASE WHEN %s >= 140000"
+        "  THEN set_config('client_connection_check_interval', '%s', %s) END,"
+        " CASE WHEN %s >= 140000 AND %s AND '%s' <> '0'"
+        "  THEN set_config('idle_session_timeout', '%s', false) END,"
+        " CASE WHEN %s >= 170000"
+        "  THEN set_config('transaction_timeout', '0', %s) END)",
+        l, in_xact_idle, l, l, d.ka_idle, l, d.ka_interval, l, d.ka_count, l,
+        ver, d.user_timeout, l, ver, d.check_interval, l,
+        ver, local ? "false" : "true", d.lease, d.lease, ver, l);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
 /* One round trip: who is on the other end, and — only when that is a
- * primary reached directly — the lock connection's settings.  A plain SET
- * through a pooler would leak to the pool's other clients, so the settings
- * are guarded by the pid comparison inside the statement itself. */
-static const char open_sql[] =
-    "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
-    " current_setting('server_version_num')::int,"
-    " CASE WHEN pg_backend_pid() = $1::int AND NOT pg_is_in_recovery() THEN"
-    "  concat_ws(',',"
-    "   set_config('statement_timeout', '0', false),"
-    "   set_config('idle_in_transaction_session_timeout', '0', false),"
-    "   set_config('lock_timeout', '0', false),"
-    "   set_config('tcp_keepalives_idle', $2, false),"
-    "   set_config('tcp_keepalives_interval', $3, false),"
-    "   set_config('tcp_keepalives_count', $4, false),"
-    "   CASE WHEN current_setting('server_version_num')::int >= 120000"
-    "    THEN set_config('tcp_user_timeout', $5, false) END,"
-    "   CASE WHEN current_setting('server_version_num')::int >= 140000"
-    "    THEN set_config('client_connection_check_interval', $6, false) END,"
-    "   CASE WHEN current_setting('server_version_num')::int >= 140000"
-    "     AND $7::text <> '0'"
-    "    THEN set_config('idle_session_timeout', $7::text, false) END,"
-    "   CASE WHEN current_setting('server_version_num')::int >= 170000"
-    "    THEN set_config('transaction_timeout', '0', false) END)"
-    " END";
+ * primary reached directly and the client holds session locks — the lock
+ * connection's settings.  A plain SET through a pooler would leak to the
+ * pool's other clients, so the settings are guarded by the pid comparison
+ * inside the statement itself.  (In xact hold they are applied
+ * transaction-locally with the first lock.) */
+static int open_sql(char *buf, size_t len, const pglock_options *o)
+{
+    char settings[2048];
+    if (pglock__settings_sql(settings, sizeof settings, o, 0) != 0)
+        return PGLOCK_EINVAL;
+    int n = snprintf(buf, len,
+        "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
+        " current_setting('server_version_num')::int,"
+        " CASE WHEN pg_backend_pid() = $1::int AND NOT pg_is_in_recovery()"
+        "  AND $2::bool THEN %s END", settings);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
 
 static void quiet_notices(void *arg, const char *message)
 {
@@ -193,14 +236,15 @@ static void quiet_notices(void *arg, const char *message)
 
 static int run_open_query(pglock_client *c)
 {
-    derived d;
-    derive(&c->opts, &d);
+    char sql[2560];
+    if (open_sql(sql, sizeof sql, &c->opts) != 0)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid options");
     char pid[16];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
-    const char *params[7] = {pid, d.ka_idle, d.ka_interval, d.ka_count,
-                             d.user_timeout, d.check_interval, d.lease};
+    const char *params[2] = {pid,
+                             c->opts.hold == PGLOCK_HOLD_XACT ? "f" : "t"};
     pglock__wait_end end;
-    PGresult *res = pglock__exec_bounded(c->conn, open_sql, 7, params,
+    PGresult *res = pglock__exec_bounded(c->conn, sql, 2, params,
                                          PGLOCK__CLOSE_TIMEOUT_MS, &end);
     if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
         PQntuples(res) != 1) {
@@ -220,17 +264,28 @@ static int run_open_query(pglock_client *c)
     if (!c->database)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
 
-    if (PQbackendPID(c->conn) != c->backend_pid)
-        return pglock__fail(c, PGLOCK_EPOOLER,
-            "session locks need a direct connection, but a connection pooler "
-            "is in the path (libpq's backend pid %d differs from the "
-            "server's pg_backend_pid() %d); use transaction locks through a "
-            "pooler, or connect to the server directly",
-            PQbackendPID(c->conn), c->backend_pid);
+    int pooled = PQbackendPID(c->conn) != c->backend_pid;
+    c->hold = c->opts.hold == PGLOCK_HOLD_XACT ||
+                      (c->opts.hold == PGLOCK_HOLD_AUTO && pooled)
+                  ? PGLOCK_HOLD_XACT
+                  : PGLOCK_HOLD_SESSION;
     if (standby)
         return pglock__fail(c, PGLOCK_ESTANDBY,
             "the server is a standby (in recovery): advisory locks are not "
             "replicated, so a lock taken there excludes nobody");
+    if (c->hold == PGLOCK_HOLD_XACT) {
+        /* Through a pooler this backend was only lent for one query. */
+        c->backend_pid = 0;
+        return 0;
+    }
+    if (pooled)
+        return pglock__fail(c, PGLOCK_EPOOLER,
+            "session locks need a direct connection, but a connection pooler "
+            "is in the path (libpq's backend pid %d differs from the "
+            "server's pg_backend_pid() %d); hold the locks in a transaction "
+            "(xact hold mode) through a pooler, or connect to the server "
+            "directly",
+            PQbackendPID(c->conn), c->backend_pid);
     if (!settings_applied)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
@@ -239,6 +294,39 @@ static int run_open_query(pglock_client *c)
             "a lease needs PostgreSQL 14 or newer (idle_session_timeout); "
             "the server is version %d", c->server_version);
     return 0;
+}
+
+/* Copies the NULL-terminated keyword/value arrays into the client (a NULL
+ * value stays NULL: libpq ignores it), for later connections. */
+static int keep_params(pglock_client *c, const char **k, const char **v)
+{
+    int n = 0;
+    while (k[n])
+        n++;
+    c->conn_keywords = calloc((size_t)n + 1, sizeof *c->conn_keywords);
+    c->conn_values = calloc((size_t)n + 1, sizeof *c->conn_values);
+    if (!c->conn_keywords || !c->conn_values)
+        return PGLOCK_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        c->conn_keywords[i] = strdup(k[i]);
+        c->conn_values[i] = v[i] ? strdup(v[i]) : NULL;
+        if (!c->conn_keywords[i] || (v[i] && !c->conn_values[i]))
+            return PGLOCK_ENOMEM;
+    }
+    return 0;
+}
+
+static void free_params(char **p)
+{
+    for (size_t i = 0; p && p[i]; i++)
+        free(p[i]);
+    free(p);
+}
+
+PGconn *pglock__client_connect_again(const pglock_client *c)
+{
+    return PQconnectdbParams((const char *const *)c->conn_keywords,
+                             (const char *const *)c->conn_values, 1);
 }
 
 static int count_params(const char *const *keywords)
@@ -269,6 +357,10 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         c->opts.dead_peer_ms < 0 || c->opts.lease_ms > 2147483647L)
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid options: negative or too large duration");
+    if (c->opts.hold != PGLOCK_HOLD_SESSION &&
+        c->opts.hold != PGLOCK_HOLD_XACT && c->opts.hold != PGLOCK_HOLD_AUTO)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid hold mode %d",
+                            (int)c->opts.hold);
 
     /* Our defaults come first: with expand_dbname, the caller's conninfo
      * (and keywords) that follow override whatever they set themselves. */
@@ -298,7 +390,8 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         k[nours + i] = keywords[i];
         v[nours + i] = values[i];
     }
-    c->conn = PQconnectdbParams(k, v, 1);
+    int kept = keep_params(c, k, v);
+    c->conn = kept == 0 ? PQconnectdbParams(k, v, 1) : NULL;
     free(k);
     free(v);
     if (!c->conn)
@@ -358,7 +451,12 @@ void pglock_client_close(pglock_client *c)
             pglock__clear_results(res, nres);
             c->heartbeat_busy = 0;
         }
-        if (end == PGLOCK__WAIT_DONE) {
+        if (end == PGLOCK__WAIT_DONE && c->hold == PGLOCK_HOLD_XACT) {
+            /* Never unlock_all through a pooler: that would free a
+             * stranger's session locks.  Ending the transaction frees
+             * ours, now. */
+            pglock__xact_hold_end(c, PGLOCK__CLOSE_TIMEOUT_MS);
+        } else if (end == PGLOCK__WAIT_DONE) {
             /* A bare PQfinish frees the locks a moment later, when the
              * backend notices; waiting for this answer frees them now. */
             PGresult *res = pglock__exec_bounded(
@@ -370,6 +468,8 @@ void pglock_client_close(pglock_client *c)
     pglock__client_drop(c);
     free(c->holds);
     free(c->database);
+    free_params(c->conn_keywords);
+    free_params(c->conn_values);
     free(c);
 }
 
@@ -383,6 +483,11 @@ const char *pglock_client_error(const pglock_client *c)
 const char *pglock_client_sqlstate(const pglock_client *c)
 {
     return c ? c->sqlstate : "";
+}
+
+pglock_hold_mode pglock_client_hold_mode(const pglock_client *c)
+{
+    return c ? c->hold : PGLOCK_HOLD_SESSION;
 }
 
 int pglock_client_backend_pid(const pglock_client *c)

@@ -8,17 +8,22 @@
  * xid can be handed out again (seen on PostgreSQL 15: xids 730..734 were
  * handed out, an immediate-mode stop, and the next one was 729).
  * pg_logical_emit_message(true, ...) writes a transactional WAL record, so
- * the commit is flushed before COMMIT returns and the xid is durable.
+ * the commit is flushed before COMMIT returns and the xid is durable —
+ * provided synchronous_commit is on, which the token's transaction forces
+ * for itself: with the server's synchronous_commit = off the same xid was
+ * handed out again after an immediate-mode stop (seen on PostgreSQL 15:
+ * 749, a crash, then 746), emitted message or not.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "pglock.h"
+#include "internal.h"
 
 static const char token_sql[] =
     "BEGIN; "
     "SELECT txid_current(), "
-    "pg_logical_emit_message(true, 'pglock', 'fencing token'); "
+    "pg_logical_emit_message(true, 'pglock', 'fencing token'), "
+    "set_config('synchronous_commit', 'on', true); "
     "COMMIT";
 
 static int fail(pglock_error *err, int code, const char *sqlstate,
@@ -74,4 +79,47 @@ int pglock_fencing_token(PGconn *conn, int64_t *out, pglock_error *err)
                     "could not commit the fencing token's transaction");
     *out = token;
     return PGLOCK_OK;
+}
+
+int pglock_client_fencing_token(pglock_client *c, int64_t *out)
+{
+    if (!c || !out)
+        return c ? pglock__fail(c, PGLOCK_EINVAL, "invalid argument")
+                 : PGLOCK_EINVAL;
+    int ready = pglock__client_ready(c);
+    if (ready)
+        return ready;
+    pglock_error err;
+    memset(&err, 0, sizeof err);
+    int rc;
+    if (c->hold == PGLOCK_HOLD_SESSION) {
+        rc = pglock_fencing_token(c->conn, out, &err);
+        if (rc == PGLOCK_ECONNLOST)
+            pglock__client_drop(c);
+    } else {
+        /* Never inside the holding transaction, which must keep no xid. */
+        PGconn *t = pglock__client_connect_again(c);
+        if (!t)
+            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+        if (PQstatus(t) != CONNECTION_OK) {
+            char line[400];
+            pglock__first_line(line, sizeof line, PQerrorMessage(t));
+            PQfinish(t);
+            return pglock__fail(c, PGLOCK_ECONNECT,
+                                "could not connect for a fencing token: %s",
+                                line);
+        }
+        rc = pglock_fencing_token(t, out, &err);
+        PQfinish(t);
+        if (rc == PGLOCK_ECONNLOST)
+            rc = err.code = PGLOCK_ESERVER; /* the lock connection is fine */
+    }
+    if (rc) {
+        pglock__fail(c, rc, "could not take a fencing token: %s",
+                     err.message);
+        snprintf(c->sqlstate, sizeof c->sqlstate, "%s", err.sqlstate);
+        return rc;
+    }
+    c->message[0] = '\0';
+    return 0;
 }

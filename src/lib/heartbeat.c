@@ -10,9 +10,15 @@
 #include <string.h>
 #include "internal.h"
 
-static const char beat_sql[] =
+/* The arrays are parameters ($1..$4), except in xact hold: there the
+ * query must use the simple protocol, because an extended-protocol query
+ * leaves its unnamed portal, and with it a snapshot (backend_xmin), open
+ * until the next query, which would hold back VACUUM.  Their elements are
+ * numbers and two fixed words, so they are safe as literals. */
+static const char beat_fmt[] =
     "SELECT pg_backend_pid(), (SELECT count(*) FROM"
-    " unnest($1::oid[], $2::oid[], $3::int2[], $4::text[]) AS k(c, o, s, m)"
+    " unnest(%s%s%s::oid[], %s%s%s::oid[], %s%s%s::int2[], %s%s%s::text[])"
+    " AS k(c, o, s, m)"
     " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
     "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
     "  AND l.granted AND l.classid = k.c AND l.objid = k.o"
@@ -49,13 +55,9 @@ int pglock_heartbeat_send(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
-    if (!c->conn)
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "the lock connection is closed: it was lost "
-                            "earlier, with every session lock it held");
-    if (c->heartbeat_busy)
-        return pglock__fail(c, PGLOCK_ESTATE,
-                            "a heartbeat is already in progress");
+    int ready = pglock__client_ready(c);
+    if (ready)
+        return ready;
     char *arr[4] = {NULL, NULL, NULL, NULL};
     int ok = 1;
     for (int i = 0; i < 4; i++)
@@ -65,10 +67,26 @@ int pglock_heartbeat_send(pglock_client *c)
             free(arr[i]);
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
     }
+    int simple = c->hold == PGLOCK_HOLD_XACT;
+    size_t len = sizeof beat_fmt + 16;
+    for (int i = 0; i < 4; i++)
+        len += strlen(arr[i]);
+    char *sql = malloc(len);
+    if (!sql) {
+        for (int i = 0; i < 4; i++)
+            free(arr[i]);
+        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    }
+    const char *q = simple ? "'" : "";
+    snprintf(sql, len, beat_fmt, q, simple ? arr[0] : "$1", q,
+             q, simple ? arr[1] : "$2", q, q, simple ? arr[2] : "$3", q,
+             q, simple ? arr[3] : "$4", q);
     int64_t now = pglock_now_ms();
     const char *const params[4] = {arr[0], arr[1], arr[2], arr[3]};
-    int sent = PQsendQueryParams(c->conn, beat_sql, 4, NULL, params, NULL,
-                                 NULL, 0);
+    int sent = simple ? PQsendQuery(c->conn, sql)
+                      : PQsendQueryParams(c->conn, sql, 4, NULL, params, NULL,
+                                          NULL, 0);
+    free(sql);
     for (int i = 0; i < 4; i++)
         free(arr[i]);
     if (!sent) {
@@ -94,9 +112,7 @@ int pglock_heartbeat_poll(pglock_client *c)
     if (!c)
         return PGLOCK_EINVAL;
     if (!c->conn)
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "the lock connection is closed: it was lost "
-                            "earlier, with every session lock it held");
+        return pglock__client_ready(c);
     if (!c->heartbeat_busy)
         return pglock__fail(c, PGLOCK_ESTATE, "no heartbeat in progress");
     if (!PQconsumeInput(c->conn)) {
@@ -121,7 +137,10 @@ int pglock_heartbeat_poll(pglock_client *c)
         int pid = atoi(PQgetvalue(r, 0, 0));
         long missing = atol(PQgetvalue(r, 0, 1));
         PQclear(r);
-        if (pid != c->backend_pid) {
+        /* In xact hold with no transaction open, nothing is held and a
+         * pooler lends whichever backend it has. */
+        int pinned = c->hold == PGLOCK_HOLD_SESSION || c->in_xact;
+        if (pinned && pid != c->backend_pid) {
             PQclear(bad);
             c->heartbeat_busy = 0;
             pglock__fail(c, PGLOCK_ECONNLOST,

@@ -5,6 +5,7 @@
 #define PGLOCK_INTERNAL_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include "pglock.h"
 
@@ -35,7 +36,12 @@ typedef struct pglock__hold {
 
 struct pglock_client {
     PGconn *conn;          /* NULL once closed or lost */
-    int backend_pid;
+    pglock_hold_mode hold; /* in effect: SESSION or XACT */
+    int in_xact;           /* xact hold: the holding transaction is open */
+    /* The connection parameters (our defaults, then the caller's), owned,
+     * NULL-terminated: for the fencing token's second connection. */
+    char **conn_keywords, **conn_values;
+    int backend_pid;       /* xact hold: the holding transaction's, or 0 */
     int server_version;
     char *database;
     pglock_options opts;
@@ -66,6 +72,15 @@ int pglock__code_for_sqlstate(const char *sqlstate);
 void pglock__first_line(char *buf, size_t len, const char *msg);
 /* The connection is gone (or abandoned): finish it, forget every hold. */
 void pglock__client_drop(pglock_client *c);
+/* 0 when the client can start a query; else PGLOCK_ECONNLOST (the
+ * connection was lost earlier) or PGLOCK_ESTATE (a heartbeat is in
+ * flight), with the message set. */
+int pglock__client_ready(pglock_client *c);
+/* Forgets every counted hold. */
+void pglock__holds_clear(pglock_client *c);
+/* A new connection with the client's parameters (PQconnectdbParams: the
+ * caller checks PQstatus and PQfinish()es it). */
+PGconn *pglock__client_connect_again(const pglock_client *c);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
@@ -101,6 +116,55 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
 int pglock__call_literal(char *buf, size_t len, PGconn *conn,
                          const pglock_key *key, pglock_mode mode,
                          pglock__op op, int xact);
+
+/* ---- the lock connection's settings (client.c) */
+
+/* A select-list expression that applies the lock connection's settings
+ * (lease, statement and transaction timeouts, keepalives, connection
+ * check), for the server version in the statement's own
+ * server_version_num; local: transaction-locally (set_config(..., true)),
+ * else for the session.  The lease goes to idle_in_transaction_session_-
+ * timeout when local, else to idle_session_timeout.  Literal values only
+ * (numbers we format).  Returns 0 or PGLOCK_EINVAL (too long). */
+int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
+                         int local);
+
+/* ---- transaction locks (xact_lock.c) */
+
+/* The column that carries pg_backend_pid() in a prelude's answer. */
+#define PGLOCK__PID_COLUMN "pglock_pid"
+#define PGLOCK__XACT_SQL_MAX 4096
+
+/* What an attempt adds to the plain transaction lock: the statement that
+ * opens the transaction ("BEGIN" when NULL), statements sent before the
+ * lock in the same query (no trailing ';'; NULL: none), the wait's
+ * interrupt, and where to put a PGLOCK__PID_COLUMN value (NULL: nowhere). */
+typedef struct pglock__xact_req {
+    const char *begin_sql;
+    const char *prelude;
+    volatile sig_atomic_t *interrupt;
+    int interrupt_fd;
+    long cancel_timeout_ms;
+    int *pid_out;
+} pglock__xact_req;
+
+/* pglock_xact_begin_lock() (begin) or pglock_xact_lock() (!begin), with
+ * req's additions; same contract. */
+int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
+                          pglock_mode mode, long timeout_ms, int begin,
+                          const pglock__xact_req *req, pglock_error *err);
+
+/* ---- the client's xact hold (xact_hold.c) */
+
+/* pglock_lock() in xact hold, after the arguments were checked: 0 when
+ * held (key resolved, not yet counted), else a code with the message on
+ * the client (the client is dropped on PGLOCK_ECONNLOST). */
+int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
+                           pglock_mode mode, long timeout_ms);
+/* Ends the holding transaction, if one is open (ROLLBACK: it wrote
+ * nothing), bounded by timeout_ms (-1: none).  0, or PGLOCK_ECONNLOST
+ * with the client dropped. */
+int pglock__xact_hold_end(pglock_client *c, long timeout_ms);
 
 /* ---- waiting (wait.c) */
 

@@ -114,14 +114,7 @@ static int check_call(pglock_client *c, const pglock_key *key,
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid lock mode %d",
                             (int)mode);
-    if (!c->conn)
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "the lock connection is closed: it was lost "
-                            "earlier, with every session lock it held");
-    if (c->heartbeat_busy)
-        return pglock__fail(c, PGLOCK_ESTATE,
-                            "a heartbeat is in progress on this client");
-    return 0;
+    return pglock__client_ready(c);
 }
 
 static const char *mode_name(pglock_mode mode)
@@ -197,16 +190,14 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
 
 /* ---------------------------------------------------------------- lock */
 
-int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
-                long timeout_ms)
+/* A session lock on the client's connection: 0 when held (the key
+ * resolved into *key_io, not yet counted), else a code with the message on
+ * the client. */
+static int session_acquire(pglock_client *c, pglock_key *key_io,
+                           pglock_mode mode, long timeout_ms)
 {
-    int rc = check_call(c, key_in, mode);
-    if (rc)
-        return rc;
-    if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
-        return pglock__fail(c, PGLOCK_EINVAL, "invalid timeout %ld ms",
-                            timeout_ms);
-    pglock_key key = *key_in;
+    int rc;
+    pglock_key key = *key_io;
     int try = timeout_ms == PGLOCK_TRY;
 
     pglock__call call;
@@ -222,7 +213,6 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
              *call.value_expr ? ", " : "", call.value_expr);
     const char *params[3] = {lock_timeout, call.params[0], call.params[1]};
 
-    int64_t sent_at = pglock_now_ms();
     if (!PQsendQueryParams(c->conn, sql, 1 + call.nparams, NULL, params, NULL,
                            NULL, 0)) {
         rc = pglock__fail_result(c, NULL, "could not send the lock request");
@@ -238,7 +228,6 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
     pglock__wait_end end = pglock__await(c->conn, &w, res, &nres, &cancelled);
-    int64_t answered_at = pglock_now_ms();
 
     if (end == PGLOCK__WAIT_ABANDONED) {
         pglock__clear_results(res, nres);
@@ -270,25 +259,7 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
             return pglock__fail(c, PGLOCK_EBUSY,
                                 "lock %s is held by another session", k);
         }
-        if (hold_add(c, &key, mode) != 0)
-            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-        c->message[0] = '\0';
-        c->sqlstate[0] = '\0';
-        c->confirmed_at = sent_at;
-        /* After a long wait the send time says little about the server's
-         * idle clock, which starts when the lock is granted: confirm now,
-         * so the lease counts from a fresh, known moment. */
-        if (c->opts.lease_ms > 0 &&
-            answered_at - sent_at > c->opts.lease_ms / 8) {
-            rc = pglock_heartbeat(c, c->opts.lease_ms / 2);
-            if (rc == PGLOCK_ETIMEDOUT) {
-                /* unconfirmed within half the lease: give it up */
-                pglock__client_drop(c);
-                return PGLOCK_ECONNLOST;
-            }
-            if (rc != 0)
-                return rc;
-        }
+        *key_io = key;
         return 0;
     }
 
@@ -312,11 +283,7 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     if (held < 0)
         return held;
     if (held) {
-        if (hold_add(c, &key, mode) != 0)
-            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-        c->message[0] = '\0';
-        c->sqlstate[0] = '\0';
-        c->confirmed_at = sent_at;
+        *key_io = key;
         return 0;
     }
     memcpy(c->message, saved, sizeof saved);
@@ -337,7 +304,61 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     return rc;
 }
 
+int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
+                long timeout_ms)
+{
+    int rc = check_call(c, key_in, mode);
+    if (rc)
+        return rc;
+    if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid timeout %ld ms",
+                            timeout_ms);
+    pglock_key key = *key_in;
+    int64_t sent_at = pglock_now_ms();
+    rc = c->hold == PGLOCK_HOLD_XACT
+             ? pglock__xact_hold_lock(c, &key, mode, timeout_ms)
+             : session_acquire(c, &key, mode, timeout_ms);
+    if (rc)
+        return rc;
+    int64_t answered_at = pglock_now_ms();
+    if (hold_add(c, &key, mode) != 0)
+        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    c->message[0] = '\0';
+    c->sqlstate[0] = '\0';
+    c->confirmed_at = sent_at;
+    /* After a long wait the send time says little about the server's idle
+     * clock, which starts when the lock is granted: confirm now, so the
+     * lease counts from a fresh, known moment. */
+    if (c->opts.lease_ms > 0 && answered_at - sent_at > c->opts.lease_ms / 8) {
+        rc = pglock_heartbeat(c, c->opts.lease_ms / 2);
+        if (rc == PGLOCK_ETIMEDOUT) {
+            /* unconfirmed within half the lease: give it up */
+            pglock__client_drop(c);
+            return PGLOCK_ECONNLOST;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* -------------------------------------------------------------- unlock */
+
+/* pglock_unlock() in xact hold: the lock goes only with its transaction. */
+static int xact_unlock(pglock_client *c, pglock__hold *h, const char *k)
+{
+    if (h->count > 1) {
+        h->count--;   /* still held, by the same transaction */
+        return 0;
+    }
+    if (c->nholds > 1)
+        return pglock__fail(c, PGLOCK_ESTATE,
+            "lock %s cannot be released alone: in xact hold the locks are "
+            "released together, when the holding transaction ends; release "
+            "the client's other locks first, or use pglock_unlock_all()", k);
+    return pglock_unlock_all(c);
+}
+
 
 int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
 {
@@ -354,6 +375,8 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
             "connection (or through a pooler that moved the session) cannot "
             "be released here", k, mode == PGLOCK_SHARED ? "shared"
                                                           : "exclusive");
+    if (c->hold == PGLOCK_HOLD_XACT)
+        return xact_unlock(c, h, k);
 
     /* Release by the coordinates we counted (a legacy key's value is
      * known since it was taken). */
@@ -400,13 +423,16 @@ int pglock_unlock_all(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
-    if (!c->conn)
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "the lock connection is closed: it was lost "
-                            "earlier, with every session lock it held");
-    if (c->heartbeat_busy)
-        return pglock__fail(c, PGLOCK_ESTATE,
-                            "a heartbeat is in progress on this client");
+    int ready = pglock__client_ready(c);
+    if (ready)
+        return ready;
+    if (c->hold == PGLOCK_HOLD_XACT) {
+        int rc = pglock__xact_hold_end(c, -1);
+        if (rc)
+            return rc;
+        pglock__holds_clear(c);
+        return 0;
+    }
     pglock__wait_end end;
     PGresult *res = pglock__exec_bounded(
         c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, -1, &end);
@@ -420,9 +446,7 @@ int pglock_unlock_all(pglock_client *c)
         return rc;
     }
     PQclear(res);
-    for (size_t i = 0; i < c->nholds; i++)
-        free(c->holds[i].name);
-    c->nholds = 0;
+    pglock__holds_clear(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
     return 0;

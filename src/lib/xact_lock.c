@@ -17,6 +17,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include "internal.h"
@@ -95,7 +96,7 @@ static int cleanup(PGconn *conn, const char *sql)
  * TO SAVEPOINT + RELEASE).  try: the answer is the try function's boolean.
  */
 static int attempt(PGconn *conn, const char *sql, int begin, int try,
-                   long timeout_ms, volatile sig_atomic_t *interrupt,
+                   long timeout_ms, const pglock__xact_req *req,
                    pglock_error *err)
 {
     const char *undo = begin ? "ROLLBACK"
@@ -106,9 +107,9 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
     pglock__wait w = {
         .deadline = try ? -1
                         : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
-        .interrupt = interrupt,
-        .interrupt_fd = -1,
-        .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+        .interrupt = req->interrupt,
+        .interrupt_fd = req->interrupt_fd,
+        .cancel_timeout_ms = req->cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
     pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
@@ -133,13 +134,19 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
     const PGresult *failed = NULL, *answer = NULL;
     for (int i = 0; i < nres; i++) {
         ExecStatusType st = PQresultStatus(res[i]);
-        if (st == PGRES_TUPLES_OK)
+        if (st == PGRES_TUPLES_OK) {
             answer = res[i];
-        else if (st != PGRES_COMMAND_OK && !failed)
+            int col = PQfnumber(res[i], PGLOCK__PID_COLUMN);
+            if (req->pid_out && col >= 0 && PQntuples(res[i]) == 1)
+                *req->pid_out = atoi(PQgetvalue(res[i], 0, col));
+        } else if (st != PGRES_COMMAND_OK && !failed) {
             failed = res[i];
+        }
     }
     if (!failed && answer && PQntuples(answer) == 1) {
-        int got = !try || PQgetvalue(answer, 0, 0)[0] == 't';
+        /* the try function's answer is the lock statement's last column */
+        int got = !try ||
+                  PQgetvalue(answer, 0, PQnfields(answer) - 1)[0] == 't';
         pglock__clear_results(res, nres);
         if (got)
             return 0;
@@ -191,8 +198,11 @@ static int wait_statement(char *buf, size_t len, const char *call,
 
 static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
                  pglock_mode mode, long timeout_ms, int begin,
-                 pglock_error *err)
+                 const pglock__xact_req *req, pglock_error *err)
 {
+    const char *begin_sql = req->begin_sql ? req->begin_sql : "BEGIN";
+    const char *prelude = req->prelude ? req->prelude : "";
+    const char *sep = req->prelude ? "; " : "";
     char call[600], stmt[900];
     int try = timeout_ms == PGLOCK_TRY;
     int rc = pglock__call_literal(call, sizeof call, conn, key, mode,
@@ -206,13 +216,14 @@ static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
     if (rc == 0) {
         int n;
         if (begin)
-            n = snprintf(sql, len, "BEGIN; %s", stmt);
+            n = snprintf(sql, len, "%s; %s%s%s", begin_sql, prelude, sep,
+                         stmt);
         else if (try)
             /* A try cannot fail half-way (it returns false): no savepoint */
-            n = snprintf(sql, len, "%s", stmt);
+            n = snprintf(sql, len, "%s%s%s", prelude, sep, stmt);
         else
-            n = snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s;"
-                         " RELEASE SAVEPOINT " SAVEPOINT, stmt);
+            n = snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
+                         " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
         rc = n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
     }
     if (rc != 0)
@@ -222,41 +233,46 @@ static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
     return 0;
 }
 
-int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
-                     long timeout_ms, volatile sig_atomic_t *interrupt,
-                     pglock_error *err)
+int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
+                          pglock_mode mode, long timeout_ms, int begin,
+                          const pglock__xact_req *req, pglock_error *err)
 {
     int rc = check_args(conn, key, mode, timeout_ms, err);
     if (rc)
         return rc;
-    if (PQtransactionStatus(conn) != PQTRANS_INTRANS)
+    if (begin && PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
+                               "a transaction is already open on the "
+                               "connection: use pglock_xact_lock() inside it");
+    if (!begin && PQtransactionStatus(conn) != PQTRANS_INTRANS)
         return pglock__err_set(err, PGLOCK_ESTATE, NULL,
                                "a transaction lock needs an open transaction"
                                " (and not a failed one): BEGIN first, or use"
                                " pglock_xact_begin_lock()");
-    char sql[1200];
-    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, 0, err);
+    char sql[PGLOCK__XACT_SQL_MAX];
+    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, begin, req, err);
     if (rc)
         return rc;
-    return attempt(conn, sql, 0, timeout_ms == PGLOCK_TRY, timeout_ms,
-                   interrupt, err);
+    return attempt(conn, sql, begin, timeout_ms == PGLOCK_TRY, timeout_ms,
+                   req, err);
+}
+
+int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
+                     long timeout_ms, volatile sig_atomic_t *interrupt,
+                     pglock_error *err)
+{
+    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+                            .cancel_timeout_ms =
+                                PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    return pglock__xact_lock_req(conn, key, mode, timeout_ms, 0, &req, err);
 }
 
 int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                            pglock_mode mode, long timeout_ms,
                            volatile sig_atomic_t *interrupt, pglock_error *err)
 {
-    int rc = check_args(conn, key, mode, timeout_ms, err);
-    if (rc)
-        return rc;
-    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
-                               "a transaction is already open on the "
-                               "connection: use pglock_xact_lock() inside it");
-    char sql[1200];
-    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, 1, err);
-    if (rc)
-        return rc;
-    return attempt(conn, sql, 1, timeout_ms == PGLOCK_TRY, timeout_ms,
-                   interrupt, err);
+    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+                            .cancel_timeout_ms =
+                                PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    return pglock__xact_lock_req(conn, key, mode, timeout_ms, 1, &req, err);
 }

@@ -1,0 +1,108 @@
+/*
+ * The client's xact hold: its locks are transaction locks inside one open
+ * READ COMMITTED transaction that does nothing else, so that they pass a
+ * transaction-mode pooler, which keeps an open transaction on one server
+ * backend.
+ *
+ * The first lock opens the transaction, applies the lock connection's
+ * settings transaction-locally (never a plain SET: through a pooler it
+ * would stay on a server connection other clients get next) and takes the
+ * lock, all in one round trip; idle_in_transaction_session_timeout is the
+ * lease's server-side clock.  The transaction is READ ONLY and runs only
+ * short statements, so it never gets a transaction id and holds no
+ * snapshot between them: it does not hold back VACUUM.  Each statement
+ * also returns pg_backend_pid(), checked against the one recorded when the
+ * transaction began.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+#define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
+
+/* The error of a transaction-lock call, onto the client. */
+static int fail_err(pglock_client *c, const pglock_error *err)
+{
+    pglock__fail(c, err->code, "%s", err->message);
+    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", err->sqlstate);
+    if (err->code == PGLOCK_ECONNLOST)
+        pglock__client_drop(c);
+    return err->code;
+}
+
+static int is_legacy(const pglock_key *key)
+{
+    return key->kind == PGLOCK_KEY_HASHTEXT ||
+           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
+}
+
+int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
+                           pglock_mode mode, long timeout_ms)
+{
+    pglock_error err;
+    memset(&err, 0, sizeof err);
+    /* The heartbeat finds locks in pg_locks by their value: learn it. */
+    if (is_legacy(key) && !key->resolved &&
+        pglock_key_resolve(key, c->conn, &err) != 0)
+        return fail_err(c, &err);
+
+    int begin = !c->in_xact;
+    char prelude[2560];
+    int n = snprintf(prelude, sizeof prelude,
+                     "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN);
+    if (begin) {
+        char settings[2048];
+        if (pglock__settings_sql(settings, sizeof settings, &c->opts, 1))
+            return pglock__fail(c, PGLOCK_EINVAL, "invalid options");
+        n = snprintf(prelude + n, sizeof prelude - (size_t)n, ", %s",
+                     settings);
+    }
+    int pid = 0;
+    pglock__xact_req req = {.begin_sql = BEGIN_SQL,
+                            .prelude = prelude,
+                            .interrupt = c->opts.interrupt,
+                            .interrupt_fd = c->opts.interrupt_fd,
+                            .cancel_timeout_ms = c->opts.cancel_timeout_ms,
+                            .pid_out = &pid};
+    int rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
+                                   &req, &err);
+    if (rc == PGLOCK_EBUSY) {
+        char k[128];
+        pglock__key_describe(key, k, sizeof k);
+        return pglock__fail(c, PGLOCK_EBUSY,
+                            "lock %s is held by another session", k);
+    }
+    if (rc)
+        return fail_err(c, &err);
+    if (begin) {
+        c->in_xact = 1;
+        c->backend_pid = pid;
+    } else if (pid != c->backend_pid) {
+        pglock__fail(c, PGLOCK_ECONNLOST,
+                     "the holding transaction reached backend %d instead of "
+                     "%d: its locks are gone", pid, c->backend_pid);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    return 0;
+}
+
+int pglock__xact_hold_end(pglock_client *c, long timeout_ms)
+{
+    if (!c->in_xact || !c->conn)
+        return 0;
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(c->conn, "ROLLBACK", 0, NULL,
+                                         timeout_ms, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_COMMAND_OK) {
+        pglock__fail_result(c, res, "could not end the holding transaction;"
+                                    " the connection was closed");
+        PQclear(res);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    PQclear(res);
+    c->in_xact = 0;
+    c->backend_pid = 0;
+    return 0;
+}

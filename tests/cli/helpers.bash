@@ -1,0 +1,134 @@
+# tests/cli/helpers.bash — helpers for the `pglock run` scenarios.
+#   load helpers      (from a file in tests/cli/)
+# Real processes, a real server; every wait is bounded polling.
+
+if [ -f "$BATS_TEST_DIRNAME/../support/harness.bash" ]; then
+    load ../support/harness
+fi
+
+# Fallbacks when the harness's helpers are not there (same contracts).
+declare -F need >/dev/null || need() {
+    local v
+    for v in "$@"; do
+        [ -n "${!v:-}" ] || skip "$v is unset (run through tests/run.sh)"
+    done
+}
+declare -F q >/dev/null || q() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "${2:-$PGLOCK_TEST_PRIMARY}" -c "$1"
+}
+declare -F wait_until >/dev/null || wait_until() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+declare -F alive >/dev/null || alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+declare -F proxy_cmd >/dev/null || proxy_cmd() {
+    need PGLOCK_TEST_PROXY_CTL PGLOCK_TEST_PROXY_BIN
+    "$PGLOCK_TEST_PROXY_BIN" --control "$PGLOCK_TEST_PROXY_CTL" --send "$1"
+}
+
+# Per test: a scratch dir and a key nobody else uses.
+setup_run() {
+    need PGLOCK_TEST_PRIMARY PGLOCK_BIN
+    out=$BATS_TEST_TMPDIR
+    K="run-test-$BATS_TEST_NUMBER-$$-$RANDOM"
+    DB=$PGLOCK_TEST_PRIMARY
+    export out
+}
+
+# Kills what a test started and left running (by recorded pid only).
+teardown_run() {
+    local f
+    for f in "$out"/*.pid; do
+        [ -e "$f" ] || continue
+        kill -KILL "$(cat "$f")" 2>/dev/null || true
+    done
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# name_sql NAME: DESIGN.md's SQL for a text key's bigint.
+name_sql() {
+    printf "('x' || substr(encode(sha256(convert_to('%s', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint" "$1"
+}
+
+# advisory_count BIGINT_SQL GRANTED(t|f): advisory locks on a 64-bit key.
+advisory_count() {
+    q "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+         and granted = '$2' and ((classid::bigint << 32) | objid::bigint) = $1"
+}
+# waiting_on NAME: true once someone waits for the text key NAME.
+waiting_on() { [ "$(advisory_count "$(name_sql "$1")" f)" -ge 1 ]; }
+# held NAME: true while someone holds the text key NAME.
+held() { [ "$(advisory_count "$(name_sql "$1")" t)" -ge 1 ]; }
+not_held() { ! held "$1"; }
+
+# bg NAME ARGS...: runs `pglock ARGS...` in the background; output in
+# $out/NAME.out / .err, pid in $out/NAME.pid.  SIGINT and SIGQUIT, which a
+# shell without job control ignores in background commands, are restored
+# to their defaults, as under a terminal.
+bg() {
+    local name=$1
+    shift
+    env --default-signal=INT,QUIT "$PGLOCK_BIN" "$@" >"$out/$name.out" 2>"$out/$name.err" &
+    echo $! >"$out/$name.pid"
+}
+pid_of() { cat "$out/$1.pid"; }
+
+# finish NAME SECS: waits (bounded) for a bg pglock to end and writes its
+# exit status to $out/NAME.status.  Fails if it is still running.
+finish() {
+    local pid
+    pid=$(pid_of "$1")
+    if ! wait_until "$2" eval "! alive $pid"; then
+        echo "pglock $1 (pid $pid) still runs after $2 s" >&2
+        return 1
+    fi
+    local st=0
+    wait "$pid" || st=$?
+    echo "$st" >"$out/$1.status"
+    rm -f "$out/$1.pid"
+}
+status_of() { cat "$out/$1.status"; }
+
+# A job that records itself: its pid, that it started, and (every 20 ms)
+# the last time it ran.  It runs until killed or until $out/NAME.release.
+# Usage: pglock run ... KEY -c "$(stamp_job NAME)"
+stamp_job() {
+    local n=$1
+    printf '%s' "echo \$\$ > $out/$n.jobpid; date +%s%N > $out/$n.start;
+      while [ ! -e $out/$n.release ]; do
+        date +%s%N > $out/$n.alive.tmp && mv $out/$n.alive.tmp $out/$n.alive
+        sleep 0.02
+      done"
+}
+# A job that, when it starts, checks that none of the pids listed in the
+# files given is still running (a zombie does not run), and records when.
+check_job() {
+    local n=$1
+    shift
+    printf '%s' "date +%s%N > $out/$n.start
+      for f in $*; do for p in \$(cat \$f 2>/dev/null); do
+        s=\$(cat /proc/\$p/stat 2>/dev/null) || continue
+        s=\${s##*) }
+        [ \"\${s%% *}\" = Z ] || echo \"\$p\" >> $out/$n.overlap
+      done; done"
+}
+
+# file_exists PATH
+file_exists() { [ -e "$1" ]; }
+
+# ms_between FILE_A FILE_B: (B - A) in ms, each file holding date +%s%N.
+ms_between() { echo $((($(cat "$2") - $(cat "$1")) / 1000000)); }
+
+# report TEXT: a measured figure, shown in the TAP output.
+report() { echo "# $*" >&3; }

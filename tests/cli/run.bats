@@ -1,0 +1,214 @@
+#!/usr/bin/env bats
+# pglock run: the lock is held while the command runs, and only then.
+# Real processes against a real server; leases of 2-4 s where they matter.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() { teardown_run; }
+
+@test "of 6 concurrent --try, exactly one runs; it holds until the others exit 75" {
+    local i n=6
+    for ((i = 0; i < n; i++)); do
+        bg "c$i" run --try -d "$DB" "$K" -c "echo \$\$ >> $out/ran; while [ ! -e $out/release ]; do sleep 0.02; done"
+    done
+    # Every loser must have given up while the winner still runs.
+    losers() {
+        local c=0 i
+        for ((i = 0; i < n; i++)); do
+            if ! alive "$(pid_of "c$i")"; then c=$((c + 1)); fi
+        done
+        [ "$c" -eq $((n - 1)) ]
+    }
+    wait_until 20 losers
+    [ "$(wc -l <"$out/ran")" -eq 1 ]
+    touch "$out/release"
+    local winners=0 busy=0
+    for ((i = 0; i < n; i++)); do
+        finish "c$i" 10
+        case $(status_of "c$i") in
+        0) winners=$((winners + 1)) ;;
+        75) busy=$((busy + 1)); grep -q "is held by another session" "$out/c$i.err" ;;
+        *) echo "c$i exited $(status_of "c$i")"; cat "$out/c$i.err"; false ;;
+        esac
+    done
+    [ "$winners" -eq 1 ]
+    [ "$busy" -eq $((n - 1)) ]
+    [ "$(wc -l <"$out/ran")" -eq 1 ]
+}
+
+@test "a text key is the same lock as DESIGN.md's SQL expression" {
+    bg h run -d "$DB" nightly-billing-$K -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/started"
+    [ "$(q "select pg_try_advisory_lock($(name_sql "nightly-billing-$K"))")" = f ]
+    touch "$out/release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+    [ "$(q "select pg_try_advisory_lock($(name_sql "nightly-billing-$K"))")" = t ]
+}
+
+@test "nightly-billing maps to the published bigint and excludes SQL" {
+    bg h run -d "$DB" nightly-billing -c "echo \$PGLOCK_KEY_ID > $out/id; touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/started"
+    [ "$(cat "$out/id")" = -3003901418071974465 ]
+    [ "$(q "select pg_try_advisory_lock(-3003901418071974465)")" = f ]
+    touch "$out/release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}
+
+@test "a pair key 42:9 excludes pg_try_advisory_lock(42, 9); an integer key its bigint" {
+    local ns=$((RANDOM + 1000))
+    bg p run -d "$DB" "$ns:9" -c "touch $out/p.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg i run -d "$DB" "int:-$ns" -c "touch $out/i.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/p.started"
+    wait_until 10 file_exists "$out/i.started"
+    [ "$(q "select pg_try_advisory_lock($ns, 9)")" = f ]
+    [ "$(q "select pg_try_advisory_lock($ns, 10)")" = t ]
+    [ "$(q "select pg_try_advisory_lock(-$ns::bigint)")" = f ]
+    [ "$(q "select pg_try_advisory_lock($ns::bigint)")" = t ]
+    touch "$out/release"
+    finish p 10
+    finish i 10
+    [ "$(status_of p)" = 0 ]
+    [ "$(status_of i)" = 0 ]
+}
+
+@test "shared holders share, and exclude an exclusive lock" {
+    bg s1 run -s -d "$DB" "$K" -c "touch $out/s1; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/s1"
+    run "$PGLOCK_BIN" run -s --try -d "$DB" "$K" -- true
+    [ "$status" -eq 0 ]
+    run "$PGLOCK_BIN" run --try -d "$DB" "$K" -- true
+    [ "$status" -eq 75 ]
+    [ "$(q "select pg_try_advisory_lock_shared($(name_sql "$K"))")" = t ]
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = f ]
+    touch "$out/release"
+    finish s1 10
+}
+
+@test "the job's environment names the lock; application_name too" {
+    run "$PGLOCK_BIN" run -d "$DB" "42:7" -- sh -c 'echo "$PGLOCK_KEY|$PGLOCK_KEY_ID|$PGLOCK_DATABASE|$PGLOCK_BACKEND_PID"; psql -X -A -t -c "select application_name from pg_stat_activity where pid = $PGLOCK_BACKEND_PID" "$0"' "$DB"
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "42:7|42:7|postgres|"[0-9]* ]]
+    [ "${lines[1]}" = "pglock run 42:7" ]
+}
+
+@test "a long key's application_name is cut at 63 bytes on a character boundary" {
+    local long="$K-ééééééééééééééééééééééééééééééééééééééé"
+    run "$PGLOCK_BIN" run -d "$DB" "$long" -- sh -c 'psql -X -A -t -c "select application_name, octet_length(application_name) from pg_stat_activity where pid = $PGLOCK_BACKEND_PID" "$0"' "$DB"
+    [ "$status" -eq 0 ]
+    local len=${output##*|}
+    [ "$len" -le 63 ]
+    # The server shows each non-ASCII byte as "?"; what pglock sent was cut
+    # between characters, so the "?"s come in pairs.
+    local name=${output%|*}
+    [[ "$name" == "pglock run $K-??"* ]]
+    local tail=${name#"pglock run $K-"}
+    [ $((${#tail} % 2)) -eq 0 ]
+}
+
+@test "exit statuses pass through: codes, 128+N, 126, 127" {
+    run "$PGLOCK_BIN" run -d "$DB" "$K" -- sh -c 'exit 3'
+    [ "$status" -eq 3 ]
+    run "$PGLOCK_BIN" run -d "$DB" "$K" -c 'exit 255'
+    [ "$status" -eq 255 ]
+    run "$PGLOCK_BIN" run -d "$DB" "$K" -c 'kill -TERM $$'
+    [ "$status" -eq 143 ]
+    run -127 "$PGLOCK_BIN" run -d "$DB" "$K" -- /nonexistent/command
+    [ "$status" -eq 127 ]
+    [[ "$output" == *'could not execute "/nonexistent/command": No such file or directory'* ]]
+    echo 'not a program' >"$out/data"
+    chmod a-x "$out/data"
+    run -126 "$PGLOCK_BIN" run -d "$DB" "$K" -- "$out/data"
+    [ "$status" -eq 126 ]
+    [[ "$output" == *"Permission denied"* ]]
+    run -127 "$PGLOCK_BIN" run -d "$DB" "$K" -c 'nonexistent-command-xyz'
+    [ "$status" -eq 127 ]
+    [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
+}
+
+@test "COMMAND's own options are not pglock's" {
+    run "$PGLOCK_BIN" run -d "$DB" "$K" -- sh -c 'echo "args: $*"' sh -n -w 5 --lease
+    [ "$status" -eq 0 ]
+    [ "$output" = "args: -n -w 5 --lease" ]
+}
+
+@test "SIGTERM to pglock reaches the job's grandchildren; status 128+N" {
+    bg h run -d "$DB" "$K" -c "sh -c 'trap \"echo got > $out/gc; exit 0\" TERM; touch $out/started; while :; do sleep 0.02; done' & wait"
+    wait_until 10 file_exists "$out/started"
+    kill -TERM "$(pid_of h)"
+    finish h 10
+    [ "$(status_of h)" = 143 ]
+    [ "$(cat "$out/gc")" = got ]
+}
+
+@test "background grandchildren are stopped when the command ends" {
+    run "$PGLOCK_BIN" run -d "$DB" --lease=3s "$K" -c "sleep 1000 & echo \$! > $out/bg.jobpid; setsid sleep 1000 & echo \$! >> $out/bg.jobpid; exit 0"
+    [ "$status" -eq 0 ]
+    local p
+    for p in $(cat "$out/bg.jobpid"); do
+        ! alive "$p"
+    done
+}
+
+@test "pglock SIGKILLed: its job and a background grandchild are gone before a waiter starts" {
+    bg h run -d "$DB" --lease=4s "$K" -c "sleep 1000 & echo \$! > $out/h.bgpid; $(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=4s "$K" -c "$(check_job w "$out/h.jobpid" "$out/h.bgpid")"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/killed"
+    kill -KILL "$(pid_of h)"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    [ ! -e "$out/w.overlap" ]
+    ! alive "$(cat "$out/h.jobpid")"
+    ! alive "$(cat "$out/h.bgpid")"
+    report "SIGKILL -> waiter's job starts: $(ms_between "$out/killed" "$out/w.start") ms;" \
+        "holder's job last ran $(ms_between "$out/h.alive" "$out/w.start") ms before"
+    finish h 5 || true
+}
+
+@test "interrupted while waiting: exit 130, no waiter and no session left" {
+    bg h run -d "$DB" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" "$K" -- touch "$out/w.ran"
+    wait_until 10 waiting_on "$K"
+    kill -INT "$(pid_of w)"
+    finish w 10
+    [ "$(status_of w)" = 130 ]
+    [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
+    touch "$out/h.release"
+    finish h 10
+    [ ! -e "$out/w.ran" ]
+    [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 0 ]
+}
+
+@test "--wait times out with 75 and leaves no waiter" {
+    bg h run -d "$DB" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    run "$PGLOCK_BIN" run -w 300ms -d "$DB" "$K" -- touch "$out/w.ran"
+    [ "$status" -eq 75 ]
+    [ ! -e "$out/w.ran" ]
+    [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
+    run "$PGLOCK_BIN" run --try --conflict-exit-code=3 -d "$DB" "$K" -- true
+    [ "$status" -eq 3 ]
+    run "$PGLOCK_BIN" run -q --try -d "$DB" "$K" -- true
+    [ "$status" -eq 75 ]
+    [ -z "$output" ]
+    touch "$out/h.release"
+    finish h 10
+}
+
+@test "--min-hold keeps the lock after the command ended" {
+    bg h run --min-hold=3s -d "$DB" "$K" -- touch "$out/done"
+    wait_until 10 file_exists "$out/done"
+    # The command is over, the hold is not.
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = f ]
+    run "$PGLOCK_BIN" run --try -d "$DB" "$K" -- true
+    [ "$status" -eq 75 ]
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
+}

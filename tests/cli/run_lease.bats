@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# pglock run: leases.  A lost lock stops the job; the job never runs while
+# someone else holds the lock, except for the measured window after a loss
+# the server itself causes (DESIGN.md, "What is guaranteed, honestly").
+# Leases are 3 s (T_c 2 s, T_h 500 ms, kill-after 500 ms); the bounds
+# below allow 2 s of scheduling slack on a loaded machine.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() {
+    teardown_run
+    if [ -n "${PGLOCK_TEST_PROXY_CTL:-}" ]; then
+        proxy_cmd heal >/dev/null 2>&1 || true
+    fi
+}
+
+# backend_gone PID: the server no longer has that backend.
+backend_gone() {
+    [ "$(q "select count(*) from pg_stat_activity where pid = $1")" -eq 0 ]
+}
+
+@test "a cut network: the job stops before the lease ends; a direct waiter starts only after" {
+    need PGLOCK_TEST_PROXY
+    bg h run -d "$PGLOCK_TEST_PROXY" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/cut"
+    proxy_cmd cut
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    grep -q "lost" "$out/h.err"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    [ ! -e "$out/w.overlap" ]
+    local stopped=$(ms_between "$out/cut" "$out/h.alive")
+    local started=$(ms_between "$out/cut" "$out/w.start")
+    # The job stopped well inside the 3 s lease; the waiter came after.
+    [ "$stopped" -lt 3000 ]
+    [ "$started" -gt "$stopped" ]
+    report "cut -> holder's job last ran at +${stopped} ms (lease 3000 ms);" \
+        "waiter's job started at +${started} ms"
+}
+
+@test "pg_terminate_backend: the job is stopped, exit 74; overlap with a queued waiter measured" {
+    bg h run -d "$DB" --lease=3s "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/terminated"
+    [ "$(q "select pg_terminate_backend($(cat "$out/backend"))")" = t ]
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    grep -q 'lock ".*" lost: .*the command was stopped' "$out/h.err"
+    ! alive "$(cat "$out/h.jobpid")"
+    finish w 10
+    [ "$(status_of w)" = 0 ]
+    report "terminate -> holder's job last ran at +$(ms_between "$out/terminated" "$out/h.alive") ms;" \
+        "waiter's job started at +$(ms_between "$out/terminated" "$out/w.start") ms;" \
+        "overlap $(ms_between "$out/w.start" "$out/h.alive") ms (negative: none)"
+}
+
+@test "a server restart: the job is stopped, exit 74" {
+    need PGLOCK_TEST_HARNESS
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -c "date +%s%N > $out/w.start"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/restart"
+    "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
+    finish h 15
+    [ "$(status_of h)" = 74 ]
+    ! alive "$(cat "$out/h.jobpid")"
+    # The queued waiter lost its connection too: it never ran.
+    finish w 15
+    [ "$(status_of w)" = 69 ]
+    [ ! -e "$out/w.start" ]
+    report "restart -> holder's job last ran at +$(ms_between "$out/restart" "$out/h.alive") ms;" \
+        "the queued waiter's connection ended too (exit 69)"
+}
+
+@test "Ctrl-Z past the lease, then SIGCONT: the job never runs again; exit 74" {
+    bg h run -v -d "$DB" --lease=2s "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
+    wait_until 10 file_exists "$out/h.alive"
+    local job=$(cat "$out/h.jobpid")
+    job_stopped() { [ "$(awk '{print $3}' "/proc/$job/stat")" = T ]; }
+    pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
+    kill -TSTP "$(pid_of h)"
+    wait_until 5 job_stopped || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    wait_until 5 pglock_stopped
+    local before=$(cat "$out/h.alive")
+    # The server ends the silent session after the 2 s lease.
+    wait_until 10 backend_gone "$(cat "$out/backend")"
+    kill -CONT "$(pid_of h)"
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    ! alive "$job"
+    [ "$(cat "$out/h.alive")" = "$before" ]
+}
+
+@test "Ctrl-Z briefly, then SIGCONT: ownership re-verified, the job continues" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.alive"
+    local job=$(cat "$out/h.jobpid")
+    job_state() { [ "$(awk '{print $3}' "/proc/$job/stat")" = "$1" ]; }
+    pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
+    kill -TSTP "$(pid_of h)"
+    wait_until 5 job_state T || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    # As a shell's "fg": only once pglock itself is stopped.
+    wait_until 5 pglock_state T
+    kill -CONT "$(pid_of h)"
+    local before=$(cat "$out/h.alive")
+    changed() { [ "$(cat "$out/h.alive")" != "$before" ]; }
+    wait_until 5 changed
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}
+
+@test "--lost-exit-code replaces 74" {
+    bg h run -d "$DB" --lease=3s --lost-exit-code=9 "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    q "select pg_terminate_backend($(cat "$out/backend"))" >/dev/null
+    finish h 10
+    [ "$(status_of h)" = 9 ]
+}
+
+@test "a job that ignores SIGTERM is killed after --kill-after" {
+    bg h run -d "$DB" --lease=3s --kill-after=300ms "$K" -c "trap '' TERM; echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    q "select pg_terminate_backend($(cat "$out/backend"))" >/dev/null
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    ! alive "$(cat "$out/h.jobpid")"
+}

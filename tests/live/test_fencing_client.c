@@ -1,0 +1,111 @@
+/*
+ * A client's fencing tokens: they strictly increase over successive
+ * acquisitions, also across an immediate-mode crash of the server, and in
+ * xact hold they are taken outside the holding transaction (which keeps no
+ * transaction id).
+ */
+#include "live.h"
+
+static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+{
+    pglock_options o;
+    pglock_options_init(&o);
+    o.hold = hold;
+    pglock_client *c = NULL;
+    if (pglock_client_open(&c, conninfo, &o) != 0)
+        fail_msg("open: %s", pglock_client_error(c));
+    return c;
+}
+
+/* One acquisition of key k: lock, token, close.  Returns the token. */
+static int64_t acquire_token(const char *conninfo, pglock_hold_mode hold,
+                             int64_t k)
+{
+    pglock_client *c = open_hold(conninfo, hold);
+    pglock_key key;
+    pglock_key_int64(&key, k);
+    assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);
+    int64_t token = 0;
+    int rc = pglock_client_fencing_token(c, &token);
+    if (rc != 0)
+        fail_msg("fencing token: %s", pglock_client_error(c));
+    assert_int_equal(pglock_held(c, &key, PGLOCK_EXCLUSIVE), 1);
+    pglock_client_close(c);
+    return token;
+}
+
+static int harness(const char *action)
+{
+    const char *h = getenv("PGLOCK_TEST_HARNESS");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>&1", h, action);
+    return system(cmd);
+}
+
+static void tokens_increase_across_an_immediate_crash(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(h, "PGLOCK_TEST_HARNESS");
+    (void)h;
+    int64_t k = live_key();
+    int64_t t1 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
+    int64_t t2 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
+    assert_true(t2 > t1);
+    assert_int_equal(harness("stop-primary immediate"), 0);
+    assert_int_equal(harness("start-primary"), 0);
+    /* PgBouncer keeps its dead server connections until it next checks
+     * them: have it drop them, so that later tests get live ones. */
+    const char *admin = getenv("PGLOCK_TEST_POOLER_ADMIN");
+    if (admin && *admin) {
+        PGconn *a = PQconnectdb(admin);
+        PQclear(PQexec(a, "RECONNECT"));
+        PQfinish(a);
+    }
+    int64_t t3 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
+    if (t3 <= t2)
+        fail_msg("token %lld after the crash is not above %lld",
+                 (long long)t3, (long long)t2);
+    /* through the pooler too (it reconnects to the restarted server) */
+    const char *pooler = getenv("PGLOCK_TEST_POOLER");
+    if (pooler && *pooler) {
+        int64_t t4 = acquire_token(pooler, PGLOCK_HOLD_XACT, k);
+        assert_true(t4 > t3);
+    }
+}
+
+static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
+    void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *obs = live_connect(primary);
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT);
+    pglock_key key;
+    pglock_key_int64(&key, live_key());
+    assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);
+    int pid = pglock_client_backend_pid(c);
+    int64_t a = 0, b = 0;
+    assert_int_equal(pglock_client_fencing_token(c, &a), 0);
+    assert_int_equal(pglock_client_fencing_token(c, &b), 0);
+    assert_true(b > a);
+    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
+                                      " WHERE pid = %d AND backend_xid IS NULL"
+                                      " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_false(live_free_int64(obs, key.id));
+    pglock_client_close(c);
+    assert_true(live_free_int64(obs, key.id));
+    PQfinish(obs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            xact_hold_tokens_leave_the_holding_transaction_without_xid),
+        cmocka_unit_test(tokens_increase_across_an_immediate_crash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,349 @@
+/*
+ * The client's xact hold: locks held inside one open transaction, so that
+ * they pass PgBouncer in transaction mode.  Proves: auto picks the hold by
+ * the pooler test; the lock really excludes a direct connection while the
+ * pool is busy with other clients; nothing (lock or setting) leaks to the
+ * pool's other clients; the transaction keeps no xid and no snapshot, so
+ * VACUUM removes rows deleted meanwhile; a failed first acquire leaves no
+ * transaction; the server's idle_in_transaction_session_timeout is the
+ * lease.
+ */
+#include <pthread.h>
+#include "live.h"
+
+static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
+                                long lease_ms)
+{
+    pglock_options o;
+    pglock_options_init(&o);
+    o.hold = hold;
+    o.lease_ms = lease_ms;
+    pglock_client *c = NULL;
+    int rc = pglock_client_open(&c, conninfo, &o);
+    if (rc != 0)
+        fail_msg("open: %s", pglock_client_error(c));
+    return c;
+}
+
+/* Advisory locks on key k held by any backend of the server. */
+static long holders_of(PGconn *obs, int64_t k)
+{
+    return live_scalar(obs, "SELECT count(*) FROM pg_locks WHERE locktype ="
+                       " 'advisory' AND classid = ((%lld >> 32) &"
+                       " 4294967295)::oid AND objid = (%lld & 4294967295)::oid"
+                       " AND objsubid = 1", (long long)k, (long long)k);
+}
+
+static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    pglock_client *d = open_hold(primary, PGLOCK_HOLD_AUTO, 0);
+    assert_int_equal(pglock_client_hold_mode(d), PGLOCK_HOLD_SESSION);
+    assert_true(pglock_client_backend_pid(d) > 0);
+    pglock_client_close(d);
+
+    pglock_client *p = open_hold(pooler, PGLOCK_HOLD_AUTO, 0);
+    assert_int_equal(pglock_client_hold_mode(p), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_backend_pid(p), 0);
+    pglock_client_close(p);
+
+    pglock_options o;
+    pglock_options_init(&o);
+    pglock_client *s = NULL;
+    assert_int_equal(pglock_client_open(&s, pooler, &o), PGLOCK_EPOOLER);
+    assert_non_null(strstr(pglock_client_error(s), "pooler"));
+    pglock_client_close(s);
+}
+
+/* Other clients of the pool, busy all along, watching for our settings. */
+typedef struct busy {
+    const char *pooler;
+    volatile int stop;
+    volatile int queries;
+    int leaks;
+    char leaked[256];
+} busy;
+
+/* The settings pglock changes in its transaction, as another client sees
+ * them: all must be the server's defaults (0). */
+static const char seen_sql[] =
+    "SELECT concat_ws(',', current_setting('idle_in_transaction_session_"
+    "timeout'), current_setting('lock_timeout'),"
+    " current_setting('statement_timeout'),"
+    " current_setting('tcp_keepalives_idle'),"
+    " current_setting('client_connection_check_interval'))";
+
+static int seen_leak(PGconn *c, char *out, size_t len)
+{
+    PGresult *r = PQexec(c, seen_sql);
+    int leak = 0;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        leak = strcmp(PQgetvalue(r, 0, 0), "0,0,0,0,0") != 0;
+        if (leak)
+            snprintf(out, len, "%s", PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    return leak;
+}
+
+static void *busy_main(void *arg)
+{
+    busy *b = arg;
+    PGconn *c[2] = {PQconnectdb(b->pooler), PQconnectdb(b->pooler)};
+    while (!b->stop) {
+        for (int i = 0; i < 2; i++) {
+            PQclear(PQexec(c[i], "SELECT pg_sleep(0.002)"));
+            b->leaks += seen_leak(c[i], b->leaked, sizeof b->leaked);
+            b->queries++;
+        }
+    }
+    PQfinish(c[0]);
+    PQfinish(c[1]);
+    return NULL;
+}
+
+static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
+    void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *obs = live_connect(primary);
+    busy b = {.pooler = pooler};
+    pthread_t t;
+    pthread_create(&t, NULL, busy_main, &b);
+    int64_t until = live_ms() + 10000;
+    while (b.queries < 4 && live_ms() < until)
+        usleep(2000);
+    assert_true(b.queries >= 4);
+
+    int64_t k1 = live_key(), k2 = live_key();
+    pglock_key a, bk;
+    pglock_key_int64(&a, k1);
+    pglock_key_int64(&bk, k2);
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 4000);
+    assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 5000), 0);
+    int pid = pglock_client_backend_pid(c);
+    assert_true(pid > 0);
+    /* a direct connection cannot take it */
+    assert_false(live_free_int64(obs, k1));
+    assert_int_equal(holders_of(obs, k1), 1);
+    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_locks WHERE"
+                                      " pid = %d AND locktype = 'advisory'"
+                                      " AND granted", pid), 1);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+
+    /* a second lock inside the transaction; re-entrant counts */
+    assert_int_equal(pglock_lock(c, &bk, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 2);
+    assert_int_equal(pglock_client_backend_pid(c), pid);
+    assert_false(live_free_int64(obs, k2));
+    assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), 0);
+    assert_false(live_free_int64(obs, k1));
+    /* the last hold of one of two locks cannot go alone */
+    assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), PGLOCK_ESTATE);
+    assert_non_null(strstr(pglock_client_error(c), "pglock_unlock_all"));
+    assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_int_equal(pglock_unlock_all(c), 0);
+    assert_true(live_free_int64(obs, k1));
+    assert_true(live_free_int64(obs, k2));
+    assert_int_equal(pglock_client_backend_pid(c), 0);
+
+    /* the unlock of the only lock ends the transaction */
+    assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_false(live_free_int64(obs, k1));
+    assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), 0);
+    assert_true(live_free_int64(obs, k1));
+
+    /* close frees them at once, on every server backend */
+    assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_int_equal(pglock_lock(c, &bk, PGLOCK_SHARED, 1000), 0);
+    pglock_client_close(c);
+    assert_int_equal(holders_of(obs, k1), 0);
+    assert_int_equal(holders_of(obs, k2), 0);
+
+    b.stop = 1;
+    pthread_join(t, NULL);
+    assert_true(b.queries > 0);
+    if (b.leaks)
+        fail_msg("another client of the pool saw pglock's settings: %s",
+                 b.leaked);
+    /* and afterwards, on whichever server connection the pool lends */
+    char leaked[256] = "";
+    for (int i = 0; i < 12; i++) {
+        PGconn *p = live_connect(pooler);
+        if (seen_leak(p, leaked, sizeof leaked))
+            fail_msg("a setting leaked to the pool: %s", leaked);
+        PQfinish(p);
+    }
+    PQfinish(obs);
+}
+
+/* VACUUM (VERBOSE)'s "tuples: N removed, M remain, K are dead but not yet
+ * removable" line, from its INFO message. */
+static void vacuum_notice(void *arg, const PGresult *res)
+{
+    long *out = arg;
+    const char *m = PQresultErrorMessage(res);
+    const char *t = strstr(m, "tuples: ");
+    long removed, remain, dead;
+    if (t && sscanf(t, "tuples: %ld removed, %ld remain, %ld are dead", &removed,
+                    &remain, &dead) == 3) {
+        out[0] = removed;
+        out[1] = dead;
+    }
+}
+
+/* Inserts 1000 rows, deletes them, vacuums: how many dead rows VACUUM
+ * removed, and how many it had to keep (dead but not yet removable). */
+static void vacuum_deleted_rows(PGconn *obs, long *removed, long *kept)
+{
+    long seen[2] = {-1, -1};
+    live_exec(obs, "INSERT INTO pglock_vac SELECT generate_series(1, 1000)");
+    live_exec(obs, "DELETE FROM pglock_vac");
+    PQnoticeReceiver old = PQsetNoticeReceiver(obs, vacuum_notice, seen);
+    live_exec(obs, "VACUUM (VERBOSE) pglock_vac");
+    PQsetNoticeReceiver(obs, old, NULL);
+    *removed = seen[0];
+    *kept = seen[1];
+}
+
+static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *obs = live_connect(primary);
+    pglock_key k;
+    pglock_key_int64(&k, live_key());
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    int pid = pglock_client_backend_pid(c);
+    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
+                                      " WHERE pid = %d AND state = 'idle in"
+                                      " transaction' AND backend_xid IS NULL"
+                                      " AND backend_xmin IS NULL", pid), 1);
+
+    /* rows deleted while the lock is held are removable at once */
+    live_exec(obs, "DROP TABLE IF EXISTS pglock_vac");
+    live_exec(obs, "CREATE TABLE pglock_vac (x int) WITH"
+                   " (autovacuum_enabled = off)");
+    long removed = -1, kept = -1;
+    vacuum_deleted_rows(obs, &removed, &kept);
+    assert_int_equal(removed, 1000);
+    assert_int_equal(kept, 0);
+    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
+                                      " WHERE pid = %d AND backend_xid IS NULL"
+                                      " AND backend_xmin IS NULL", pid), 1);
+    assert_false(live_free_int64(obs, k.id));
+
+    /* control: an ordinary open snapshot does hold them back */
+    PGconn *snap = live_connect(primary);
+    live_exec(snap, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    live_exec(snap, "SELECT 1");
+    vacuum_deleted_rows(obs, &removed, &kept);
+    assert_int_equal(removed, 0);
+    assert_int_equal(kept, 1000);
+    live_exec(snap, "COMMIT");
+    PQfinish(snap);
+    live_exec(obs, "DROP TABLE pglock_vac");
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+static void a_failed_first_acquire_leaves_no_transaction(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *holder = live_connect(primary);
+    int64_t id = live_key();
+    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
+                     PGLOCK_EBUSY);
+    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
+                     PQTRANS_IDLE);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 200),
+                     PGLOCK_ETIMEDOUT);
+    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
+                     PQTRANS_IDLE);
+    assert_int_equal(pglock_client_backend_pid(c), 0);
+    /* no server backend of the pool is left in a transaction */
+    assert_int_equal(live_scalar(holder, "SELECT count(*) FROM"
+                                         " pg_stat_activity WHERE state LIKE"
+                                         " 'idle in transaction%%'"), 0);
+    assert_int_equal(live_scalar(holder, "SELECT count(*) FROM pg_locks"
+                                         " WHERE NOT granted"), 0);
+    /* the client is still usable: once free, it takes the lock */
+    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_false(live_free_int64(holder, id));
+    pglock_client_close(c);
+    assert_true(live_free_int64(holder, id));
+    PQfinish(holder);
+}
+
+static void the_servers_idle_in_transaction_timeout_is_the_lease(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *obs = live_connect(primary);
+    int64_t id = live_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 1500);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    int pid = pglock_client_backend_pid(c);
+    assert_false(live_free_int64(obs, id));
+    /* a silent client: the server ends the session, the lock is free */
+    assert_true(live_until_gone(obs, pid));
+    assert_true(live_free_int64(obs, id));
+    /* and the client finds out */
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+static void a_terminated_holder_backend_is_a_lost_lock(void **state)
+{
+    (void)state;
+    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
+    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    PGconn *obs = live_connect(primary);
+    pglock_key k;
+    pglock_key_int64(&k, live_key());
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    int pid = pglock_client_backend_pid(c);
+    live_exec(obs, "SELECT pg_terminate_backend(%d)", pid);
+    assert_true(live_until_gone(obs, pid));
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0),
+                     PGLOCK_ECONNLOST);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(auto_hold_is_session_direct_and_xact_behind_a_pooler),
+        cmocka_unit_test(
+            xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing),
+        cmocka_unit_test(xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans),
+        cmocka_unit_test(a_failed_first_acquire_leaves_no_transaction),
+        cmocka_unit_test(the_servers_idle_in_transaction_timeout_is_the_lease),
+        cmocka_unit_test(a_terminated_holder_backend_is_a_lost_lock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
