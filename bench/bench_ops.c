@@ -67,6 +67,25 @@ static void raw_xact_3(ctx *c, int64_t key)
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
 }
 
+/* The SQL pglock_heartbeat() sends (src/lib/heartbeat.c), for a client
+ * holding no lock: what the heartbeat costs on the server, library aside. */
+static void raw_heartbeat_sql(ctx *c, int64_t key)
+{
+    (void)key;
+    static const char sql[] =
+        "SELECT pg_backend_pid(), (SELECT count(*) FROM"
+        " unnest($1::oid[], $2::oid[], $3::int2[], $4::text[]) AS k(c, o, s, m)"
+        " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
+        "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
+        "  AND l.granted AND l.classid = k.c AND l.objid = k.o"
+        "  AND l.objsubid = k.s AND l.mode = k.m))";
+    const char *values[4] = {"{}", "{}", "{}", "{}"};
+    PGresult *res = PQexecParams(c->conn, sql, 4, NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        bench_die("heartbeat SQL: %s", PQerrorMessage(c->conn));
+    PQclear(res);
+}
+
 /* BEGIN and the lock in one round trip (libpq pipeline mode), then COMMIT:
  * the fewest round trips a begin+lock+commit can take. */
 static void raw_xact_pipelined(ctx *c, int64_t key)
@@ -164,12 +183,13 @@ static void pg_xact_lock(ctx *c, int64_t key)
 
 static const op ops[] = {
     {"raw: SELECT 1", NULL, raw_select1},
+    {"raw: pglock_heartbeat's SQL, no lock held", "raw: SELECT 1", raw_heartbeat_sql},
     {"raw: pg_advisory_lock + pg_advisory_unlock", NULL, raw_lock_unlock},
     {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, raw_try_unlock},
     {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, raw_xact_3},
     {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, raw_xact_pipelined},
 #ifdef BENCH_HAVE_PGLOCK
-    {"pglock_heartbeat", "raw: SELECT 1", pg_heartbeat},
+    {"pglock_heartbeat", "raw: pglock_heartbeat's SQL, no lock held", pg_heartbeat},
     {"pglock_lock (wait) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
      pg_lock_unlock},
     {"pglock_lock (5 s timeout) + pglock_unlock",

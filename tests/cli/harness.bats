@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+# The harness itself: a second instance starts, answers, and leaves nothing
+# behind when its command ends or when it is killed.
+
+load ../support/harness
+
+# Runs a second harness (not the one the suite runs under).
+second_harness() {
+    env -u PGLOCK_TEST_PRIMARY -u PGLOCK_TEST_DIR -u PGLOCK_TEST_SERVER \
+        "$BATS_TEST_DIRNAME/../harness/harness.sh" "$@"
+}
+
+setup() {
+    need PGLOCK_TEST_DIR PGLOCK_BUILD
+    out=$BATS_TEST_TMPDIR
+}
+
+assert_all_gone() {
+    local pid
+    [ -s "$out/pids" ]
+    while read -r pid; do
+        if alive "$pid"; then
+            echo "pid $pid still runs: $(cat /proc/$pid/cmdline | tr '\0' ' ')"
+            return 1
+        fi
+    done <"$out/pids"
+    [ ! -e "$(cat "$out/dir")" ]
+}
+
+@test "the proxy relays, cuts and counts from a shell" {
+    need PGLOCK_TEST_PROXY PGLOCK_TEST_PROXY_BIN
+    run proxy_cmd reset
+    [ "$output" = ok ]
+    [ "$(q 'select 7' "$PGLOCK_TEST_PROXY")" = 7 ]
+    run proxy_cmd count
+    [[ "$output" == *" roundtrips=1" ]]
+    run proxy_cmd bogus
+    [ "$status" -ne 0 ]
+}
+
+@test "the primary restarts and answers through the pooler" {
+    need PGLOCK_TEST_POOLER
+    before=$(q 'select pg_postmaster_start_time()')
+    "$PGLOCK_TEST_HARNESS" restart-primary
+    [ "$(q 'select pg_postmaster_start_time()')" != "$before" ]
+    [ "$(q 'select 1' "$PGLOCK_TEST_POOLER")" = 1 ]
+}
+
+@test "stop-primary and start-primary" {
+    "$PGLOCK_TEST_HARNESS" stop-primary immediate
+    run q 'select 1'
+    [ "$status" -ne 0 ]
+    "$PGLOCK_TEST_HARNESS" start-primary
+    [ "$(q 'select 1')" = 1 ]
+    [ "$(q 'select 1' "$PGLOCK_TEST_PROXY")" = 1 ]
+}
+
+@test "a finished harness leaves no process and no directory" {
+    second_harness run --build "$PGLOCK_BUILD" -- bash -c '
+        "$PGLOCK_TEST_HARNESS" pids >"$0/pids"
+        echo "$PGLOCK_TEST_DIR" >"$0/dir"
+        psql -XAtc "select 1" "$PGLOCK_TEST_STANDBY"' "$out"
+    [ "$(wc -l <"$out/pids")" -ge 8 ]
+    assert_all_gone
+}
+
+@test "a failing command's status comes back and it still cleans up" {
+    run second_harness run --build "$PGLOCK_BUILD" -- bash -c '
+        "$PGLOCK_TEST_HARNESS" pids >"$0/pids"; echo "$PGLOCK_TEST_DIR" >"$0/dir"; exit 3' "$out"
+    [ "$status" -eq 3 ]
+    assert_all_gone
+}
+
+@test "a harness killed by SIGTERM or SIGINT leaves nothing behind" {
+    for sig in TERM INT; do
+        rm -f "$out/pids" "$out/dir"
+        # Not through a function: $! must be the harness's own pid.  A
+        # background job starts with SIGINT ignored; perl restores it, as
+        # for a foreground harness that gets a Ctrl-C.
+        env -u PGLOCK_TEST_PRIMARY -u PGLOCK_TEST_DIR -u PGLOCK_TEST_SERVER \
+            perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die' \
+            "$BATS_TEST_DIRNAME/../harness/harness.sh" run --build "$PGLOCK_BUILD" -- bash -c '
+            "$PGLOCK_TEST_HARNESS" pids >"$0/pids.tmp"; mv "$0/pids.tmp" "$0/pids"
+            echo "$PGLOCK_TEST_DIR" >"$0/dir"; exec sleep 60' "$out" 3>&- &
+        h=$!
+        wait_until 30 test -s "$out/pids"
+        wait_until 5 test -s "$out/dir"
+        t0=$SECONDS
+        kill -"$sig" "$h"
+        wait "$h" || true
+        [ $((SECONDS - t0)) -lt 30 ]   # not after the command's 60 s
+        assert_all_gone
+    done
+}

@@ -1,0 +1,453 @@
+#!/usr/bin/env bash
+# harness.sh — throwaway PostgreSQL 15 primary + standby + PgBouncer + proxy
+# for pglock's tests and demo.  See tests/harness/README.md.
+#
+#   harness.sh run [--build DIR] [--] COMMAND [ARG...]
+#       start everything, run COMMAND with the PGLOCK_TEST_* variables
+#       exported, tear everything down (on success, failure or signal) and
+#       exit with COMMAND's status.
+#   harness.sh start [--build DIR]     start, print the env file's path; the
+#   harness.sh stop [DIR]              servers stay up until `stop`.
+#   harness.sh restart-primary | stop-primary [smart|fast|immediate] |
+#              start-primary | psql [ARG...] | env | pids
+#       actions on a running harness, found by $PGLOCK_TEST_DIR.
+#
+# With PGLOCK_TEST_SERVER=CONNINFO nothing is started: only
+# PGLOCK_TEST_PRIMARY is exported and tests needing the rest skip.
+set -euo pipefail
+
+HARNESS=$(readlink -f "${BASH_SOURCE[0]}")
+SRCDIR=$(cd "$(dirname "$HARNESS")/../.." && pwd)
+PGBIN=${PGLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
+PGBOUNCER=${PGLOCK_PGBOUNCER:-/usr/sbin/pgbouncer}
+PG_USER=postgres          # the OS user servers run as when we are root
+
+say() { echo "harness: $*" >&2; }
+fail() { say "error: $*"; exit 1; }
+
+# Closes every fd above 2 (except bash's own 255) in the current (sub)shell:
+# a server must not inherit the caller's pipes, or whoever reads them (bats,
+# make, a CI runner) waits for their end as long as the server lives.
+close_inherited_fds() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        case $fd in 0 | 1 | 2 | 255) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+    done
+}
+
+# Runs a command as the user who owns the servers, from a directory that
+# user can read (postgres warns about an unreadable cwd otherwise), with no
+# inherited fds beyond stdin, stdout and stderr.
+as_owner() {
+    local owner
+    owner=$(stat -c %U "$T")
+    if [ "$(id -un)" = "$owner" ]; then
+        (cd "$T" && close_inherited_fds && "$@")
+    elif [ "$(id -u)" = 0 ]; then
+        (cd "$T" && close_inherited_fds && runuser -u "$owner" -- "$@")
+    else
+        fail "the harness runs as $owner; run this as $owner or root"
+    fi
+}
+
+# A port below the kernel's ephemeral range (so no outgoing connection can
+# hold it) that nothing listens on now.  Callers start each server before
+# picking the next port, and retry if another program won the race.
+pick_port() {
+    local lo p tries=0
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "$lo" -gt 21000 ] || lo=32768
+    while :; do
+        p=$((20000 + (RANDOM * 32768 + RANDOM) % (lo - 20000)))
+        tries=$((tries + 1))
+        [ "$tries" -lt 200 ] || fail "no free port found"
+        if [ -z "$(ss -Htln "sport = :$p" 2>/dev/null)" ]; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# Polls a command until it succeeds, at most $1 seconds.
+wait_for() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+
+psql_q() { "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+
+# Stops one postmaster for good: pg_ctl, then SIGKILL if it lingers.
+stop_postmaster() {
+    local data=$1 mode=${2:-immediate} pid
+    [ -f "$data/postmaster.pid" ] || return 0
+    pid=$(head -1 "$data/postmaster.pid")
+    as_owner "$PGBIN/pg_ctl" -D "$data" -m "$mode" -w -t 20 stop >/dev/null 2>&1 || true
+    if alive "$pid"; then
+        kill -KILL "$pid" 2>/dev/null || true
+        wait_gone "$pid"
+    fi
+}
+
+# True while pid runs.  A zombie does not run: our daemons are reparented
+# to PID 1, which may reap them late (in containers, much later).
+alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+wait_gone() {
+    local pid=$1 i
+    for ((i = 0; i < 200; i++)); do
+        alive "$pid" || return 0
+        sleep 0.05
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Starts a postmaster on its configured port and waits until it answers.
+start_postmaster() {
+    local data=$1 log=$2 port=$3
+    as_owner "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 30 start >/dev/null 2>&1 || return 1
+    wait_for 20 psql_q "host=$T port=$port user=postgres dbname=postgres" -c 'select 1'
+}
+
+# Starts a postmaster on a fresh free port, retrying if another program
+# grabbed the port in the meantime.  Prints the port.
+start_on_free_port() {
+    local data=$1 log=$2 port tries
+    for tries in 1 2 3 4 5; do
+        port=$(pick_port)
+        echo "port = $port" >>"$data/postgresql.conf"
+        if start_postmaster "$data" "$log" "$port"; then
+            echo "$port"
+            return 0
+        fi
+        grep -q "could not bind\|Address already in use" "$log" 2>/dev/null || break
+        say "port $port was taken, retrying"
+    done
+    tail -20 "$log" >&2 || true
+    fail "could not start the server in $data"
+}
+
+start_primary_server() {
+    local d=$T/data
+    as_owner "$PGBIN/initdb" -D "$d" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+        --no-sync >"$T/initdb.log" 2>&1 || { cat "$T/initdb.log" >&2; fail "initdb failed"; }
+    cat >>"$d/postgresql.conf" <<EOF
+# --- pglock test harness
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$T'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 100
+shared_buffers = 32MB
+wal_level = replica
+max_wal_senders = 5
+ssl = off
+log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+    cat >"$d/pg_hba.conf" <<'EOF'
+# pglock_pw always needs its password; everyone else is trusted.
+local   all          pglock_pw                  scram-sha-256
+host    all          pglock_pw   127.0.0.1/32   scram-sha-256
+host    all          pglock_pw   ::1/128        scram-sha-256
+local   all          all                        trust
+host    all          all         127.0.0.1/32   trust
+host    all          all         ::1/128        trust
+local   replication  all                        trust
+host    replication  all         127.0.0.1/32   trust
+EOF
+    PPORT=$(start_on_free_port "$d" "$T/primary.log")
+    psql_q "host=$T port=$PPORT user=postgres dbname=postgres" >/dev/null <<'EOF'
+CREATE ROLE pglock_user LOGIN;
+SET password_encryption = 'scram-sha-256';
+CREATE ROLE pglock_pw LOGIN PASSWORD 'pglock-secret';
+CREATE DATABASE pglock_other;
+EOF
+}
+
+start_standby_server() {
+    local d=$T/standby
+    as_owner "$PGBIN/pg_basebackup" -h "$T" -p "$PPORT" -U postgres -D "$d" -R \
+        -X stream -c fast --no-sync >"$T/basebackup.log" 2>&1 ||
+        { cat "$T/basebackup.log" >&2; fail "pg_basebackup failed"; }
+    SPORT=$(start_on_free_port "$d" "$T/standby.log")
+    wait_for 20 test "$(psql_q "host=$T port=$SPORT user=postgres dbname=postgres" \
+        -c 'select pg_is_in_recovery()' 2>/dev/null)" = t ||
+        fail "the standby does not report pg_is_in_recovery()"
+}
+
+pooler_answers() {
+    # A real query through the pool, not just the admin console.
+    psql_q "host=127.0.0.1 port=$BPORT user=postgres dbname=postgres" -c 'select 1'
+}
+
+start_pooler() {
+    local tries pid
+    printf '"postgres" ""\n"pglock_user" ""\n' >"$T/userlist.txt"
+    for tries in 1 2 3 4 5; do
+        BPORT=$(pick_port)
+        cat >"$T/pgbouncer.ini" <<EOF
+[databases]
+* = host=$T port=$PPORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BPORT
+unix_socket_dir = $T
+auth_type = trust
+auth_file = $T/userlist.txt
+admin_users = postgres
+stats_users = postgres
+pool_mode = transaction
+default_pool_size = 3
+max_client_conn = 200
+; The common production setting; "options" is NOT ignored, as in a
+; default PgBouncer: a client that sends it is refused.
+ignore_startup_parameters = extra_float_digits
+server_login_retry = 1
+logfile = $T/pgbouncer.log
+pidfile = $T/pgbouncer.pid
+EOF
+        chown "$(stat -c %U "$T")" "$T/pgbouncer.ini" "$T/userlist.txt"
+        rm -f "$T/pgbouncer.pid"
+        as_owner "$PGBOUNCER" -d "$T/pgbouncer.ini" >>"$T/pgbouncer.out" 2>&1 || true
+        if wait_for 10 pooler_answers; then return 0; fi
+        pid=$(cat "$T/pgbouncer.pid" 2>/dev/null || true)
+        [ -z "$pid" ] || { kill -TERM "$pid" 2>/dev/null || true; wait_gone "$pid"; }
+        grep -q "Address already in use" "$T/pgbouncer.log" "$T/pgbouncer.out" 2>/dev/null || break
+        say "port $BPORT was taken, retrying"
+    done
+    tail -20 "$T/pgbouncer.log" "$T/pgbouncer.out" >&2 || true
+    fail "could not start pgbouncer"
+}
+
+start_proxy() {
+    local bin=$1 i
+    PROXY_BIN=$bin
+    (close_inherited_fds
+     exec "$bin" --listen 0 --target "$PPORT" --control "$T/proxy.ctl" \
+        --port-file "$T/proxy.port" --down-port-file "$T/down.port" \
+        </dev/null >>"$T/proxy.log" 2>&1) &
+    echo $! >"$T/proxy.pid"
+    for ((i = 0; i < 100; i++)); do
+        [ -s "$T/proxy.port" ] && break
+        alive "$(cat "$T/proxy.pid")" || break
+        sleep 0.05
+    done
+    [ -s "$T/proxy.port" ] || { cat "$T/proxy.log" >&2; fail "the proxy did not start"; }
+    XPORT=$(cat "$T/proxy.port")
+    DPORT=$(cat "$T/down.port")
+}
+
+# Writes $T/env: one `export NAME='value'` per variable.
+write_env() {
+    local conn="user=postgres dbname=postgres"
+    {
+        echo "# written by $HARNESS"
+        emit PGLOCK_TEST_HARNESS "$HARNESS"
+        emit PGLOCK_TEST_DIR "$T"
+        emit PGLOCK_TEST_PGDATA "$T/data"
+        emit PGLOCK_TEST_PRIMARY "host=$T port=$PPORT $conn"
+        emit PGLOCK_TEST_PRIMARY_TCP "host=127.0.0.1 port=$PPORT $conn"
+        emit PGLOCK_TEST_OTHER_DB "host=$T port=$PPORT user=postgres dbname=pglock_other"
+        emit PGLOCK_TEST_ORDINARY "host=$T port=$PPORT user=pglock_user dbname=postgres"
+        emit PGLOCK_TEST_PW_CONNINFO "host=127.0.0.1 port=$PPORT user=pglock_pw dbname=postgres"
+        emit PGLOCK_TEST_PW_PASSWORD "pglock-secret"
+        emit PGLOCK_TEST_STANDBY "host=$T port=$SPORT $conn"
+        emit PGLOCK_TEST_POOLER "host=127.0.0.1 port=$BPORT $conn"
+        emit PGLOCK_TEST_POOLER_ADMIN "host=127.0.0.1 port=$BPORT user=postgres dbname=pgbouncer"
+        if [ -n "${XPORT:-}" ]; then
+            emit PGLOCK_TEST_PROXY "host=127.0.0.1 port=$XPORT $conn"
+            emit PGLOCK_TEST_PROXY_CTL "$T/proxy.ctl"
+            emit PGLOCK_TEST_PROXY_BIN "$PROXY_BIN"
+            emit PGLOCK_TEST_DOWN "host=127.0.0.1 port=$DPORT $conn"
+        fi
+        emit PGHOST "$T"
+        emit PGPORT "$PPORT"
+        emit PGUSER postgres
+        emit PGDATABASE postgres
+    } >"$T/env"
+}
+
+emit() { printf "export %s='%s'\n" "$1" "${2//\'/\'\\\'\'}"; }
+
+find_proxy() {
+    local build=$1
+    if [ -n "${PGLOCK_TEST_PROXY_BIN:-}" ]; then echo "$PGLOCK_TEST_PROXY_BIN"; return; fi
+    if [ -n "$build" ] && [ -x "$build/tests/pglock_test_proxy" ]; then
+        readlink -f "$build/tests/pglock_test_proxy"; return
+    fi
+    [ -x "$SRCDIR/build/tests/pglock_test_proxy" ] && echo "$SRCDIR/build/tests/pglock_test_proxy"
+    return 0
+}
+
+# Starts everything into a new temp dir $T and writes $T/env.
+start_all() {
+    local build=$1 proxy
+    [ -x "$PGBIN/postgres" ] || fail "PostgreSQL 15 not found in $PGBIN"
+    [ -x "$PGBOUNCER" ] || fail "pgbouncer not found at $PGBOUNCER"
+    T=$(mktemp -d "${TMPDIR:-/tmp}/pglock-harness.XXXXXX")
+    chmod 755 "$T"    # sockets usable by any local user
+    if [ "$(id -u)" = 0 ]; then chown "$PG_USER:" "$T"; fi
+    start_primary_server
+    proxy=$(find_proxy "$build")
+    if [ -n "$proxy" ]; then
+        start_proxy "$proxy"
+    else
+        say "warning: pglock_test_proxy not built; PGLOCK_TEST_PROXY is unset"
+    fi
+    start_pooler
+    start_standby_server
+    write_env
+}
+
+# Stops everything under $T and removes it.  Safe to call twice.
+stop_all() {
+    [ -n "${T:-}" ] && [ -d "$T" ] || return 0
+    local pid
+    for f in proxy.pid pgbouncer.pid; do
+        pid=$(cat "$T/$f" 2>/dev/null || true)
+        [ -n "$pid" ] || continue
+        kill -TERM "$pid" 2>/dev/null || true
+        wait_gone "$pid"
+    done
+    stop_postmaster "$T/standby"
+    stop_postmaster "$T/data"
+    if [ -n "${PGLOCK_TEST_KEEP:-}" ]; then
+        say "kept $T"
+    else
+        rm -rf "$T"
+    fi
+    T=
+}
+
+# Loads a running harness's state from $PGLOCK_TEST_DIR.
+load_running() {
+    [ -z "${PGLOCK_TEST_SERVER:-}" ] || fail "PGLOCK_TEST_SERVER is set: the harness runs no server to act on"
+    T=${PGLOCK_TEST_DIR:-}
+    [ -n "$T" ] && [ -f "$T/env" ] || fail "no running harness (PGLOCK_TEST_DIR is not set)"
+    # shellcheck disable=SC1091
+    . "$T/env"
+    PPORT=$PGPORT
+}
+
+# After the primary is back: it answers directly and through the pooler.
+wait_primary_usable() {
+    wait_for 20 psql_q "$PGLOCK_TEST_PRIMARY" -c 'select 1' || fail "the primary does not answer"
+    BPORT=${PGLOCK_TEST_POOLER#*port=}
+    BPORT=${BPORT%% *}
+    wait_for 20 pooler_answers || fail "the pooler does not answer after the restart"
+}
+
+cmd_run() {
+    local build=
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --build) build=$2; shift 2 ;;
+        --) shift; break ;;
+        *) break ;;
+        esac
+    done
+    [ $# -gt 0 ] || fail "usage: harness.sh run [--build DIR] [--] COMMAND [ARG...]"
+    if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
+        say "using PGLOCK_TEST_SERVER; no standby, pooler or proxy"
+        export PGLOCK_TEST_PRIMARY=$PGLOCK_TEST_SERVER
+        exec "$@"
+    fi
+    CHILD=
+    trap 'stop_child; stop_all' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    local t0=$SECONDS
+    start_all "$build"
+    say "servers up in $((SECONDS - t0)) s ($T)"
+    set -a
+    # shellcheck disable=SC1091
+    . "$T/env"
+    set +a
+    # In the background so that a signal to us is handled at once.
+    "$@" <&0 &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    exit "$rc"
+}
+
+stop_child() {
+    [ -n "${CHILD:-}" ] || return 0
+    kill -TERM "$CHILD" 2>/dev/null || true
+    wait_gone "$CHILD"
+}
+
+cmd_start() {
+    local build=
+    [ "${1:-}" != --build ] || build=$2
+    trap 'stop_all' EXIT
+    start_all "$build"
+    # The proxy is our child: detach it so that it outlives this shell.
+    disown -a 2>/dev/null || true
+    local dir=$T
+    T=
+    trap - EXIT
+    echo "$dir/env"
+}
+
+main() {
+    local cmd=${1:-}
+    [ $# -eq 0 ] || shift
+    case $cmd in
+    run) cmd_run "$@" ;;
+    start) cmd_start "$@" ;;
+    stop)
+        T=${1:-${PGLOCK_TEST_DIR:-}}
+        [ -n "$T" ] && [ -f "$T/env" ] || fail "usage: harness.sh stop DIR"
+        stop_all ;;
+    restart-primary)
+        load_running
+        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -m fast -w -t 30 restart \
+            >/dev/null 2>&1 || fail "restart failed"
+        wait_primary_usable ;;
+    stop-primary)
+        load_running
+        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -m "${1:-fast}" -w -t 30 stop \
+            >/dev/null || fail "stop failed" ;;
+    start-primary)
+        load_running
+        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -l "$T/primary.log" -w -t 30 start \
+            >/dev/null || fail "start failed"
+        wait_primary_usable ;;
+    psql)
+        if [ -z "${PGLOCK_TEST_SERVER:-}" ]; then load_running; fi
+        exec "$PGBIN/psql" -X "${PGLOCK_TEST_PRIMARY:-$PGLOCK_TEST_SERVER}" "$@" ;;
+    env)
+        load_running
+        cat "$T/env" ;;
+    pids)
+        # Every process the harness started, one pid a line (servers'
+        # children included).
+        load_running
+        local p
+        for p in "$T/data/postmaster.pid" "$T/standby/postmaster.pid" "$T/pgbouncer.pid" "$T/proxy.pid"; do
+            [ -f "$p" ] || continue
+            p=$(head -1 "$p")
+            echo "$p"
+            pgrep -P "$p" || true
+        done ;;
+    *)
+        sed -n '2,16p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2
+        exit 64 ;;
+    esac
+}
+
+main "$@"

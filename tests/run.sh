@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tests/run.sh BUILD [BUILD...] — run every test of each build directory
+# against the throwaway servers of tests/harness/harness.sh.
+#
+# For each BUILD: every BUILD/tests/test_* cmocka binary (TAP output), then
+# every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock.  Full output goes to
+# BUILD/test-logs/SUITE.log; failures are printed.  The last line is
+# "N passed, N failed, N skipped"; the exit status is nonzero if anything
+# failed or crashed.
+#
+# Environment:
+#   TESTS=REGEX          run only the suites whose name matches (grep -E),
+#                        e.g. TESTS=keys or TESTS='test_lease|run.bats'
+#   PGLOCK_TEST_TIMEOUT  seconds per suite (default 300)
+#   PGLOCK_TEST_SERVER   use this server instead of starting any (see
+#                        tests/harness/README.md)
+set -uo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ $# -lt 1 ]; then
+    echo "usage: tests/run.sh BUILD_DIR [BUILD_DIR...]" >&2
+    exit 64
+fi
+for b in "$@"; do
+    [ -d "$b" ] || { echo "run.sh: no build directory $b" >&2; exit 64; }
+done
+
+# Start the servers once for everything, unless we already run inside a
+# harness (or a developer's `harness.sh start` environment).
+if [ -z "${PGLOCK_TEST_PRIMARY:-}" ]; then
+    exec "$SRC/tests/harness/harness.sh" run --build "$1" -- "$SRC/tests/run.sh" "$@"
+fi
+
+TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
+passed=0 failed=0 skipped=0
+failed_suites=()
+
+# Counts one TAP log into p/f/s.  Skips: cmocka writes "not ok N # SKIP",
+# bats "ok N name # skip (reason)".
+count_tap() {
+    local log=$1
+    p=$(grep -cE '^ok [0-9]+' "$log" | head -1)
+    s=$(grep -ciE '^(not )?ok [0-9]+.*# skip' "$log" | head -1)
+    f=$(grep -cE '^not ok [0-9]+' "$log" | head -1)
+    local okskip notokskip
+    okskip=$(grep -ciE '^ok [0-9]+.*# skip' "$log" | head -1)
+    notokskip=$((s - okskip))
+    p=$((p - okskip))
+    f=$((f - notokskip))
+}
+
+# Runs one suite: $1 = display name, $2 = log file, rest = command.
+run_suite() {
+    local name=$1 log=$2 rc t0 t1 note=
+    shift 2
+    t0=$(date +%s.%N)
+    timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
+    rc=$?
+    t1=$(date +%s.%N)
+    count_tap "$log"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        # Nonzero exit with no failed test: a crash, a sanitizer report at
+        # exit, a timeout or a broken plan.  It counts as one failure.
+        f=1
+        case $rc in
+        124 | 137) note=" (timed out after ${TIMEOUT}s)" ;;
+        *) note=" (exit status $rc)" ;;
+        esac
+    fi
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    local status=ok
+    [ "$f" -eq 0 ] || { status=FAIL; failed_suites+=("$name|$log"); }
+    printf '  %-4s %-32s %3d passed %3d failed %3d skipped %6.1fs%s\n' \
+        "$status" "$name" "$p" "$f" "$s" "$(awk "BEGIN{print $t1 - $t0}")" "$note"
+}
+
+for build in "$@"; do
+    build=$(cd "$build" && pwd)
+    logs=$build/test-logs
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+        export ASAN_OPTIONS=detect_leaks=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    else
+        unset ASAN_OPTIONS UBSAN_OPTIONS
+    fi
+    echo "== $build"
+    for bin in "$build"/tests/test_*; do
+        [ -x "$bin" ] && [ -f "$bin" ] || continue
+        name=$(basename "$bin")
+        [ -z "${TESTS:-}" ] || echo "$name" | grep -qE "$TESTS" || continue
+        CMOCKA_MESSAGE_OUTPUT=TAP run_suite "$name" "$logs/$name.log" "$bin"
+    done
+    for bats_file in "$SRC"/tests/cli/*.bats; do
+        [ -f "$bats_file" ] || continue
+        name=$(basename "$bats_file")
+        [ -z "${TESTS:-}" ] || echo "$name" | grep -qE "$TESTS" || continue
+        PGLOCK_BIN=$build/pglock PGLOCK_BUILD=$build \
+            run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
+    done
+done
+
+for entry in "${failed_suites[@]}"; do
+    echo
+    echo "---- ${entry%%|*} (${entry#*|})"
+    tail -n 80 "${entry#*|}"
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,41 @@
+# tests/support/harness.bash — helpers for bats tests run by tests/run.sh.
+#   load ../support/harness      (from a file in tests/cli/)
+
+# need VAR...: skip the test, saying why, unless every VAR is set.
+need() {
+    local v
+    for v in "$@"; do
+        [ -n "${!v:-}" ] || skip "$v is unset (run through tests/run.sh; PGLOCK_TEST_SERVER mode lacks it)"
+    done
+}
+
+# proxy_cmd cut|heal|count|reset: talk to the harness's proxy; prints the
+# reply line ("ok", "messages=N roundtrips=M").
+proxy_cmd() {
+    need PGLOCK_TEST_PROXY_CTL PGLOCK_TEST_PROXY_BIN
+    "$PGLOCK_TEST_PROXY_BIN" --control "$PGLOCK_TEST_PROXY_CTL" --send "$1"
+}
+
+# q SQL [CONNINFO]: one value from the primary (or CONNINFO), unaligned.
+q() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "${2:-$PGLOCK_TEST_PRIMARY}" -c "$1"
+}
+
+# wait_until SECONDS COMMAND...: bounded polling (every 50 ms).
+wait_until() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# alive PID: true while PID runs (a zombie does not run).
+alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}

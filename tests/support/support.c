@@ -1,0 +1,203 @@
+/* support.c — see support.h. */
+#include "support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *pt_env_or_skip(const char *var)
+{
+    const char *v = getenv(var);
+    if (v == NULL || *v == '\0') {
+        fprintf(stderr, "# skip: %s is unset (run through tests/run.sh, or the "
+                        "harness was pointed at PGLOCK_TEST_SERVER)\n", var);
+        skip();
+    }
+    return v;
+}
+
+PGconn *pt_connect(const char *conninfo)
+{
+    PGconn *conn = PQconnectdb(conninfo);
+    if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+        fail_msg("could not connect to \"%s\": %s", conninfo,
+                 conn ? PQerrorMessage(conn) : "out of memory");
+    return conn;
+}
+
+static PGresult *exec_ok(PGconn *conn, const char *sql)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
+        PQclear(res);
+        fail_msg("query failed: %s: %s", sql, msg);
+    }
+    return res;
+}
+
+void pt_exec_ok(PGconn *conn, const char *sql)
+{
+    PQclear(exec_ok(conn, sql));
+}
+
+long pt_query_int(PGconn *conn, const char *sql)
+{
+    PGresult *res = exec_ok(conn, sql);
+    long v = 0;
+    if (PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
+        const char *s = PQgetvalue(res, 0, 0);
+        v = strcmp(s, "t") == 0 ? 1 : strcmp(s, "f") == 0 ? 0 : strtol(s, NULL, 10);
+    }
+    PQclear(res);
+    return v;
+}
+
+long pt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms)
+{
+    long deadline = pt_now_ms() + timeout_ms;
+    for (;;) {
+        if (cond(arg))
+            return 1;
+        if (pt_now_ms() >= deadline)
+            return 0;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+int pt_backend_waiting_on_advisory(PGconn *observer, int pid)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "select count(*) from pg_locks where locktype = 'advisory' "
+             "and not granted and pid = %d", pid);
+    return pt_query_int(observer, sql) > 0;
+}
+
+struct waiting_arg {
+    PGconn *observer;
+    int pid;
+};
+
+static int waiting_cond(void *p)
+{
+    struct waiting_arg *a = p;
+    return pt_backend_waiting_on_advisory(a->observer, a->pid);
+}
+
+int pt_wait_backend_waiting(PGconn *observer, int pid, long timeout_ms)
+{
+    struct waiting_arg a = { observer, pid };
+    return pt_wait_until(waiting_cond, &a, timeout_ms);
+}
+
+long pt_count_advisory(PGconn *observer, const char *where)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "select count(*) from pg_locks where locktype = 'advisory'%s%s%s",
+             where ? " and (" : "", where ? where : "", where ? ")" : "");
+    return pt_query_int(observer, sql);
+}
+
+int pt_proxy_command(const char *cmd, char *reply, size_t len)
+{
+    const char *path = pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (len == 0)
+        return -1;
+    reply[0] = '\0';
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -1;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    /* The proxy answers at once; a stuck proxy must not hang the test. */
+    struct timeval tv = { 5, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s\n", cmd);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < len - 1) {
+        ssize_t r = recv(fd, reply + got, len - 1 - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        if (memchr(reply, '\n', got))
+            break;
+    }
+    close(fd);
+    reply[got] = '\0';
+    char *nl = strchr(reply, '\n');
+    if (nl == NULL)
+        return -1;
+    *nl = '\0';
+    return 0;
+}
+
+static void proxy_ok(const char *cmd)
+{
+    char reply[128];
+    if (pt_proxy_command(cmd, reply, sizeof reply) != 0 || strcmp(reply, "ok") != 0)
+        fail_msg("proxy command %s failed: %s", cmd, reply);
+}
+
+void pt_proxy_cut(void) { proxy_ok("cut"); }
+void pt_proxy_heal(void) { proxy_ok("heal"); }
+void pt_proxy_reset(void) { proxy_ok("reset"); }
+
+static void proxy_counts(long *messages, long *roundtrips)
+{
+    char reply[128];
+    if (pt_proxy_command("count", reply, sizeof reply) != 0 ||
+        sscanf(reply, "messages=%ld roundtrips=%ld", messages, roundtrips) != 2)
+        fail_msg("proxy command count failed: %s", reply);
+}
+
+long pt_proxy_roundtrips(void)
+{
+    long m, r;
+    proxy_counts(&m, &r);
+    return r;
+}
+
+long pt_proxy_messages(void)
+{
+    long m, r;
+    proxy_counts(&m, &r);
+    return m;
+}
+
+void pt_harness(const char *action)
+{
+    const char *harness = pt_env_or_skip("PGLOCK_TEST_HARNESS");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s", harness, action);
+    int rc = system(cmd);
+    if (rc != 0)
+        fail_msg("%s failed (status %d)", cmd, rc);
+}

@@ -1,0 +1,77 @@
+/*
+ * support.h — helpers for cmocka live tests against the harness servers
+ * (tests/harness/README.md lists the PGLOCK_TEST_* variables).
+ *
+ * Include after <cmocka.h>'s prerequisites; this header includes them.
+ * Every pt_* function that "asserts" fails the current cmocka test (with
+ * the libpq error in the message) instead of returning an error.
+ */
+#ifndef PGLOCK_TEST_SUPPORT_H
+#define PGLOCK_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+/* The value of environment variable var; if it is unset or empty, prints
+ * "# skip: VAR is unset (...)" and skips the current test. */
+const char *pt_env_or_skip(const char *var);
+
+/* Connects to conninfo (blocking) and asserts success; PQfinish() it. */
+PGconn *pt_connect(const char *conninfo);
+
+/* Runs sql (no parameters) and asserts it succeeded; returns the first
+ * column of the first row as an integer (0 if there is no row or it is
+ * NULL).  For counts, pids, booleans ('t' = 1, 'f' = 0). */
+long pt_query_int(PGconn *conn, const char *sql);
+
+/* Runs sql and asserts it succeeded; for statements without a result. */
+void pt_exec_ok(PGconn *conn, const char *sql);
+
+/* Polls cond(arg) every 10 ms until it returns nonzero or timeout_ms pass.
+ * Returns 1 if the condition became true, 0 on timeout. */
+int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms);
+
+/* 1 if backend pid is waiting for an advisory lock (seen from observer, a
+ * connection to the same server), else 0. */
+int pt_backend_waiting_on_advisory(PGconn *observer, int pid);
+
+/* Waits up to timeout_ms for pt_backend_waiting_on_advisory(observer, pid).
+ * Returns 1 once it waits, 0 on timeout. */
+int pt_wait_backend_waiting(PGconn *observer, int pid, long timeout_ms);
+
+/* Number of rows of pg_locks with locktype 'advisory' and, if where is
+ * not NULL, matching the SQL condition where (e.g. "granted and pid = 42"
+ * or "objid = 7"; trusted test input, pasted into the query). */
+long pt_count_advisory(PGconn *observer, const char *where);
+
+/* Sends one line command to the proxy's control socket
+ * ($PGLOCK_TEST_PROXY_CTL; skips the test when unset) and stores the reply
+ * line, without its newline, in reply.  Returns 0, or -1 on error. */
+int pt_proxy_command(const char *cmd, char *reply, size_t len);
+
+/* The proxy commands, asserting an "ok" answer.  cut: every byte on every
+ * proxied connection is swallowed, nothing is closed.  heal: forward again;
+ * connections that lost bytes during the cut are closed at the heal.
+ * reset: zero the message counters. */
+void pt_proxy_cut(void);
+void pt_proxy_heal(void);
+void pt_proxy_reset(void);
+
+/* Round trips ('Q' and 'S' messages) clients sent through the proxy since
+ * the last reset; pt_proxy_messages() counts every frontend message. */
+long pt_proxy_roundtrips(void);
+long pt_proxy_messages(void);
+
+/* Runs `$PGLOCK_TEST_HARNESS action` (e.g. "restart-primary",
+ * "stop-primary immediate", "start-primary") and asserts it succeeded.
+ * Skips the test when the harness runs no server of its own. */
+void pt_harness(const char *action);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+long pt_now_ms(void);
+
+#endif
