@@ -480,6 +480,12 @@ int cmd_doctor(int argc, char **argv)
         default:
             if (optopt && optopt < 256 && strchr("hpUd", optopt))
                 return cli_usage_error("doctor", "option -%c needs a value", optopt);
+            if (optopt && strchr(argv[optind - 1], '='))
+                return cli_usage_error("doctor", "option \"%s\" takes no value",
+                                       argv[optind - 1]);
+            if (optopt) /* a long option without its value */
+                return cli_usage_error("doctor", "option \"%s\" needs a value",
+                                       argv[optind - 1]);
             return cli_usage_error("doctor", "unrecognized option \"%s\"",
                                    argv[optind - 1]);
         }

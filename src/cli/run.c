@@ -36,15 +36,21 @@ static const char *command_name = "run";
 /* The signal that asked pglock to stop (INT, TERM, HUP, QUIT), 0 if none:
  * also the library's interrupt flag while waiting for the lock. */
 static volatile sig_atomic_t stop_signal;
-/* Every caught signal is written here as one byte (self-pipe). */
+/* Every caught signal is written here as one byte (self-pipe): the signal
+ * number, plus FROM_TERMINAL when the kernel sent it (a terminal's ^C, ^\\,
+ * ^Z) rather than kill(). */
 static int event_pipe[2] = {-1, -1};
+#define FROM_TERMINAL 0x80
 /* Written only by stop signals: wakes a wait in the library at once. */
 static int interrupt_pipe[2] = {-1, -1};
 
-static void on_signal(int signo)
+static void on_signal(int signo, siginfo_t *info, void *context)
 {
+    (void)context;
     int saved = errno;
     unsigned char b = (unsigned char)signo;
+    if (info && info->si_code == SI_KERNEL)
+        b |= FROM_TERMINAL;
     if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP ||
         signo == SIGQUIT) {
         if (!stop_signal)
@@ -68,8 +74,8 @@ static void catch_signal(int signo, const struct sigaction *orig)
         return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(signo, &sa, NULL);
 }
@@ -387,6 +393,11 @@ static void read_reports(run_state *st)
             break;
         case RUN_REP_STOPPED:
             break;
+        case RUN_REP_TTY_STOPPED:
+            fprintf(stderr, "pglock: warning: the command is stopped: it tried to %s the "
+                    "terminal, which only --foreground lets it use\n",
+                    m.arg == SIGTTIN ? "read from" : "write to");
+            break;
         case RUN_REP_DONE:
             st->job_done = 1;
             break;
@@ -597,13 +608,17 @@ void run_supervise(run_state *st, int64_t hold_until)
             ssize_t k;
             while ((k = read(event_pipe[0], sig, sizeof sig)) > 0) {
                 for (ssize_t i = 0; i < k; i++) {
-                    int s = sig[i];
+                    int s = sig[i] & ~FROM_TERMINAL;
+                    int from_terminal = (sig[i] & FROM_TERMINAL) != 0;
                     if (s == SIGCHLD) {
                         reap_children(st);
                     } else if (s == SIGTSTP) {
                         suspend(st);
                     } else if (s == SIGCONT) {
                         /* resumed: handled in suspend() */
+                    } else if (from_terminal && st->args->foreground) {
+                        /* The terminal sent it to its whole foreground
+                         * process group, the job included: not twice. */
                     } else if (st->watchdog) {
                         cli_verbose("forwarding signal %d to the command", s);
                         send_ctl(st, RUN_CTL_SIGNAL, s, 0);

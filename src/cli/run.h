@@ -63,7 +63,8 @@ enum run_report_kind {
     RUN_REP_EXITED,          /* arg: the job's wait status */
     RUN_REP_DEADLINE,        /* the deadline passed: the job is being stopped */
     RUN_REP_STOPPED,         /* the job is stopped (answer to RUN_CTL_STOP) */
-    RUN_REP_DONE             /* no process of the job remains */
+    RUN_REP_DONE,            /* no process of the job remains */
+    RUN_REP_TTY_STOPPED      /* arg: SIGTTIN/SIGTTOU stopped the job */
 };
 
 typedef struct run_msg {
