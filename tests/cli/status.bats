@@ -59,8 +59,13 @@ session() {
     mkfifo "$fifo"
     exec {fd}<>"$fifo"
     FDS+=("$fd")
-    PGAPPNAME="$app" psql -X -q -v ON_ERROR_STOP=1 "$conn" -f "$fifo" \
-        >"$TMP/$app.out" 2>&1 &
+    # psql must hold no write end of any session's fifo (its own included),
+    # or closing ours at teardown would not end it
+    (
+        for f in "${FDS[@]}"; do exec {f}>&-; done
+        PGAPPNAME="$app" exec psql -X -q -v ON_ERROR_STOP=1 "$conn" -f "$fifo" \
+            >"$TMP/$app.out" 2>&1
+    ) &
     PIDS+=("$!")
     printf '%s\n' "$3" >&"$fd"
 }
