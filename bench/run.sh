@@ -67,7 +67,7 @@ fi
 # A throwaway Redis, when redis-server is installed and the benchmarks
 # were built with hiredis.
 REDIS_SOCK=
-if command -v redis-server >/dev/null && ldd "$B/bench_contend" | grep -q hiredis; then
+if command -v redis-server >/dev/null && ldd "$B/bench_contend" | grep hiredis >/dev/null; then
     redis-server --port 0 --unixsocket "$T/redis.sock" --unixsocketperm 700 \
         --save '' --appendonly no --dir "$T" --logfile "$T/redis.log" &
     REDIS_PID=$!
@@ -102,7 +102,7 @@ if [ -n "${PGLOCK_TEST_PROXY:-}" ] && [ -n "${PGLOCK_TEST_PROXY_CTL:-}" ]; then
 fi
 # pglock's library parts are built once the library is (PGLOCK_BENCH_LIBRARY).
 HAVE_LIB=0
-if nm "$B/bench_ops" 2>/dev/null | grep -q ' T pglock_client_open$'; then HAVE_LIB=1; fi
+if nm "$B/bench_ops" 2>/dev/null | grep ' T pglock_client_open$' >/dev/null; then HAVE_LIB=1; fi
 
 REPORT=$T/report.md
 out() { printf '%s\n' "$*" >>"$REPORT"; }

@@ -166,9 +166,9 @@ one_error() {
     [ "$(q "select count(*) from pg_stat_activity where application_name = '$APP'" "$PGLOCK_TEST_STANDBY")" -eq 0 ]
 }
 
-@test "a pooler in transaction mode is refused: 69, nothing leaked" {
+@test "--mode=session through a transaction-mode pooler is refused: 69, nothing leaked" {
     need PGLOCK_TEST_POOLER
-    run -69 "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" "$K" -- touch "$out/ran"
+    run -69 "$PGLOCK_BIN" run --mode=session -d "$PGLOCK_TEST_POOLER" "$K" -- touch "$out/ran"
     one_error 69
     [[ "$output" == *pooler* ]]
     [ ! -e "$out/ran" ]
@@ -176,4 +176,17 @@ one_error() {
     # last carried); what matters is that no lock is held or queued there.
     [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
+}
+
+@test "through a transaction-mode pooler the default holds the lock in a transaction" {
+    need PGLOCK_TEST_POOLER
+    bg h run -d "$PGLOCK_TEST_POOLER" "$K" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/started"
+    # Seen on the server itself: really held, and exclusive.
+    [ "$(advisory_count "$(name_sql "$K")" t)" -eq 1 ]
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = f ]
+    touch "$out/release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+    wait_until 10 eval '[ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]'
 }
