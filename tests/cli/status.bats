@@ -21,7 +21,7 @@ teardown() {
     local fd pid
     for fd in "${FDS[@]}"; do exec {fd}>&- 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        for _ in $(seq 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
