@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 #include "run.h"
@@ -71,19 +70,15 @@ static void print_help(void)
  * 0.  Other signals' bytes (SIGCHLD of a reaped job) are drained. */
 static int pause_ms(long ms)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t until = pglock_now_ms() + ms;
     for (;;) {
         if (run_stop_signal())
             return run_stop_signal();
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        long spent = (t.tv_sec - t0.tv_sec) * 1000L +
-                     (t.tv_nsec - t0.tv_nsec) / 1000000L;
-        if (spent >= ms)
+        int64_t left = until - pglock_now_ms();
+        if (left <= 0)
             return 0;
         struct pollfd p = {run_event_fd(), POLLIN, 0};
-        if (poll(&p, 1, (int)(ms - spent)) > 0) {
+        if (poll(&p, 1, (int)left) > 0) {
             unsigned char buf[64];
             while (read(run_event_fd(), buf, sizeof buf) > 0) {
             }
