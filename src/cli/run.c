@@ -964,6 +964,19 @@ int run_job_term(run_state *st, run_job *job)
     return -1;
 }
 
+int run_term_status(run_state *st)
+{
+    const run_args *a = st->args;
+    if (st->fatal)
+        return cli_error(CLI_EXIT_SOFTWARE, "the watchdog died; the command was killed");
+    if (st->exec_errno) {
+        int code = st->exec_errno == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
+        return cli_error(code, "could not execute \"%s\": %s",
+                         a->shell_command ? "/bin/sh" : a->argv[0], strerror(st->exec_errno));
+    }
+    return st->job_exited ? run_exit_status_of(st->job_status) : CLI_EXIT_SOFTWARE;
+}
+
 /* Runs the job under the held lock and releases it; returns the exit
  * status. */
 static int run_locked(run_state *st, run_job *job)
@@ -974,19 +987,15 @@ static int run_locked(run_state *st, run_job *job)
         pglock_client_close(st->client);
         return code;
     }
-    if (st->fatal && !st->lost) {
-        code = cli_error(CLI_EXIT_SOFTWARE, "the watchdog died; the command was killed");
-    } else if (st->lost) {
+    if (st->lost) {
         code = cli_error(a->lost_code, "lock \"%s\" lost: %s; the command was stopped",
                          st->key_label, st->lost_reason);
-    } else if (st->exec_errno) {
-        code = st->exec_errno == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
-        cli_error(code, "could not execute \"%s\": %s",
-                  a->shell_command ? "/bin/sh" : a->argv[0], strerror(st->exec_errno));
     } else {
-        code = st->job_exited ? run_exit_status_of(st->job_status) : CLI_EXIT_SOFTWARE;
+        code = run_term_status(st);
         /* The command ran to its end: prove the lock was still ours. */
-        if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
+        if (st->fatal || st->exec_errno) {
+            /* it did not run, or the watchdog died: already reported */
+        } else if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
                                 st->lease.client_ms) < 0) {
             code = cli_error(a->lost_code, "lock \"%s\" lost while the command ran: %s",
                              st->key_label, st->lost_reason);

@@ -186,6 +186,10 @@ int run_job_env(run_state *st);
  * else an exit status (printed) and the job was not started.  Leaves
  * st->client open. */
 int run_job_term(run_state *st, run_job *job);
+/* After run_job_term() ran the job, not lost: the exit status (the
+ * command's, or 70 if the watchdog died, 126/127 if the command could not
+ * be executed, the last two printed). */
+int run_term_status(run_state *st);
 /* Heartbeats until the job is gone, or, with hold_until > 0 and no job,
  * until then (or a loss or stop signal). */
 void run_supervise(run_state *st, int64_t hold_until);
