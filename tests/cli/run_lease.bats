@@ -135,3 +135,24 @@ backend_gone() {
     [ "$(status_of h)" = 74 ]
     ! alive "$(cat "$out/h.jobpid")"
 }
+
+@test "pglock frozen (SIGSTOP): the watchdog stops the job before the lease ends; exit 74 on resume" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/frozen"
+    kill -STOP "$(pid_of h)"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    [ ! -e "$out/w.overlap" ]
+    ! alive "$(cat "$out/h.jobpid")"
+    local stopped=$(ms_between "$out/frozen" "$out/h.alive")
+    local started=$(ms_between "$out/frozen" "$out/w.start")
+    [ "$started" -gt "$stopped" ]
+    kill -CONT "$(pid_of h)"
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    report "SIGSTOP -> holder's job last ran at +${stopped} ms (lease 3000 ms);" \
+        "waiter's job started at +${started} ms"
+}
