@@ -88,7 +88,7 @@ backend_gone() {
     job_stopped() { [ "$(awk '{print $3}' "/proc/$job/stat")" = T ]; }
     pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
     kill -TSTP "$(pid_of h)"
-    wait_until 5 job_stopped || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    wait_until 5 job_stopped || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     wait_until 5 pglock_stopped
     local before=$(cat "$out/h.alive")
     # The server ends the silent session after the 2 s lease.
@@ -107,7 +107,7 @@ backend_gone() {
     job_state() { [ "$(awk '{print $3}' "/proc/$job/stat")" = "$1" ]; }
     pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
     kill -TSTP "$(pid_of h)"
-    wait_until 5 job_state T || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    wait_until 5 job_state T || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     # As a shell's "fg": only once pglock itself is stopped.
     wait_until 5 pglock_state T
     kill -CONT "$(pid_of h)"
