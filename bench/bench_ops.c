@@ -30,6 +30,7 @@ typedef struct ctx {
 typedef struct op {
     const char *name;
     const char *baseline;   /* name of the raw op it is compared with */
+    const char *same_sql;   /* name of the raw op sending pglock's own SQL */
     void (*run)(ctx *c, int64_t key);
 } op;
 
@@ -66,6 +67,92 @@ static void raw_xact_3(ctx *c, int64_t key)
     bench_exec(c->conn, "SELECT pg_advisory_xact_lock($1)", &key, PGRES_TUPLES_OK);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
 }
+
+#ifdef BENCH_HAVE_PGLOCK
+/* The SQL pglock_heartbeat() sends (src/lib/heartbeat.c), for a client
+ * holding no lock: what the heartbeat costs on the server, library aside. */
+static void raw_heartbeat_sql(ctx *c, int64_t key)
+{
+    (void)key;
+    static const char sql[] =
+        "SELECT pg_backend_pid(), (SELECT count(*) FROM"
+        " unnest($1::oid[], $2::oid[], $3::int2[], $4::text[]) AS k(c, o, s, m)"
+        " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
+        "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
+        "  AND l.granted AND l.classid = k.c AND l.objid = k.o"
+        "  AND l.objsubid = k.s AND l.mode = k.m))";
+    const char *values[4] = {"{}", "{}", "{}", "{}"};
+    PGresult *res = PQexecParams(c->conn, sql, 4, NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        bench_die("heartbeat SQL: %s", PQerrorMessage(c->conn));
+    PQclear(res);
+}
+
+/* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand: the
+ * per-wait lock_timeout travels with the lock. */
+static void raw_pglock_sql_lock(ctx *c, int64_t key, const char *fn)
+{
+    char text[24], sql[128];
+    const char *values[2] = {"0", text};
+    snprintf(text, sizeof text, "%lld", (long long)key);
+    snprintf(sql, sizeof sql, "SELECT set_config('lock_timeout', $1, false), %s($2::int8)", fn);
+    PGresult *res = PQexecParams(c->conn, sql, 2, NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        bench_die("%s: %s", sql, PQerrorMessage(c->conn));
+    PQclear(res);
+    bench_exec(c->conn, "SELECT pg_advisory_unlock($1::int8)", &key, PGRES_TUPLES_OK);
+}
+
+static void raw_pglock_sql_lock_unlock(ctx *c, int64_t key)
+{
+    raw_pglock_sql_lock(c, key, "pg_advisory_lock");
+}
+
+static void raw_pglock_sql_try_unlock(ctx *c, int64_t key)
+{
+    raw_pglock_sql_lock(c, key, "pg_try_advisory_lock");
+}
+
+/* Runs a multi-statement simple query; dies unless it succeeds. */
+static void simple(ctx *c, const char *sql)
+{
+    PGresult *res = PQexec(c->conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+        bench_die("%s: %s", sql, PQerrorMessage(c->conn));
+    PQclear(res);
+}
+
+#define XACT_WAIT(K)                                                          \
+    "SELECT set_config('lock_timeout', x.old, true) FROM"                   \
+    " (SELECT current_setting('lock_timeout') AS old,"                      \
+    " set_config('lock_timeout', '0', true), pg_advisory_xact_lock(" K ")) x"
+
+/* pglock_xact_begin_lock()'s query (src/lib/xact_lock.c) by hand, COMMIT. */
+static void raw_pglock_sql_begin_lock(ctx *c, int64_t key)
+{
+    char sql[400], k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    snprintf(sql, sizeof sql, "BEGIN; " XACT_WAIT("%s"), k);
+    simple(c, sql);
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+
+/* BEGIN, pglock_xact_lock()'s query (a savepoint around the wait) by
+ * hand, COMMIT. */
+static void raw_pglock_sql_xact_lock(ctx *c, int64_t key)
+{
+    char sql[400], k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
+    snprintf(sql, sizeof sql,
+             "SAVEPOINT pglock_xact_lock; " XACT_WAIT("%s") "; RELEASE SAVEPOINT pglock_xact_lock",
+             k);
+    simple(c, sql);
+    bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
+}
+
+#endif
 
 /* BEGIN and the lock in one round trip (libpq pipeline mode), then COMMIT:
  * the fewest round trips a begin+lock+commit can take. */
@@ -163,23 +250,32 @@ static void pg_xact_lock(ctx *c, int64_t key)
 #endif
 
 static const op ops[] = {
-    {"raw: SELECT 1", NULL, raw_select1},
-    {"raw: pg_advisory_lock + pg_advisory_unlock", NULL, raw_lock_unlock},
-    {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, raw_try_unlock},
-    {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, raw_xact_3},
-    {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, raw_xact_pipelined},
+    {"raw: SELECT 1", NULL, NULL, raw_select1},
+    {"raw: pg_advisory_lock + pg_advisory_unlock", NULL, NULL, raw_lock_unlock},
+    {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, NULL, raw_try_unlock},
+    {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, NULL, raw_xact_3},
+    {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, NULL, raw_xact_pipelined},
 #ifdef BENCH_HAVE_PGLOCK
-    {"pglock_heartbeat", "raw: SELECT 1", pg_heartbeat},
+    {"same SQL: pglock_heartbeat's query, no lock held", NULL, NULL, raw_heartbeat_sql},
+    {"same SQL: pglock_lock's (set_config + lock) + unlock", NULL, NULL,
+     raw_pglock_sql_lock_unlock},
+    {"same SQL: pglock_lock's try (set_config + try) + unlock", NULL, NULL,
+     raw_pglock_sql_try_unlock},
+    {"same SQL: pglock_xact_begin_lock's query + COMMIT", NULL, NULL, raw_pglock_sql_begin_lock},
+    {"same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", NULL, NULL,
+     raw_pglock_sql_xact_lock},
+    {"pglock_heartbeat", "raw: SELECT 1", "same SQL: pglock_heartbeat's query, no lock held",
+     pg_heartbeat},
     {"pglock_lock (wait) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
-     pg_lock_unlock},
-    {"pglock_lock (5 s timeout) + pglock_unlock",
-     "raw: pg_advisory_lock + pg_advisory_unlock", pg_lock_timeout_unlock},
+     "same SQL: pglock_lock's (set_config + lock) + unlock", pg_lock_unlock},
+    {"pglock_lock (5 s timeout) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
+     "same SQL: pglock_lock's (set_config + lock) + unlock", pg_lock_timeout_unlock},
     {"pglock_lock (try) + pglock_unlock", "raw: pg_try_advisory_lock + pg_advisory_unlock",
-     pg_try_unlock},
+     "same SQL: pglock_lock's try (set_config + try) + unlock", pg_try_unlock},
     {"pglock_xact_begin_lock + COMMIT", "raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT",
-     pg_xact_begin_lock},
+     "same SQL: pglock_xact_begin_lock's query + COMMIT", pg_xact_begin_lock},
     {"BEGIN; pglock_xact_lock; COMMIT", "raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)",
-     pg_xact_lock},
+     "same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", pg_xact_lock},
 #endif
 };
 enum { NOPS = sizeof ops / sizeof ops[0] };
@@ -282,10 +378,11 @@ int main(int argc, char **argv)
 
     printf("%s%s%d repetitions × %d operations each, µs per operation.\n\n",
            label, *label ? ": " : "", reps, iters);
-    printf("| operation | round trips | µs/op median (min–max) | ratio to baseline |\n");
-    printf("|---|---:|---:|---|\n");
+    printf("| operation | round trips | µs/op median (min–max) | ratio to the limit "
+           "| ratio to the same SQL by hand |\n");
+    printf("|---|---:|---:|---|---|\n");
     for (int o = 0; o < NOPS; o++) {
-        char rtbuf[32], spread[96], ratio[160];
+        char rtbuf[32], spread[96], ratio[2][160];
         double tmp[reps > 0 ? reps : 1];
         if (rt[o] >= 0)
             snprintf(rtbuf, sizeof rtbuf, "%.2g", rt[o]);
@@ -293,16 +390,23 @@ int main(int argc, char **argv)
             snprintf(rtbuf, sizeof rtbuf, "not counted");
         memcpy(tmp, &us[o * reps], sizeof tmp);
         bench_spread(spread, sizeof spread, "%.1f", tmp, (size_t)reps);
-        snprintf(ratio, sizeof ratio, "(baseline)");
-        int b = ops[o].baseline ? find_op(ops[o].baseline) : -1;
-        if (b >= 0) {
+        const char *names[2] = {ops[o].baseline, ops[o].same_sql};
+        for (int k = 0; k < 2; k++) {
+            int b = names[k] ? find_op(names[k]) : -1;
+            snprintf(ratio[k], sizeof ratio[k], "–");
+            if (b < 0)
+                continue;
             char s[96];
             for (int r = 0; r < reps; r++)
                 tmp[r] = us[o * reps + r] / us[b * reps + r];
             bench_spread(s, sizeof s, "%.3f", tmp, (size_t)reps);
-            snprintf(ratio, sizeof ratio, "%s × `%s`", s, ops[b].name + strlen("raw: "));
+            if (k == 0)
+                snprintf(ratio[k], sizeof ratio[k], "%s × `%s`", s,
+                         ops[b].name + strlen("raw: "));
+            else
+                snprintf(ratio[k], sizeof ratio[k], "%s", s);
         }
-        printf("| %s | %s | %s | %s |\n", ops[o].name, rtbuf, spread, ratio);
+        printf("| %s | %s | %s | %s | %s |\n", ops[o].name, rtbuf, spread, ratio[0], ratio[1]);
     }
     printf("\n");
     free(us);

@@ -130,8 +130,10 @@ int main(int argc, char **argv)
     if (iters < 1)
         bench_die("bad --iters");
 
-    printf("One client holding N session locks; latencies are means over %d operations "
-           "on one more key while the N are held.\n\n", iters);
+    printf("One client holding N session locks (and, as the baseline, a raw libpq "
+           "connection holding N others); lock+unlock of one more key while they are held: "
+           "mean over %d operations, median (min–max) over %d repetitions, raw and pglock "
+           "in turn.\n\n", iters, reps);
     printf("| locks held | raw libpq lock+unlock µs | pglock lock+unlock µs | ratio "
            "| pglock_heartbeat µs | taking the N, µs/lock (pglock) | close (unlock all) ms "
            "| client RSS KiB (growth while taking the N) |\n");
@@ -140,14 +142,15 @@ int main(int argc, char **argv)
     long status_n = 0;
     for (int ci = 0; ci < ncounts; ci++) {
         long n = counts[ci];
-        /* Baseline: raw libpq holding n locks. */
+        /* Baseline: raw libpq holding n locks (other keys), measured in
+         * turn with pglock, repetition by repetition. */
         PGconn *raw = bench_connect(conninfo);
         for (long k = 0; k < n; k++) {
             int64_t key = 100000 + k;
             bench_exec(raw, "SELECT pg_advisory_lock($1)", &key, PGRES_TUPLES_OK);
         }
-        double raw_us = raw_lock_unlock_us(raw, 99, iters);
-        PQfinish(raw);
+        double raw_us[16], pg_us[16], ratio[16];
+        int nreps = reps < 16 ? reps : 16;
 #ifdef BENCH_HAVE_PGLOCK
         pglock_client *c;
         pglock_options opts;
@@ -165,8 +168,14 @@ int main(int argc, char **argv)
         }
         double take_us = ms_since(t0) * 1000.0 / (double)n;
         long rss1 = rss_kib();
-        double pg_us = pglock_lock_unlock_us(c, 99, iters);
+        for (int r = 0; r < nreps; r++) {
+            raw_us[r] = raw_lock_unlock_us(raw, 99, iters);
+            pg_us[r] = pglock_lock_unlock_us(c, 98, iters);
+            ratio[r] = pg_us[r] / raw_us[r];
+        }
         double hb_us = heartbeat_us(c, iters < 100 ? iters : 100);
+        /* pglock status sees pglock's n locks only. */
+        bench_exec(raw, "SELECT pg_advisory_unlock_all()", NULL, PGRES_TUPLES_OK);
         if (status_cmd && ci == ncounts - 1) {
             status_ms = time_command(status_cmd, reps);
             status_n = n;
@@ -174,11 +183,22 @@ int main(int argc, char **argv)
         t0 = bench_now_ns();
         pglock_client_close(c);
         double close_ms = ms_since(t0);
-        printf("| %ld | %.1f | %.1f | %.3f × raw | %.1f | %.1f | %.1f | %ld (+%ld) |\n", n,
-               raw_us, pg_us, pg_us / raw_us, hb_us, take_us, close_ms, rss1, rss1 - rss0);
+        char a[96], b[96], q[96];
+        bench_spread(a, sizeof a, "%.1f", raw_us, (size_t)nreps);
+        bench_spread(b, sizeof b, "%.1f", pg_us, (size_t)nreps);
+        bench_spread(q, sizeof q, "%.2f", ratio, (size_t)nreps);
+        printf("| %ld | %s | %s | %s × raw | %.1f | %.1f | %.1f | %ld (+%ld) |\n", n, a, b, q,
+               hb_us, take_us, close_ms, rss1, rss1 - rss0);
 #else
-        printf("| %ld | %.1f | – | – | – | – | – | – |\n", n, raw_us);
+        char a[96];
+        for (int r = 0; r < nreps; r++)
+            raw_us[r] = raw_lock_unlock_us(raw, 99, iters);
+        (void)pg_us;
+        (void)ratio;
+        bench_spread(a, sizeof a, "%.1f", raw_us, (size_t)nreps);
+        printf("| %ld | %s | – | – | – | – | – | – |\n", n, a);
 #endif
+        PQfinish(raw);
         fflush(stdout);
     }
     if (status_cmd) {

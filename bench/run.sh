@@ -67,7 +67,7 @@ fi
 # A throwaway Redis, when redis-server is installed and the benchmarks
 # were built with hiredis.
 REDIS_SOCK=
-if command -v redis-server >/dev/null && ldd "$B/bench_contend" | grep -q hiredis; then
+if command -v redis-server >/dev/null && ldd "$B/bench_contend" | grep hiredis >/dev/null; then
     redis-server --port 0 --unixsocket "$T/redis.sock" --unixsocketperm 700 \
         --save '' --appendonly no --dir "$T" --logfile "$T/redis.log" &
     REDIS_PID=$!
@@ -85,12 +85,14 @@ if [ "$SMOKE" = 1 ]; then
     DISTINCT="--procs 1,2 --duration-ms 200 --reps 1"
     SCALE="--iters 20 --reps 1"
     HYPERFINE="--warmup 1 --runs 3"
+    BREAKDOWN_RUNS=2
 else
     OPS="--reps 7 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
     DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
     SCALE="--iters 300 --reps 3"
     HYPERFINE="--warmup 5 --runs 40"
+    BREAKDOWN_RUNS=20
 fi
 REDIS_ARG=()
 [ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
@@ -100,7 +102,7 @@ if [ -n "${PGLOCK_TEST_PROXY:-}" ] && [ -n "${PGLOCK_TEST_PROXY_CTL:-}" ]; then
 fi
 # pglock's library parts are built once the library is (PGLOCK_BENCH_LIBRARY).
 HAVE_LIB=0
-if nm "$B/bench_ops" 2>/dev/null | grep -q ' T pglock_client_open$'; then HAVE_LIB=1; fi
+if nm "$B/bench_ops" 2>/dev/null | grep ' T pglock_client_open$' >/dev/null; then HAVE_LIB=1; fi
 
 REPORT=$T/report.md
 out() { printf '%s\n' "$*" >>"$REPORT"; }
@@ -204,7 +206,13 @@ else
     cat "$T/hyperfine.log" >&2
     fail "hyperfine failed"
 fi
-[ "$HAVE_RUN" = 1 ] || out "\`pglock run\` is not available in this build: not measured."
+if [ "$HAVE_RUN" = 0 ]; then
+    out "\`pglock run\` is not available in this build: not measured."
+elif command -v strace >/dev/null; then
+    python3 "$ROOT/bench/run_breakdown.py" "$BREAKDOWN_RUNS" "$PGLOCK" "$PGLOCK_TEST_PRIMARY" \
+        777006 >>"$REPORT" 2>"$T/breakdown.log" ||
+        out "The strace breakdown failed: $(tail -1 "$T/breakdown.log")"
+fi
 out ""
 
 out "## 6. Scale: one client holding many locks (Unix socket)"

@@ -14,7 +14,7 @@ case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
-SECTIONS="section_library"
+SECTIONS="section_library section_cli_race section_cli_mutex section_cli_takeover"
 
 say() { printf '\n== %s\n\n' "$*"; }
 
@@ -22,6 +22,82 @@ say() { printf '\n== %s\n\n' "$*"; }
 section_library() {
     say "The library: nightly job, per-customer mutex, string key, pg_locks"
     "$BUILD/pglock_demo" ${PGLOCK_DEMO_CONNINFO:+"$PGLOCK_DEMO_CONNINFO"}
+}
+
+# ---- the command line: pglock run
+
+PGLOCK="$BUILD/pglock"
+stamp() { date +%H:%M:%S.%N | cut -c1-12; }
+# conn_args: -d CONNINFO when the demo has one, else libpq's PG* variables.
+conn_args() { if [ -n "${PGLOCK_DEMO_CONNINFO:-}" ]; then printf '%s\n' "-d" "$PGLOCK_DEMO_CONNINFO"; fi; }
+
+# Three cron hosts fire at 02:00; exactly one runs tonight's billing.
+section_cli_race() {
+    say "pglock run --try: three hosts race for the nightly job, one runs it"
+    tmp=$(mktemp -d)
+    for host in alpha bravo charlie; do
+        (
+            set +e
+            # shellcheck disable=SC2046
+            IFS='
+'
+            "$PGLOCK" run --try --min-hold=2s $(conn_args) nightly-billing -- \
+                sh -c "echo \"  [$host] billing runs (lock \$PGLOCK_KEY = \$PGLOCK_KEY_ID)\"; sleep 1"
+            echo "  [$host] pglock exited $?"
+        ) 2>&1 | sed 's/^pglock:/  ['"$host"'] pglock:/' >"$tmp/$host" &
+    done
+    wait
+    cat "$tmp/alpha" "$tmp/bravo" "$tmp/charlie"
+    echo "  -> exactly one ran it (exit 0); the others exited 75 (EX_TEMPFAIL)."
+    echo "     --min-hold=2s keeps a late host from running it again."
+    rm -rf "$tmp"
+}
+
+# A per-customer mutex: pair keys (namespace 1, customer id).
+section_cli_mutex() {
+    say "pglock run 1:CUSTOMER: one report rebuild per customer at a time"
+    tmp=$(mktemp -d)
+    IFS_SAVE=$IFS
+    IFS='
+'
+    for w in "w1 7" "w2 7" "w3 8"; do
+        name=${w% *} customer=${w#* }
+        "$PGLOCK" run $(conn_args) "1:$customer" -- sh -c \
+            "echo \"  \$(date +%H:%M:%S.%N | cut -c1-12) [$name] rebuilding customer $customer\"; sleep 1; echo \"  \$(date +%H:%M:%S.%N | cut -c1-12) [$name] done\"" \
+            >"$tmp/$name" 2>&1 &
+    done
+    IFS=$IFS_SAVE
+    wait
+    sort "$tmp"/w* | sed 's/^/ /'
+    echo "  -> customer 7's two rebuilds ran one after the other; customer 8's ran alongside."
+    rm -rf "$tmp"
+}
+
+# The holder is SIGKILLed; its job, background child included, is gone
+# before the waiting host's job starts.
+section_cli_takeover() {
+    say "pglock run: the holder is killed, the waiter takes over, the old job is gone first"
+    tmp=$(mktemp -d)
+    IFS_SAVE=$IFS
+    IFS='
+'
+    "$PGLOCK" run --lease=3s $(conn_args) nightly-billing -- sh -c \
+        "sleep 1000 & echo \$! > $tmp/bg; echo \$\$ > $tmp/job; while :; do sleep 0.05; done" \
+        >/dev/null 2>&1 &
+    holder=$!
+    while [ ! -s "$tmp/bg" ]; do sleep 0.05; done
+    "$PGLOCK" run --lease=3s $(conn_args) nightly-billing -- sh -c \
+        "t=\$(date +%H:%M:%S.%N | cut -c1-12); for p in \$(cat $tmp/job $tmp/bg); do if [ -e /proc/\$p ]; then s=\$(sed 's/.*) //' /proc/\$p/stat | cut -c1); else s=gone; fi; echo \"  \$t [bravo] starts; alpha's process \$p: \$s\"; done" &
+    waiter=$!
+    IFS=$IFS_SAVE
+    sleep 1
+    echo "  $(stamp) [alpha] holds nightly-billing (job $(cat "$tmp/job"), background child $(cat "$tmp/bg")); bravo waits"
+    echo "  $(stamp) kill -9 alpha's pglock (pid $holder)"
+    kill -9 "$holder"
+    wait "$waiter"
+    wait "$holder" 2>/dev/null || true
+    echo "  -> alpha's watchdog killed its job and background child before the lock was released."
+    rm -rf "$tmp"
 }
 
 run_sections() {

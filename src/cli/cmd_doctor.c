@@ -160,8 +160,9 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
                             const char *const *kw, const char *const *vals)
 {
     static const char session_fix[] =
-        "run pglock run/lead against PostgreSQL directly; through a "
-        "transaction-mode pooler use transaction locks only";
+        "through a transaction-mode pooler use transaction locks only "
+        "(pglock run/lead --mode=auto or xact hold theirs in a "
+        "transaction); session locks need PostgreSQL directly";
     PGconn *b = PQconnectdbParams(kw, vals, 1);
     int timed_out;
     char msg[256];
@@ -480,6 +481,12 @@ int cmd_doctor(int argc, char **argv)
         default:
             if (optopt && optopt < 256 && strchr("hpUd", optopt))
                 return cli_usage_error("doctor", "option -%c needs a value", optopt);
+            if (optopt && strchr(argv[optind - 1], '='))
+                return cli_usage_error("doctor", "option \"%s\" takes no value",
+                                       argv[optind - 1]);
+            if (optopt) /* a long option without its value */
+                return cli_usage_error("doctor", "option \"%s\" needs a value",
+                                       argv[optind - 1]);
             return cli_usage_error("doctor", "unrecognized option \"%s\"",
                                    argv[optind - 1]);
         }
@@ -521,9 +528,11 @@ int cmd_doctor(int argc, char **argv)
             "both %d", sql_pid);
     } else {
         add(&r, "pooler", PROBLEM,
-            "point pglock run and lead at PostgreSQL itself, not at the pooler",
+            "keep pglock run and lead at --mode=auto (or xact) here, or "
+            "point them at PostgreSQL itself",
             "a pooler is in the path: PQbackendPID() is %d but "
-            "pg_backend_pid() is %d; pglock run and lead refuse it",
+            "pg_backend_pid() is %d; session locks are refused here, so "
+            "pglock run and lead hold their locks in a transaction",
             protocol_pid, sql_pid);
         probe_pool_mode(&r, conn, sql_pid, kw, vals);
         add(&r, "pooled_waiters", WARNING,

@@ -829,6 +829,12 @@ static int parse_options(int argc, char **argv, status_options *o,
         default:
             if (optopt && optopt < 256 && strchr("hpUd", optopt))
                 return cli_usage_error("status", "option -%c needs a value", optopt);
+            if (optopt && strchr(argv[optind - 1], '='))
+                return cli_usage_error("status", "option \"%s\" takes no value",
+                                       argv[optind - 1]);
+            if (optopt) /* a long option without its value */
+                return cli_usage_error("status", "option \"%s\" needs a value",
+                                       argv[optind - 1]);
             return cli_usage_error("status", "unrecognized option \"%s\"",
                                    argv[optind - 1]);
         }

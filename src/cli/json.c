@@ -46,6 +46,13 @@ void json_write_string(FILE *out, const char *s)
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', out);
     while (*p) {
+        const unsigned char *run = p; /* plain ASCII goes out in one piece */
+        while (*p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            fwrite(run, 1, (size_t)(p - run), out);
+        if (!*p)
+            break;
         unsigned c = *p;
         if (c == '"' || c == '\\') {
             fputc('\\', out);

@@ -27,36 +27,30 @@
 #include "cli.h"
 #include "run.h"
 
-typedef struct run_args {
-    const char *key_text;
-    pglock_mode mode;
-    long timeout_ms;          /* PGLOCK_TRY, PGLOCK_WAIT_FOREVER or ms */
-    long lease_ms;
-    long kill_after_ms;       /* -1: the default */
-    long min_hold_ms;
-    int conflict_code;
-    int lost_code;
-    const char *shell_command;
-    char **argv;
-    int foreground;
-    const char *keys_file;
-    cli_conn conn;
-} run_args;
+
+/* "run" or "lead": whose messages these are. */
+static const char *command_name = "run";
 
 /* ------------------------------------------------------------ signals */
 
 /* The signal that asked pglock to stop (INT, TERM, HUP, QUIT), 0 if none:
  * also the library's interrupt flag while waiting for the lock. */
 static volatile sig_atomic_t stop_signal;
-/* Every caught signal is written here as one byte (self-pipe). */
+/* Every caught signal is written here as one byte (self-pipe): the signal
+ * number, plus FROM_TERMINAL when the kernel sent it (a terminal's ^C, ^\\,
+ * ^Z) rather than kill(). */
 static int event_pipe[2] = {-1, -1};
+#define FROM_TERMINAL 0x80
 /* Written only by stop signals: wakes a wait in the library at once. */
 static int interrupt_pipe[2] = {-1, -1};
 
-static void on_signal(int signo)
+static void on_signal(int signo, siginfo_t *info, void *context)
 {
+    (void)context;
     int saved = errno;
     unsigned char b = (unsigned char)signo;
+    if (info && info->si_code == SI_KERNEL)
+        b |= FROM_TERMINAL;
     if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP ||
         signo == SIGQUIT) {
         if (!stop_signal)
@@ -80,8 +74,8 @@ static void catch_signal(int signo, const struct sigaction *orig)
         return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(signo, &sa, NULL);
 }
@@ -116,6 +110,9 @@ static void print_help(void)
 "      --min-hold=DURATION    keep the lock at least this long from acquisition\n"
 "      --conflict-exit-code=N exit status when busy or timed out (default 75)\n"
 "      --lost-exit-code=N     exit status when the lock was lost (default 74)\n"
+"      --mode=MODE            session, xact (hold the lock in a transaction, for\n"
+"                             PgBouncer in transaction mode) or auto (default:\n"
+"                             xact behind a pooler, else session)\n"
 "Command:\n"
 "  -c, --command=STRING       run STRING with /bin/sh -c\n"
 "      --foreground           keep the command in pglock's process group, so\n"
@@ -144,14 +141,16 @@ enum {
     OPT_CONFLICT,
     OPT_LOST,
     OPT_KEYS,
-    OPT_FOREGROUND
+    OPT_FOREGROUND,
+    OPT_MODE,
+    OPT_RESTART
 };
 
 static int parse_duration_opt(const char *name, const char *text, long *out)
 {
     char err[256];
     if (cli_parse_duration(text, out, err, sizeof err) < 0)
-        return cli_usage_error("run", "invalid value for %s: %s", name, err);
+        return cli_usage_error(command_name, "invalid value for %s: %s", name, err);
     return 0;
 }
 
@@ -162,15 +161,15 @@ static int parse_exit_code(const char *name, const char *text, int *out)
     long v = strtol(text, &end, 10);
     if (errno || end == text || *end || v < 0 || v > 255 ||
         text[0] == '+' || text[0] == ' ')
-        return cli_usage_error("run", "invalid value for %s: \"%s\" (expected 0 to 255)",
+        return cli_usage_error(command_name, "invalid value for %s: \"%s\" (expected 0 to 255)",
                                name, text);
     *out = (int)v;
     return 0;
 }
 
-/* Returns -1 to continue, else the exit status (0 for --help). */
-static int parse_args(int argc, char **argv, run_args *a)
+int run_parse_args(int argc, char **argv, run_args *a)
 {
+    command_name = a->command ? a->command : "run";
     static const struct option longopts[] = {
         {"try", no_argument, NULL, 'n'},
         {"wait", required_argument, NULL, 'w'},
@@ -182,6 +181,8 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"lost-exit-code", required_argument, NULL, OPT_LOST},
         {"command", required_argument, NULL, 'c'},
         {"foreground", no_argument, NULL, OPT_FOREGROUND},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"restart", optional_argument, NULL, OPT_RESTART},
         {"host", required_argument, NULL, 'h'},
         {"port", required_argument, NULL, 'p'},
         {"username", required_argument, NULL, 'U'},
@@ -239,6 +240,26 @@ static int parse_args(int argc, char **argv, run_args *a)
         case OPT_FOREGROUND:
             a->foreground = 1;
             break;
+        case OPT_MODE:
+            if (strcmp(optarg, "session") == 0)
+                a->hold = PGLOCK_HOLD_SESSION;
+            else if (strcmp(optarg, "xact") == 0)
+                a->hold = PGLOCK_HOLD_XACT;
+            else if (strcmp(optarg, "auto") == 0)
+                a->hold = PGLOCK_HOLD_AUTO;
+            else
+                return cli_usage_error(command_name, "invalid value for --mode: "
+                                       "\"%s\" (expected session, xact or auto)",
+                                       optarg);
+            break;
+        case OPT_RESTART:
+            if (strcmp(command_name, "lead") != 0)
+                return cli_usage_error(command_name, "unrecognized option \"%s\"",
+                                       argv[optind - 1]);
+            a->restart_ms = 0;
+            if (optarg && (rc = parse_duration_opt("--restart", optarg, &a->restart_ms)))
+                return rc;
+            break;
         case 'h':
             a->conn.host = optarg;
             break;
@@ -264,88 +285,61 @@ static int parse_args(int argc, char **argv, run_args *a)
             printf("pglock %s\n", PGLOCK_VERSION);
             return 0;
         case ':':
-            return cli_usage_error("run", "option \"%s\" requires a value",
+            return cli_usage_error(command_name, "option \"%s\" requires a value",
                                    argv[optind - 1]);
         case '?':
-            if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0) {
-                print_help();
-                return 0;
-            }
-            if (optopt == '?' || strcmp(argv[optind - 1], "-?") == 0) {
-                print_help();
+            if ((optopt == 0 && strcmp(argv[optind - 1], "--help") == 0) ||
+                optopt == '?' || strcmp(argv[optind - 1], "-?") == 0) {
+                (a->help ? a->help : print_help)();
                 return 0;
             }
             if (optopt)
-                return cli_usage_error("run", "unrecognized option \"-%c\"", optopt);
-            return cli_usage_error("run", "unrecognized option \"%s\"", argv[optind - 1]);
+                return cli_usage_error(command_name, "unrecognized option \"-%c\"", optopt);
+            return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
         default:
-            return cli_usage_error("run", "unrecognized option \"%s\"", argv[optind - 1]);
+            return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
         }
     }
     (void)waitmode;
     if (optind >= argc)
-        return cli_usage_error("run", "no lock key given");
+        return cli_usage_error(command_name, "no lock key given");
     a->key_text = argv[optind++];
     if (optind < argc && strcmp(argv[optind], "--") == 0) {
         optind++;
     } else if (optind < argc && (strcmp(argv[optind], "-c") == 0 ||
                                  strcmp(argv[optind], "--command") == 0)) {
         if (optind + 1 >= argc)
-            return cli_usage_error("run", "option \"%s\" requires a value", argv[optind]);
+            return cli_usage_error(command_name, "option \"%s\" requires a value", argv[optind]);
         if (a->shell_command)
-            return cli_usage_error("run", "-c given twice");
+            return cli_usage_error(command_name, "-c given twice");
         a->shell_command = argv[optind + 1];
         optind += 2;
         if (optind < argc)
-            return cli_usage_error("run", "unexpected argument \"%s\" after -c STRING",
+            return cli_usage_error(command_name, "unexpected argument \"%s\" after -c STRING",
                                    argv[optind]);
     } else if (optind < argc && strncmp(argv[optind], "--command=", 10) == 0) {
         if (a->shell_command)
-            return cli_usage_error("run", "-c given twice");
+            return cli_usage_error(command_name, "-c given twice");
         a->shell_command = argv[optind] + 10;
         if (++optind < argc)
-            return cli_usage_error("run", "unexpected argument \"%s\" after -c STRING",
+            return cli_usage_error(command_name, "unexpected argument \"%s\" after -c STRING",
                                    argv[optind]);
     } else if (optind < argc && argv[optind][0] == '-') {
-        return cli_usage_error("run", "option \"%s\" after the key: options go before KEY, "
+        return cli_usage_error(command_name, "option \"%s\" after the key: options go before KEY, "
                                "the command after \"--\"", argv[optind]);
     }
     if (optind < argc) {
         if (a->shell_command)
-            return cli_usage_error("run", "both -c STRING and a command given");
+            return cli_usage_error(command_name, "both -c STRING and a command given");
         a->argv = argv + optind;
     } else if (!a->shell_command) {
-        return cli_usage_error("run", "no command given");
+        return cli_usage_error(command_name, "no command given");
     }
     return -1;
 }
 
 /* ------------------------------------------------------ the supervisor */
 
-typedef struct run_state {
-    const run_args *args;
-    const char *key_label;    /* the key as the user wrote it */
-    run_lease lease;
-    pglock_client *client;
-    int64_t acquired_at;
-
-    pid_t watchdog;           /* 0 once reaped */
-    int ctl_fd;               /* write end to the watchdog */
-    int report_fd;            /* read end from the watchdog */
-    int job_done;             /* RUN_REP_DONE seen */
-    int job_status;           /* wait status, valid if job_exited */
-    int job_exited;
-    int exec_errno;
-    int job_stopped;          /* we stopped it (SIGTSTP) */
-
-    int hb_inflight;
-    int64_t hb_sent_at;
-    int64_t next_hb;
-
-    int lost;                 /* the lock is lost: the job is being stopped */
-    char lost_reason[512];
-    int fatal;                /* internal error: exit 70 */
-} run_state;
 
 static void send_ctl(run_state *st, int op, int arg, int64_t value)
 {
@@ -398,6 +392,11 @@ static void read_reports(run_state *st)
             lose(st, "ownership not confirmed within the client deadline (watchdog)");
             break;
         case RUN_REP_STOPPED:
+            break;
+        case RUN_REP_TTY_STOPPED:
+            fprintf(stderr, "pglock: warning: the command is stopped: it tried to %s the "
+                    "terminal, which only --foreground lets it use\n",
+                    m.arg == SIGTTIN ? "read from" : "write to");
             break;
         case RUN_REP_DONE:
             st->job_done = 1;
@@ -484,7 +483,7 @@ static void wait_heartbeat(run_state *st, int64_t deadline)
 /* Proves ownership now: waits for any heartbeat in flight (it was sent
  * earlier), then sends one more and waits for its answer, both by
  * deadline.  0 when confirmed; else the lock is declared lost. */
-static int confirm_now(run_state *st, int64_t deadline)
+int run_confirm_now(run_state *st, int64_t deadline)
 {
     wait_heartbeat(st, deadline);
     if (!st->lost) {
@@ -531,7 +530,7 @@ static void suspend(run_state *st)
     cli_verbose("resumed: verifying ownership");
     /* Any heartbeat in flight was sent before the stop; confirm afresh,
      * with the deadline counted from now (the job was not running). */
-    if (confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0) {
+    if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0) {
         st->job_stopped = 0;
         tell_deadline(st);
         send_ctl(st, RUN_CTL_CONT, 0, 0);
@@ -549,7 +548,7 @@ static int64_t min64(int64_t a, int64_t b)
 /* The heartbeat loop.  Runs until the watchdog has exited (the job is
  * entirely gone), or with hold_until > 0 (the job already gone) until
  * that time. */
-static void supervise(run_state *st, int64_t hold_until)
+void run_supervise(run_state *st, int64_t hold_until)
 {
     for (;;) {
         if (!st->watchdog && st->job_done &&
@@ -609,13 +608,17 @@ static void supervise(run_state *st, int64_t hold_until)
             ssize_t k;
             while ((k = read(event_pipe[0], sig, sizeof sig)) > 0) {
                 for (ssize_t i = 0; i < k; i++) {
-                    int s = sig[i];
+                    int s = sig[i] & ~FROM_TERMINAL;
+                    int from_terminal = (sig[i] & FROM_TERMINAL) != 0;
                     if (s == SIGCHLD) {
                         reap_children(st);
                     } else if (s == SIGTSTP) {
                         suspend(st);
                     } else if (s == SIGCONT) {
                         /* resumed: handled in suspend() */
+                    } else if (from_terminal && st->args->foreground) {
+                        /* The terminal sent it to its whole foreground
+                         * process group, the job included: not twice. */
                     } else if (st->watchdog) {
                         cli_verbose("forwarding signal %d to the command", s);
                         send_ctl(st, RUN_CTL_SIGNAL, s, 0);
@@ -630,10 +633,10 @@ static void supervise(run_state *st, int64_t hold_until)
 
 /* "pglock run KEY", cut at 63 bytes (NAMEDATALEN - 1) on a UTF-8
  * character boundary, so that the server keeps it whole. */
-static void make_application_name(char buf[64], const char *key)
+void run_application_name(char buf[64], const char *key)
 {
     char full[64 + 8];
-    snprintf(full, sizeof full, "pglock run %s", key);
+    snprintf(full, sizeof full, "pglock %s %s", command_name, key);
     size_t n = strlen(full);
     if (n > 63) {
         /* Back up to the first byte of the character that straddles. */
@@ -657,7 +660,7 @@ static int exit_code_for_open(int rc)
     }
 }
 
-static int exit_status_of(int status)
+int run_exit_status_of(int status)
 {
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
@@ -672,82 +675,100 @@ static int is_legacy(const pglock_key *key)
            key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
 }
 
-/* ----------------------------------------------------------- cmd_run */
+/* ------------------------------------------- shared with pglock lead */
 
-static int run_locked(run_state *st, run_job *job);
-
-int cmd_run(int argc, char **argv)
+void run_args_init(run_args *a, const char *command, void (*help)(void))
 {
-    run_args a;
-    memset(&a, 0, sizeof a);
-    a.mode = PGLOCK_EXCLUSIVE;
-    a.timeout_ms = PGLOCK_WAIT_FOREVER;
-    a.lease_ms = RUN_LEASE_DEFAULT_MS;
-    a.kill_after_ms = -1;
-    a.conflict_code = CLI_EXIT_CONFLICT;
-    a.lost_code = CLI_EXIT_LOST;
-    int rc = parse_args(argc, argv, &a);
+    memset(a, 0, sizeof *a);
+    a->command = command;
+    a->help = help;
+    a->mode = PGLOCK_EXCLUSIVE;
+    a->timeout_ms = PGLOCK_WAIT_FOREVER;
+    a->lease_ms = RUN_LEASE_DEFAULT_MS;
+    a->kill_after_ms = -1;
+    a->conflict_code = CLI_EXIT_CONFLICT;
+    a->lost_code = CLI_EXIT_LOST;
+    a->hold = PGLOCK_HOLD_AUTO;
+    a->restart_ms = -1;
+}
+
+int run_prepare(int argc, char **argv, run_args *a, run_state *st,
+                run_job *job, pglock_key *key)
+{
+    memset(st, 0, sizeof *st);
+    int rc = run_parse_args(argc, argv, a);
     if (rc >= 0)
         return rc;
 
-    run_state st;
-    memset(&st, 0, sizeof st);
-    st.args = &a;
-    st.key_label = a.key_text;
-    st.ctl_fd = st.report_fd = -1;
+    st->args = a;
+    st->key_label = a->key_text;
+    st->ctl_fd = st->report_fd = -1;
     char err[512];
-    if (run_lease_derive(&st.lease, a.lease_ms, a.kill_after_ms, err, sizeof err) < 0) {
+    if (run_lease_derive(&st->lease, a->lease_ms, a->kill_after_ms, err, sizeof err) < 0) {
         cli_error(CLI_EXIT_USAGE, "%s", err);
-        if (a.lease_ms >= RUN_LEASE_MIN_MS) {
+        if (a->lease_ms >= RUN_LEASE_MIN_MS) {
             char t[32];
-            run_format_ms(a.lease_ms / 6, t, sizeof t);
+            run_format_ms(a->lease_ms / 6, t, sizeof t);
             char l[32];
-            run_format_ms(a.lease_ms, l, sizeof l);
+            run_format_ms(a->lease_ms, l, sizeof l);
             cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",
                      l, t);
         }
-        fprintf(stderr, "Try \"pglock run --help\" for more information.\n");
+        fprintf(stderr, "Try \"pglock %s --help\" for more information.\n",
+                command_name);
         return CLI_EXIT_USAGE;
     }
 
-    cli_registry *reg = NULL;
-    if (a.keys_file || a.key_text[0] == '@') {
-        if (cli_registry_load(&reg, a.keys_file, err, sizeof err) < 0)
-            return cli_usage_error("run", "%s", err);
+    if (a->keys_file || a->key_text[0] == '@') {
+        if (cli_registry_load(&st->registry, a->keys_file, err, sizeof err) < 0)
+            return cli_usage_error(command_name, "%s", err);
     }
-    pglock_key key;
-    if (cli_parse_key(a.key_text, reg, &key, err, sizeof err) < 0) {
-        cli_registry_free(reg);
-        return cli_usage_error("run", "%s", err);
-    }
+    if (cli_parse_key(a->key_text, st->registry, key, err, sizeof err) < 0)
+        return cli_usage_error(command_name, "%s", err);
 
     /* Signals: stop signals interrupt the wait and later go to the job. */
-    run_job job;
-    memset(&job, 0, sizeof job);
-    job.argv = a.argv;
-    job.shell_command = a.shell_command;
-    job.foreground = a.foreground;
-    job.kill_after_ms = st.lease.kill_after_ms;
-    sigprocmask(SIG_SETMASK, NULL, &job.orig_mask);
+    memset(job, 0, sizeof *job);
+    job->argv = a->argv;
+    job->shell_command = a->shell_command;
+    job->foreground = a->foreground;
+    job->kill_after_ms = st->lease.kill_after_ms;
+    sigprocmask(SIG_SETMASK, NULL, &job->orig_mask);
     for (const int *s = run_handled_signals; *s; s++)
-        sigaction(*s, NULL, &job.orig_act[*s]);
-    if (make_pipe(event_pipe) < 0 || make_pipe(interrupt_pipe) < 0) {
-        cli_registry_free(reg);
+        sigaction(*s, NULL, &job->orig_act[*s]);
+    if (make_pipe(event_pipe) < 0 || make_pipe(interrupt_pipe) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
-    }
     /* A write to the watchdog after it exited must be an error, not our
      * death; the job gets the original disposition back. */
     signal(SIGPIPE, SIG_IGN);
     int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
-        catch_signal(stop_sigs[i], &job.orig_act[stop_sigs[i]]);
+        catch_signal(stop_sigs[i], &job->orig_act[stop_sigs[i]]);
+    return -1;
+}
 
-    /* Connect. */
+int run_stop_signal(void)
+{
+    return stop_signal;
+}
+
+int run_event_fd(void)
+{
+    return event_pipe[0];
+}
+
+int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
+{
+    const run_args *a = st->args;
     char appname[64];
-    make_application_name(appname, a.key_text);
-    const char *kw[10], *val[10];
-    cli_conn_params(&a.conn, NULL, kw, val);
+    run_application_name(appname, a->key_text);
+    const char *kw[12], *val[12];
     int nkw = 0;
+    if (connect_timeout) {
+        /* first, so that the user's own connect_timeout wins */
+        kw[nkw] = "connect_timeout";
+        val[nkw++] = connect_timeout;
+    }
+    cli_conn_params(&a->conn, NULL, kw + nkw, val + nkw);
     while (kw[nkw])
         nkw++;
     kw[nkw] = "application_name";
@@ -756,48 +777,100 @@ int cmd_run(int argc, char **argv)
     val[nkw] = NULL;
     pglock_options opts;
     pglock_options_init(&opts);
-    opts.lease_ms = st.lease.server_ms;
+    opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
     opts.interrupt = &stop_signal;
     opts.interrupt_fd = interrupt_pipe[0];
+    opts.hold = a->hold;
     cli_verbose("connecting");
-    rc = pglock_client_open_params(&st.client, kw, val, &opts);
+    int rc = pglock_client_open_params(&st->client, kw, val, &opts);
+    if (rc < 0) {
+        snprintf(st->error, sizeof st->error, "%s",
+                 st->client ? pglock_client_error(st->client) : pglock_strerror(rc));
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return rc;
+    }
+    const char *db = pglock_client_database(st->client);
+    PGconn *pc = pglock_client_conn(st->client);
+    cli_verbose("connected: database \"%s\" on %s port %s, %s",
+                db, pc && PQhost(pc) ? PQhost(pc) : "?",
+                pc && PQport(pc) ? PQport(pc) : "?",
+                pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT
+                    ? "through a pooler: the lock is held in a transaction"
+                    : "session lock on a direct connection");
+
+    if (is_legacy(key) && !key->resolved) {
+        pglock_error perr;
+        memset(&perr, 0, sizeof perr);
+        rc = pglock_key_resolve(key, pc, &perr);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "%s", perr.message);
+            pglock_client_close(st->client);
+            st->client = NULL;
+            return rc;
+        }
+    }
+    if (pglock_key_format(key, st->key_id, sizeof st->key_id) < 0)
+        snprintf(st->key_id, sizeof st->key_id, "?");
+    return 0;
+}
+
+int run_job_env(run_state *st)
+{
+    int64_t token = 0;
+    if (pglock_client_fencing_token(st->client, &token) < 0) {
+        snprintf(st->error, sizeof st->error, "%s", pglock_client_error(st->client));
+        return -1;
+    }
+    st->token = token;
+    char pidbuf[16], tokbuf[24];
+    snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st->client));
+    snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)token);
+    const char *db = pglock_client_database(st->client);
+    setenv("PGLOCK_KEY", st->args->key_text, 1);
+    setenv("PGLOCK_KEY_ID", st->key_id, 1);
+    setenv("PGLOCK_DATABASE", db ? db : "", 1);
+    setenv("PGLOCK_BACKEND_PID", pidbuf, 1);
+    setenv("PGLOCK_FENCING_TOKEN", tokbuf, 1);
+    return 0;
+}
+
+/* ----------------------------------------------------------- cmd_run */
+
+static int run_locked(run_state *st, run_job *job);
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    run_state st;
+    run_job job;
+    pglock_key key;
+    run_args_init(&a, "run", NULL);
+    int rc = run_prepare(argc, argv, &a, &st, &job, &key);
+    if (rc >= 0) {
+        cli_registry_free(st.registry);
+        return rc;
+    }
+
+    rc = run_connect(&st, &key, NULL);
     if (rc < 0) {
         int code = exit_code_for_open(rc);
         if (stop_signal)
             code = 128 + stop_signal;
-        cli_error(code, "%s", st.client ? pglock_client_error(st.client)
-                                         : pglock_strerror(rc));
-        pglock_client_close(st.client);
-        cli_registry_free(reg);
+        cli_error(code, "%s", st.error);
+        if (rc == PGLOCK_EPOOLER)
+            cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
+                     "transaction through a transaction-mode pooler.");
+        cli_registry_free(st.registry);
         return code;
     }
     const char *db = pglock_client_database(st.client);
-    PGconn *pc = pglock_client_conn(st.client);
-    cli_verbose("connected: database \"%s\" on %s port %s, backend pid %d",
-                db, pc && PQhost(pc) ? PQhost(pc) : "?",
-                pc && PQport(pc) ? PQport(pc) : "?",
-                pglock_client_backend_pid(st.client));
-
-    if (is_legacy(&key) && !key.resolved) {
-        pglock_error perr;
-        memset(&perr, 0, sizeof perr);
-        rc = pglock_key_resolve(&key, pc, &perr);
-        if (rc < 0) {
-            cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
-            pglock_client_close(st.client);
-            cli_registry_free(reg);
-            return CLI_EXIT_UNAVAILABLE;
-        }
-    }
-    char key_id[64];
-    if (pglock_key_format(&key, key_id, sizeof key_id) < 0)
-        snprintf(key_id, sizeof key_id, "?");
 
     /* Take the lock. */
     cli_verbose("acquiring %s lock \"%s\" (%s) in database \"%s\"",
                 a.mode == PGLOCK_SHARED ? "shared" : "exclusive",
-                a.key_text, key_id, db);
+                a.key_text, st.key_id, db);
     rc = pglock_lock(st.client, &key, a.mode, a.timeout_ms);
     if (rc < 0) {
         int code;
@@ -817,52 +890,47 @@ int cmd_run(int argc, char **argv)
             cli_error(code, "%s", pglock_client_error(st.client));
         }
         pglock_client_close(st.client);
-        cli_registry_free(reg);
+        cli_registry_free(st.registry);
         return code;
     }
     st.acquired_at = pglock_now_ms();
-    cli_verbose("acquired \"%s\" (%s), backend pid %d", a.key_text, key_id,
+    cli_verbose("acquired \"%s\" (%s), backend pid %d", a.key_text, st.key_id,
                 pglock_client_backend_pid(st.client));
 
-    /* Environment for the job. */
-    char pidbuf[16];
-    snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st.client));
-    setenv("PGLOCK_KEY", a.key_text, 1);
-    setenv("PGLOCK_KEY_ID", key_id, 1);
-    setenv("PGLOCK_DATABASE", db ? db : "", 1);
-    setenv("PGLOCK_BACKEND_PID", pidbuf, 1);
+    if (run_job_env(&st) < 0) {
+        cli_error(CLI_EXIT_UNAVAILABLE, "%s", st.error);
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    cli_verbose("fencing token %lld", (long long)st.token);
 
     rc = run_locked(&st, &job);
-    cli_registry_free(reg);
+    cli_registry_free(st.registry);
     return rc;
 }
 
-/* Runs the job under the held lock and releases it; returns the exit
- * status. */
-static int run_locked(run_state *st, run_job *job)
+int run_job_term(run_state *st, run_job *job)
 {
     const run_args *a = st->args;
+    st->job_done = st->job_exited = st->job_status = 0;
+    st->exec_errno = st->job_stopped = 0;
     /* A long wait, or a pglock stopped while waiting, may have been
      * granted the lock long ago: confirm ownership before starting. */
     st->next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
     if (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
             st->lease.heartbeat_ms &&
-        confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0) {
+        run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0) {
         cli_error(a->lost_code, "lock \"%s\" lost before the command started: %s",
                   st->key_label, st->lost_reason);
-        pglock_client_close(st->client);
         return a->lost_code;
     }
-    if (stop_signal) {
-        pglock_client_close(st->client);
+    if (stop_signal)
         return 128 + stop_signal;
-    }
 
     int ctl[2], rep[2];
-    if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
-        pglock_client_close(st->client);
+    if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
-    }
     fcntl(rep[0], F_SETFL, O_NONBLOCK);
     /* The watchdog's orphans come to us if it dies; and as PID 1 we reap
      * whatever else is reparented here. */
@@ -879,7 +947,9 @@ static int run_locked(run_state *st, run_job *job)
     st->report_fd = rep[0];
     if (st->watchdog < 0) {
         st->watchdog = 0;
-        pglock_client_close(st->client);
+        close(st->ctl_fd);
+        close(st->report_fd);
+        st->ctl_fd = st->report_fd = -1;
         return cli_error(CLI_EXIT_SOFTWARE, "could not fork: %s", strerror(errno));
     }
     tell_deadline(st);
@@ -887,31 +957,52 @@ static int run_locked(run_state *st, run_job *job)
         send_ctl(st, RUN_CTL_SIGNAL, stop_signal, 0);
     cli_verbose("command started (watchdog pid %d)", (int)st->watchdog);
 
-    supervise(st, 0);
+    run_supervise(st, 0);
     close(st->ctl_fd);
-    st->ctl_fd = -1;
+    close(st->report_fd);
+    st->ctl_fd = st->report_fd = -1;
+    return -1;
+}
 
-    int code;
-    if (st->fatal && !st->lost) {
-        code = cli_error(CLI_EXIT_SOFTWARE, "the watchdog died; the command was killed");
-    } else if (st->lost) {
+int run_term_status(run_state *st)
+{
+    const run_args *a = st->args;
+    if (st->fatal)
+        return cli_error(CLI_EXIT_SOFTWARE, "the watchdog died; the command was killed");
+    if (st->exec_errno) {
+        int code = st->exec_errno == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
+        return cli_error(code, "could not execute \"%s\": %s",
+                         a->shell_command ? "/bin/sh" : a->argv[0], strerror(st->exec_errno));
+    }
+    return st->job_exited ? run_exit_status_of(st->job_status) : CLI_EXIT_SOFTWARE;
+}
+
+/* Runs the job under the held lock and releases it; returns the exit
+ * status. */
+static int run_locked(run_state *st, run_job *job)
+{
+    const run_args *a = st->args;
+    int code = run_job_term(st, job);
+    if (code >= 0) {
+        pglock_client_close(st->client);
+        return code;
+    }
+    if (st->lost) {
         code = cli_error(a->lost_code, "lock \"%s\" lost: %s; the command was stopped",
                          st->key_label, st->lost_reason);
-    } else if (st->exec_errno) {
-        code = st->exec_errno == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
-        cli_error(code, "could not execute \"%s\": %s",
-                  a->shell_command ? "/bin/sh" : a->argv[0], strerror(st->exec_errno));
     } else {
-        code = st->job_exited ? exit_status_of(st->job_status) : CLI_EXIT_SOFTWARE;
+        code = run_term_status(st);
         /* The command ran to its end: prove the lock was still ours. */
-        if (confirm_now(st, pglock_client_confirmed_at(st->client) +
+        if (st->fatal || st->exec_errno) {
+            /* it did not run, or the watchdog died: already reported */
+        } else if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
                                 st->lease.client_ms) < 0) {
             code = cli_error(a->lost_code, "lock \"%s\" lost while the command ran: %s",
                              st->key_label, st->lost_reason);
         } else if (a->min_hold_ms > 0 &&
                    pglock_now_ms() < st->acquired_at + a->min_hold_ms) {
             cli_verbose("holding until --min-hold ends");
-            supervise(st, st->acquired_at + a->min_hold_ms);
+            run_supervise(st, st->acquired_at + a->min_hold_ms);
             if (st->lost && !cli_quiet)
                 fprintf(stderr, "pglock: warning: lock \"%s\" lost during --min-hold: %s\n",
                         st->key_label, st->lost_reason);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "pglock.h"
 
 /*
  * The lease, all in ms.  One --lease sets T_s (the server's
@@ -62,7 +63,8 @@ enum run_report_kind {
     RUN_REP_EXITED,          /* arg: the job's wait status */
     RUN_REP_DEADLINE,        /* the deadline passed: the job is being stopped */
     RUN_REP_STOPPED,         /* the job is stopped (answer to RUN_CTL_STOP) */
-    RUN_REP_DONE             /* no process of the job remains */
+    RUN_REP_DONE,            /* no process of the job remains */
+    RUN_REP_TTY_STOPPED      /* arg: SIGTTIN/SIGTTOU stopped the job */
 };
 
 typedef struct run_msg {
@@ -102,5 +104,100 @@ extern const int run_handled_signals[];
 /* Sends signo to every descendant of the calling process (by /proc).
  * Returns how many processes were signalled. */
 int run_signal_descendants(int signo);
+
+/* ----------------------------------- run's flow, shared with lead */
+
+#include "cli.h"
+
+typedef struct run_args {
+    const char *command;      /* "run" or "lead": for messages */
+    void (*help)(void);       /* --help; NULL: run's */
+    const char *key_text;
+    pglock_mode mode;
+    long timeout_ms;          /* PGLOCK_TRY, PGLOCK_WAIT_FOREVER or ms */
+    long lease_ms;
+    long kill_after_ms;       /* -1: the default */
+    long min_hold_ms;
+    int conflict_code;
+    int lost_code;
+    const char *shell_command;
+    char **argv;
+    int foreground;
+    const char *keys_file;
+    cli_conn conn;
+    pglock_hold_mode hold;    /* --mode (default auto) */
+    long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
+} run_args;
+
+typedef struct run_state {
+    const run_args *args;
+    const char *key_label;    /* the key as the user wrote it */
+    char key_id[64];          /* pglock_key_format() of the key */
+    cli_registry *registry;   /* for @NAME keys, or NULL; owns their names */
+    run_lease lease;
+    pglock_client *client;
+    int64_t acquired_at;
+    int64_t token;            /* this acquisition's fencing token */
+    char error[512];          /* run_connect()'s or run_job_env()'s */
+
+    pid_t watchdog;           /* 0 once reaped */
+    int ctl_fd;               /* write end to the watchdog */
+    int report_fd;            /* read end from the watchdog */
+    int job_done;             /* RUN_REP_DONE seen */
+    int job_status;           /* wait status, valid if job_exited */
+    int job_exited;
+    int exec_errno;
+    int job_stopped;          /* we stopped it (SIGTSTP) */
+
+    int hb_inflight;
+    int64_t hb_sent_at;
+    int64_t next_hb;
+
+    int lost;                 /* the lock is lost: the job is being stopped */
+    char lost_reason[512];
+    int fatal;                /* internal error: exit 70 */
+} run_state;
+
+/* Defaults for command ("run" or "lead"); help prints its --help. */
+void run_args_init(run_args *a, const char *command, void (*help)(void));
+/* Parses the options, KEY and COMMAND.  -1 to go on, else the exit
+ * status (0 after --help). */
+int run_parse_args(int argc, char **argv, run_args *a);
+/* run_parse_args(), then the lease arithmetic, the key (and registry) and
+ * the signal handling; fills st, job and key.  -1 to go on, else the exit
+ * status (the message printed). */
+int run_prepare(int argc, char **argv, run_args *a, run_state *st,
+                run_job *job, pglock_key *key);
+/* The stop signal received (INT, TERM, HUP, QUIT), or 0. */
+int run_stop_signal(void);
+/* Readable when any handled signal arrived (drain it). */
+int run_event_fd(void);
+/* Opens st->client (connect_timeout: seconds as text, or NULL) and
+ * resolves a legacy key; 0, or a PGLOCK_E* code with st->error set and
+ * st->client NULL. */
+int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
+/* After the grant: takes the fencing token and sets the job's
+ * environment (PGLOCK_KEY, _KEY_ID, _DATABASE, _BACKEND_PID,
+ * _FENCING_TOKEN).  0, or -1 with st->error. */
+int run_job_env(run_state *st);
+/* Runs the job once under the held lock and supervises it (heartbeats,
+ * signals, job control) until no process of it remains.  -1 when it ran
+ * (see st->lost, st->exec_errno, st->job_exited/job_status, st->fatal);
+ * else an exit status (printed) and the job was not started.  Leaves
+ * st->client open. */
+int run_job_term(run_state *st, run_job *job);
+/* After run_job_term() ran the job, not lost: the exit status (the
+ * command's, or 70 if the watchdog died, 126/127 if the command could not
+ * be executed, the last two printed). */
+int run_term_status(run_state *st);
+/* Heartbeats until the job is gone, or, with hold_until > 0 and no job,
+ * until then (or a loss or stop signal). */
+void run_supervise(run_state *st, int64_t hold_until);
+/* Proves ownership now (by deadline); 0, or -1 and the lock is lost. */
+int run_confirm_now(run_state *st, int64_t deadline);
+/* The exit status for a wait status (128+N for signal N). */
+int run_exit_status_of(int status);
+/* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
+void run_application_name(char buf[64], const char *key);
 
 #endif

@@ -44,6 +44,7 @@ typedef struct watchdog {
     int64_t deadline;    /* client deadline; 0: none */
     int phase;           /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
     int64_t kill_at;     /* phase 1: when SIGKILL follows */
+    int tty_reported;    /* RUN_REP_TTY_STOPPED sent */
 } watchdog;
 
 static void report(watchdog *w, int kind, int arg)
@@ -178,6 +179,12 @@ static void handle_ctl(watchdog *w, const run_msg *m)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, m->arg);
         else
             signal_tree(getpid(), m->arg);
+        /* A job the kernel stopped (SIGTTIN) would keep the signal
+         * pending forever; one we stopped stays stopped. */
+        if (!w->stopped && w->job_pid > 0 &&
+            (m->arg == SIGINT || m->arg == SIGTERM || m->arg == SIGHUP ||
+             m->arg == SIGQUIT))
+            kill(w->job->foreground ? w->job_pid : -w->job_pid, SIGCONT);
         break;
     case RUN_CTL_TERMINATE:
         begin_terminate(w);
@@ -210,13 +217,24 @@ static int reap(watchdog *w)
     int job_exited = 0;
     for (;;) {
         int status;
-        pid_t p = waitpid(-1, &status, WNOHANG);
+        pid_t p = waitpid(-1, &status, WNOHANG | WUNTRACED);
         if (p < 0 && errno == EINTR)
             continue;
         if (p < 0)
             return 1; /* ECHILD: the tree is empty */
         if (p == 0)
             break;
+        if (WIFSTOPPED(status)) {
+            /* A background job that touches the terminal is stopped by
+             * the kernel; say so once, or it would look like a hang. */
+            int sig = WSTOPSIG(status);
+            if (p == w->job_pid && !w->stopped && !w->tty_reported &&
+                (sig == SIGTTIN || sig == SIGTTOU)) {
+                w->tty_reported = 1;
+                report(w, RUN_REP_TTY_STOPPED, sig);
+            }
+            continue;
+        }
         if (p == w->job_pid) {
             w->job_pid = 0;
             report(w, RUN_REP_EXITED, status);
@@ -279,7 +297,7 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
 
 static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
 {
-    watchdog w = {job, ctl_fd, report_fd, 0, 0, 0, 0, 0};
+    watchdog w = {job, ctl_fd, report_fd, 0, 0, 0, 0, 0, 0};
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;

@@ -12,4 +12,3 @@
         return cli_error(CLI_EXIT_SOFTWARE, "\"pglock %s\" is not yet implemented", name); \
     }
 
-NOT_YET(cmd_lead, "lead")

@@ -17,5 +17,9 @@ setup() {
         grep -qF -- "$section" "$PGLOCK_BUILD/bench-smoke.md"
     done
     grep -qF "Mutual exclusion violations seen: 0." "$PGLOCK_BUILD/bench-smoke.md"
+    # pglock itself is in every table, not only the baselines.
+    grep -qF "| pglock_lock (try) + pglock_unlock |" "$PGLOCK_BUILD/bench-smoke.md"
+    grep -qE "^\| 2 \| none \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
+    grep -qE "^\| 1 \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
     ! grep -q "bench: error" <<<"$output"
 }

@@ -212,3 +212,22 @@ teardown() { teardown_run; }
     [ "$(status_of h)" = 0 ]
     [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
 }
+
+@test "as PID 1 (a container's entry point): SIGTERM reaches the job, nothing is left" {
+    unshare --pid --fork --mount-proc true 2>/dev/null || skip "no PID namespaces here (unshare)"
+    unshare --pid --fork --mount-proc "$PGLOCK_BIN" run -d "$DB" "$K" -c \
+        "echo \$(cut -d' ' -f1 /proc/1/stat) > $out/pid1; (sleep 1000 &); touch $out/started; sleep 1000" &
+    local u=$!
+    wait_until 10 file_exists "$out/started"
+    [ "$(cat "$out/pid1")" = 1 ]
+    local p
+    p=$(cat "/proc/$u/task/$u/children")
+    p=${p%% *}
+    [ "$(cat "/proc/$p/comm")" = pglock ]
+    kill -TERM "$p"
+    wait_until 10 eval "! alive $u"
+    local st=0
+    wait "$u" || st=$?
+    [ "$st" -eq 143 ]
+    [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
+}

@@ -21,7 +21,7 @@ teardown() {
     local fd pid
     for fd in "${FDS[@]}"; do exec {fd}>&- 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        for _ in $(seq 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
@@ -59,8 +59,13 @@ session() {
     mkfifo "$fifo"
     exec {fd}<>"$fifo"
     FDS+=("$fd")
-    PGAPPNAME="$app" psql -X -q -v ON_ERROR_STOP=1 "$conn" -f "$fifo" \
-        >"$TMP/$app.out" 2>&1 &
+    # psql must hold no write end of any session's fifo (its own included),
+    # or closing ours at teardown would not end it
+    (
+        for f in "${FDS[@]}"; do exec {f}>&-; done
+        PGAPPNAME="$app" exec psql -X -q -v ON_ERROR_STOP=1 "$conn" -f "$fifo" \
+            >"$TMP/$app.out" 2>&1
+    ) &
     PIDS+=("$!")
     printf '%s\n' "$3" >&"$fd"
 }

@@ -1,0 +1,242 @@
+/*
+ * pglock lead — leader election for long-running daemons: run COMMAND
+ * whenever this host holds KEY.
+ *
+ * A loop around run's flow (run.h): connect, wait for the lock (the server
+ * wakes the waiter the moment the leader's lock goes), take a fencing
+ * token, run the command under the same lease and supervision as `pglock
+ * run`.  When the command exits, lead exits with its status, or with
+ * --restart runs it again while still leader.  When leadership is lost the
+ * command is stopped (TERM, grace, KILL) and lead contends again, after a
+ * jittered, capped backoff.  A server that goes away is never a reason to
+ * exit: only a stop signal, the command's end, or a usage error are.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "run.h"
+
+/* Reconnect backoff: from BACKOFF_MIN_MS doubling up to BACKOFF_MAX_MS,
+ * each wait drawn from [b/2, b] so that a crowd of followers spreads out. */
+#define BACKOFF_MIN_MS 100L
+#define BACKOFF_MAX_MS 5000L
+
+static void print_help(void)
+{
+    printf(
+"pglock lead runs a command whenever this host is the leader: while it\n"
+"holds a PostgreSQL advisory lock.\n\n"
+"Usage:\n"
+"  pglock lead [OPTION]... KEY -- COMMAND [ARG]...\n"
+"  pglock lead [OPTION]... KEY -c STRING\n\n"
+"Leadership:\n"
+"      --restart[=DELAY]      when the command exits, run it again after DELAY\n"
+"                             (default 0) while still leader; without it,\n"
+"                             pglock exits with the command's status\n"
+"  -s, --shared               (rarely useful) contend for a shared lock\n"
+"      --lease=DURATION       the server frees the lock this long after pglock\n"
+"                             goes silent; the command is stopped before\n"
+"                             (default 30s)\n"
+"      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"
+"                             command must stop (default and maximum:\n"
+"                             lease / 6)\n"
+"      --mode=MODE            session, xact or auto (default; xact behind a\n"
+"                             pooler): see pglock run --help\n"
+"Command:\n"
+"  -c, --command=STRING       run STRING with /bin/sh -c\n"
+"      --foreground           keep the command in pglock's process group\n"
+"Connection (otherwise libpq's PG* variables and service files apply):\n"
+"  -h, --host=HOST            database server host or socket directory\n"
+"  -p, --port=PORT            database server port\n"
+"  -U, --username=USER        database user name\n"
+"  -d, --dbname=DBNAME        database name, conninfo string or URI\n"
+"      --keys=FILE            key registry for @NAME keys (or PGLOCK_KEYS)\n"
+"Output:\n"
+"  -q, --quiet                print errors only\n"
+"  -v, --verbose              print every transition with a timestamp\n"
+"  -V, --version              output version information, then exit\n"
+"  -?, --help                 show this help, then exit\n\n"
+"The command gets PGLOCK_LEADER=1 and PGLOCK_FENCING_TOKEN (a number that\n"
+"grows with each leadership), besides run's PGLOCK_KEY and friends.\n"
+"Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
+"could not be run, 128+N when pglock was stopped by signal N, 64 usage.\n");
+}
+
+/* Waits ms, or less if a stop signal arrives.  Returns the stop signal or
+ * 0.  Other signals' bytes (SIGCHLD of a reaped job) are drained. */
+static int pause_ms(long ms)
+{
+    int64_t until = pglock_now_ms() + ms;
+    for (;;) {
+        if (run_stop_signal())
+            return run_stop_signal();
+        int64_t left = until - pglock_now_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {run_event_fd(), POLLIN, 0};
+        if (poll(&p, 1, (int)left) > 0) {
+            unsigned char buf[64];
+            while (read(run_event_fd(), buf, sizeof buf) > 0) {
+            }
+        }
+    }
+}
+
+/* The next backoff wait, and the next base (doubled, capped). */
+static long next_backoff(long *base)
+{
+    long b = *base;
+    *base = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
+    return b / 2 + (long)(random() % (b / 2 + 1));
+}
+
+/* Connects and waits for leadership.  0 when leader; else a stop signal's
+ * exit status (128+N), a usage status, or -1 to back off and retry. */
+static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
+{
+    const run_args *a = st->args;
+    int rc = run_connect(st, key, connect_timeout);
+    if (rc < 0) {
+        if (run_stop_signal())
+            return 128 + run_stop_signal();
+        if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
+            return cli_error(rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE,
+                             "%s", st->error);
+        if (rc == PGLOCK_EPOOLER)
+            /* the path itself says no, every time: not a passing outage */
+            return cli_error(CLI_EXIT_UNAVAILABLE, "%s", st->error);
+        cli_verbose("could not connect: %s", st->error);
+        return -1;
+    }
+    cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);
+    rc = pglock_lock(st->client, key, a->mode, PGLOCK_WAIT_FOREVER);
+    if (rc == PGLOCK_EINTR || run_stop_signal()) {
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return 128 + (run_stop_signal() ? run_stop_signal() : SIGINT);
+    }
+    if (rc < 0) {
+        cli_verbose("lost the connection while waiting: %s",
+                    pglock_client_error(st->client));
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return -1;
+    }
+    st->acquired_at = pglock_now_ms();
+    if (run_job_env(st) < 0) {
+        cli_verbose("could not take a fencing token: %s", st->error);
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the command (again, with --restart) while leader.  Returns the
+ * exit status to end with, or -1 when leadership was lost. */
+static int lead_term(run_state *st, run_job *job)
+{
+    const run_args *a = st->args;
+    for (;;) {
+        st->lost = 0;
+        st->fatal = 0;
+        int code = run_job_term(st, job);
+        if (code >= 0 && !st->lost)
+            return code; /* a stop signal before the start, or a pipe */
+        if (st->lost) {
+            cli_verbose("leadership lost: %s; the command was stopped", st->lost_reason);
+            return -1;
+        }
+        code = run_term_status(st);
+        if (st->fatal || st->exec_errno)
+            return code;
+        if (a->restart_ms < 0 || run_stop_signal())
+            return code;
+        char d[32];
+        run_format_ms(a->restart_ms, d, sizeof d);
+        cli_verbose("command exited with status %d; restarting in %s", code, d);
+        if (a->restart_ms > 0)
+            run_supervise(st, pglock_now_ms() + a->restart_ms);
+        if (st->lost) {
+            cli_verbose("leadership lost: %s", st->lost_reason);
+            return -1;
+        }
+        if (run_stop_signal())
+            return 128 + run_stop_signal();
+        /* Still ours: confirmed within the client deadline, or now. */
+        if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
+                                    st->lease.client_ms) < 0) {
+            cli_verbose("leadership lost: %s", st->lost_reason);
+            return -1;
+        }
+    }
+}
+
+int cmd_lead(int argc, char **argv)
+{
+    run_args a;
+    run_state st;
+    run_job job;
+    pglock_key key;
+    run_args_init(&a, "lead", print_help);
+    int rc = run_prepare(argc, argv, &a, &st, &job, &key);
+    if (rc >= 0) {
+        cli_registry_free(st.registry);
+        return rc;
+    }
+    if (a.timeout_ms != PGLOCK_WAIT_FOREVER || a.min_hold_ms) {
+        cli_registry_free(st.registry);
+        return cli_usage_error("lead", "--try, --wait and --min-hold are for "
+                               "pglock run: a leader waits as long as it takes");
+    }
+    setenv("PGLOCK_LEADER", "1", 1);
+    srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+    /* A blackholed network must not hang a reconnect: give up on it
+     * within a third of the lease (libpq counts whole seconds). */
+    char connect_timeout[24];
+    long ct = st.lease.server_ms / 3000;
+    snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
+
+    long base = BACKOFF_MIN_MS;
+    for (;;) {
+        rc = contend(&st, &key, connect_timeout);
+        if (rc > 0) {
+            cli_registry_free(st.registry);
+            return rc;
+        }
+        if (rc < 0) {
+            long wait = next_backoff(&base);
+            cli_verbose("contending again in %ldms", wait);
+            int sig = pause_ms(wait);
+            if (sig) {
+                cli_registry_free(st.registry);
+                return 128 + sig;
+            }
+            continue;
+        }
+        base = BACKOFF_MIN_MS;
+        cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
+                    a.key_text, st.key_id, pglock_client_backend_pid(st.client),
+                    (long long)st.token);
+        rc = lead_term(&st, &job);
+        if (rc >= 0) {
+            pglock_client_close(st.client);
+            cli_verbose("released leadership");
+            cli_registry_free(st.registry);
+            return rc;
+        }
+        /* Lost: the command is gone; drop this connection and contend. */
+        pglock_client_close(st.client);
+        st.client = NULL;
+        st.hb_inflight = 0;
+        int sig = pause_ms(next_backoff(&base));
+        if (sig) {
+            cli_registry_free(st.registry);
+            return 128 + sig;
+        }
+    }
+}
