@@ -227,8 +227,11 @@ typedef enum pglock_hold_mode {
 
 typedef struct pglock_options {
     /* Server-side lease: idle_session_timeout of the lock connection, in
-     * ms.  0 leaves the server's setting alone (no lease).  Needs
-     * PostgreSQL 14+ (else PGLOCK_EVERSION). */
+     * ms (in xact hold: the holding transaction's
+     * idle_in_transaction_session_timeout).  0 leaves the server's setting
+     * alone (no lease; in xact hold idle_in_transaction_session_timeout is
+     * then 0 for the transaction).  Session hold needs PostgreSQL 14+
+     * (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;

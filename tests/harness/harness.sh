@@ -36,6 +36,10 @@ close_inherited_fds() {
     done
 }
 
+# Servers are started through `setsid -w`: in a session of their own, a
+# signal a test sends to its process group (or a Ctrl-C) never reaches
+# them; the harness stops them itself.
+#
 # Runs a command as the user who owns the servers, from a directory that
 # user can read (postgres warns about an unreadable cwd otherwise), with no
 # inherited fds beyond stdin, stdout and stderr.
@@ -115,7 +119,7 @@ wait_gone() {
 # Starts a postmaster on its configured port and waits until it answers.
 start_postmaster() {
     local data=$1 log=$2 port=$3
-    as_owner "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 30 start >/dev/null 2>&1 || return 1
+    as_owner setsid -w "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 30 start >/dev/null 2>&1 || return 1
     wait_for 20 psql_q "host=$T port=$port user=postgres dbname=postgres" -c 'select 1'
 }
 
@@ -220,7 +224,7 @@ pidfile = $T/pgbouncer.pid
 EOF
         chown "$(stat -c %U "$T")" "$T/pgbouncer.ini" "$T/userlist.txt"
         rm -f "$T/pgbouncer.pid"
-        as_owner "$PGBOUNCER" -d "$T/pgbouncer.ini" >>"$T/pgbouncer.out" 2>&1 || true
+        as_owner setsid -w "$PGBOUNCER" -d "$T/pgbouncer.ini" >>"$T/pgbouncer.out" 2>&1 || true
         if wait_for 10 pooler_answers; then return 0; fi
         pid=$(cat "$T/pgbouncer.pid" 2>/dev/null || true)
         [ -z "$pid" ] || { kill -TERM "$pid" 2>/dev/null || true; wait_gone "$pid"; }
@@ -235,7 +239,7 @@ start_proxy() {
     local bin=$1 i
     PROXY_BIN=$bin
     (close_inherited_fds
-     exec "$bin" --listen 0 --target "$PPORT" --control "$T/proxy.ctl" \
+     exec setsid "$bin" --listen 0 --target "$PPORT" --control "$T/proxy.ctl" \
         --port-file "$T/proxy.port" --down-port-file "$T/down.port" \
         </dev/null >>"$T/proxy.log" 2>&1) &
     echo $! >"$T/proxy.pid"
@@ -415,7 +419,7 @@ main() {
         stop_all ;;
     restart-primary)
         load_running
-        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -m fast -w -t 30 restart \
+        as_owner setsid -w "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -m fast -w -t 30 restart \
             >/dev/null 2>&1 || fail "restart failed"
         wait_primary_usable ;;
     stop-primary)
@@ -424,7 +428,7 @@ main() {
             >/dev/null || fail "stop failed" ;;
     start-primary)
         load_running
-        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -l "$T/primary.log" -w -t 30 start \
+        as_owner setsid -w "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -l "$T/primary.log" -w -t 30 start \
             >/dev/null || fail "start failed"
         wait_primary_usable ;;
     psql)
