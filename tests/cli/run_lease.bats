@@ -155,3 +155,10 @@ backend_gone() {
     report "SIGSTOP -> holder's job last ran at +${stopped} ms (lease 3000 ms);" \
         "waiter's job started at +${started} ms"
 }
+
+@test "the lock lost as the command ends: exit 74, not the command's 0" {
+    run -74 "$PGLOCK_BIN" run -d "$DB" --lease=3s "$K" -c \
+        "psql -X -q -A -t -c \"select pg_terminate_backend(\$PGLOCK_BACKEND_PID)\" \"$DB\" >/dev/null; exit 0"
+    [ "$status" -eq 74 ]
+    [[ "$output" == *"lost"* ]]
+}
