@@ -162,3 +162,20 @@ backend_gone() {
     [ "$status" -eq 74 ]
     [[ "$output" == *"lost"* ]]
 }
+
+@test "a job continued behind suspended pglock's back is stopped again" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.alive"
+    local job=$(cat "$out/h.jobpid")
+    pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
+    kill -TSTP "$(pid_of h)"
+    wait_until 5 stopped "$job"
+    wait_until 5 pglock_stopped
+    kill -CONT "$job"
+    # The watchdog sees the job continued (WCONTINUED) and stops it again.
+    wait_until 5 stopped "$job"
+    kill -CONT "$(pid_of h)"
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}
