@@ -4,7 +4,8 @@
 #
 # For each BUILD: every BUILD/tests/test_* cmocka binary (TAP output), then
 # every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock.  Full output goes to
-# BUILD/test-logs/SUITE.log; failures are printed.  The last line is
+# BUILD/test-logs/SUITE.log, the servers' logs to BUILD/test-logs/servers/;
+# failures are printed.  The last line is
 # "N passed, N failed, N skipped"; the exit status is nonzero if anything
 # failed or crashed.
 #
@@ -104,6 +105,14 @@ for build in "$@"; do
             run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
     done
 done
+
+# The servers' logs, for post-mortems (the harness removes its directory).
+if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ]; then
+    for build in "$@"; do
+        mkdir -p "$build/test-logs/servers"
+        cp "$PGLOCK_TEST_DIR"/*.log "$build/test-logs/servers/" 2>/dev/null || true
+    done
+fi
 
 for entry in "${failed_suites[@]}"; do
     echo
