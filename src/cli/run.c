@@ -78,6 +78,13 @@ static void catch_signal(int signo, const struct sigaction *orig)
     sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(signo, &sa, NULL);
+    /* A signal blocked by whoever started us (a shell in the middle of a
+     * fork, a supervisor) would never reach the handler; the job gets the
+     * original mask back. */
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
 }
 
 static int make_pipe(int fds[2])

@@ -132,3 +132,14 @@ ms_between() { echo $((($(cat "$2") - $(cat "$1")) / 1000000)); }
 
 # report TEXT: a measured figure, shown in the TAP output.
 report() { echo "# $*" >&3; }
+
+# show_procs PID...: state of each process and its children, for failures.
+show_procs() {
+    local p c
+    for p in "$@"; do
+        echo "pid $p: $(cat /proc/$p/stat 2>/dev/null | cut -d' ' -f1-5) children: $(cat /proc/$p/task/*/children 2>/dev/null)"
+        for c in $(cat /proc/$p/task/*/children 2>/dev/null); do
+            echo "  child $c: $(cut -d' ' -f1-5 /proc/$c/stat 2>/dev/null) children: $(cat /proc/$c/task/*/children 2>/dev/null)"
+        done
+    done
+}

@@ -88,7 +88,7 @@ backend_gone() {
     job_stopped() { [ "$(awk '{print $3}' "/proc/$job/stat")" = T ]; }
     pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
     kill -TSTP "$(pid_of h)"
-    wait_until 5 job_stopped || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    wait_until 5 job_stopped || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     wait_until 5 pglock_stopped
     local before=$(cat "$out/h.alive")
     # The server ends the silent session after the 2 s lease.
@@ -107,7 +107,7 @@ backend_gone() {
     job_state() { [ "$(awk '{print $3}' "/proc/$job/stat")" = "$1" ]; }
     pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
     kill -TSTP "$(pid_of h)"
-    wait_until 5 job_state T || { ps -o pid,stat,cmd -s "$(pid_of h)"; cat "$out/h.err"; false; }
+    wait_until 5 job_state T || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     # As a shell's "fg": only once pglock itself is stopped.
     wait_until 5 pglock_state T
     kill -CONT "$(pid_of h)"
@@ -134,4 +134,25 @@ backend_gone() {
     finish h 10
     [ "$(status_of h)" = 74 ]
     ! alive "$(cat "$out/h.jobpid")"
+}
+
+@test "pglock frozen (SIGSTOP): the watchdog stops the job before the lease ends; exit 74 on resume" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/frozen"
+    kill -STOP "$(pid_of h)"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    [ ! -e "$out/w.overlap" ]
+    ! alive "$(cat "$out/h.jobpid")"
+    local stopped=$(ms_between "$out/frozen" "$out/h.alive")
+    local started=$(ms_between "$out/frozen" "$out/w.start")
+    [ "$started" -gt "$stopped" ]
+    kill -CONT "$(pid_of h)"
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    report "SIGSTOP -> holder's job last ran at +${stopped} ms (lease 3000 ms);" \
+        "waiter's job started at +${started} ms"
 }
