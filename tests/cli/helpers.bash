@@ -139,7 +139,23 @@ show_procs() {
     for p in "$@"; do
         echo "pid $p: $(cat /proc/$p/stat 2>/dev/null | cut -d' ' -f1-5) children: $(cat /proc/$p/task/*/children 2>/dev/null)"
         for c in $(cat /proc/$p/task/*/children 2>/dev/null); do
-            echo "  child $c: $(cut -d' ' -f1-5 /proc/$c/stat 2>/dev/null) children: $(cat /proc/$c/task/*/children 2>/dev/null)"
+            echo "  child $c: $(cut -d' ' -f1-5 /proc/$c/stat 2>/dev/null) wchan $(cat /proc/$c/wchan 2>/dev/null) children: $(cat /proc/$c/task/*/children 2>/dev/null)"
+            for g in $(cat /proc/$c/task/*/children 2>/dev/null); do
+                echo "    grandchild $g: $(cut -d' ' -f1-8 /proc/$g/stat 2>/dev/null)"
+            done
         done
+    done
+}
+
+# stopped PID: PID is stopped (T), or waits in D for a vfork()ed child
+# that is stopped before its exec (dash forks commands with vfork): either
+# way it cannot run.
+stopped() {
+    local s c
+    s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ "$s" = T ] && return 0
+    [ "$s" = D ] || return 1
+    for c in $(cat /proc/$1/task/*/children 2>/dev/null); do
+        [ "$(awk '{print $3}' "/proc/$c/stat" 2>/dev/null)" = T ] || return 1
     done
 }

@@ -85,7 +85,7 @@ backend_gone() {
     bg h run -v -d "$DB" --lease=2s "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
     local job=$(cat "$out/h.jobpid")
-    job_stopped() { [ "$(awk '{print $3}' "/proc/$job/stat")" = T ]; }
+    job_stopped() { stopped "$job"; }
     pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 job_stopped || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
@@ -104,10 +104,9 @@ backend_gone() {
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
     local job=$(cat "$out/h.jobpid")
-    job_state() { [ "$(awk '{print $3}' "/proc/$job/stat")" = "$1" ]; }
     pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
     kill -TSTP "$(pid_of h)"
-    wait_until 5 job_state T || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
+    wait_until 5 stopped "$job" || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     # As a shell's "fg": only once pglock itself is stopped.
     wait_until 5 pglock_state T
     kill -CONT "$(pid_of h)"
