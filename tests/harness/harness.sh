@@ -333,7 +333,10 @@ start_watchdog() {
 cmd_watchdog() {
     local pid=$1
     T=$2
-    while alive "$pid"; do sleep 0.5; done
+    # Wait with read -t on a fifo nobody writes: no sleep child to outlive us.
+    mkfifo "$T/watchdog.fifo"
+    exec 9<>"$T/watchdog.fifo"
+    while alive "$pid"; do read -r -t 0.5 -u 9 _ || true; done
     # Our parent is gone; if its directory is still there, nobody cleaned.
     rm -f "$T/watchdog.pid"
     stop_all
