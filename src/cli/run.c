@@ -216,6 +216,11 @@ int run_parse_args(int argc, char **argv, run_args *a)
         case 'w':
             if ((rc = parse_duration_opt("--wait", optarg, &a->timeout_ms)))
                 return rc;
+            /* the library takes waits up to INT_MAX ms: say so here, before
+             * connecting, rather than fail the lock call */
+            if (a->timeout_ms > INT_MAX)
+                return cli_usage_error(command_name, "invalid value for --wait: \"%s\" is "
+                                       "out of range (at most 24 days)", optarg);
             saw_wait = 1;
             break;
         case 's':
