@@ -896,9 +896,15 @@ int cmd_run(int argc, char **argv)
                         "the command was not run\n", a.key_text, db,
                         rc == PGLOCK_EBUSY ? "held by another session"
                                            : "still held after the wait");
-        } else if (rc == PGLOCK_EINTR) {
-            code = 128 + (stop_signal ? stop_signal : SIGINT);
+        } else if (rc == PGLOCK_EINTR && stop_signal) {
+            code = 128 + stop_signal;
             cli_verbose("interrupted while waiting: the wait was cancelled");
+        } else if (rc == PGLOCK_EINTR) {
+            /* Not our signal: someone cancelled the wait on the server
+             * (pg_cancel_backend).  Say so; 130 would claim a Ctrl-C. */
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
+                             "cancelled on the server: %s", a.key_text,
+                             pglock_client_error(st.client));
         } else {
             code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
