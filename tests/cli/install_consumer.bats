@@ -14,6 +14,12 @@ setup() {
     CONSUMER=$SRC/tests/data/consumer
     K="install-test-$$-$RANDOM"
     command -v cmake >/dev/null || skip "cmake is not installed"
+    # A sanitized library needs a sanitized program (the ASan runtime
+    # must come first): build the consumer the same way.
+    SAN=
+    if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$PGLOCK_BUILD/CMakeCache.txt" 2>/dev/null; then
+        SAN="-fsanitize=address,undefined"
+    fi
 }
 
 # install_to DIR: installs the build under test into DIR (a --prefix that
@@ -53,7 +59,7 @@ install_to() {
     # The flags point into the prefix we installed to, not the configured one.
     [[ "$(pkg-config --cflags pglock)" == *"$out/prefix"* ]] ||
         [[ "$(pkg-config --cflags pglock)" == *"$pcdir/"* ]]
-    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer" "$CONSUMER/consumer.c" \
+    cc -std=c11 -Wall -Wextra -Werror $SAN -o "$out/consumer" "$CONSUMER/consumer.c" \
         $(pkg-config --cflags --libs pglock)
     LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
         run "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
@@ -66,7 +72,7 @@ install_to() {
 
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
     install_to "$out/prefix"
-    cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
+    cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" -DCMAKE_C_FLAGS="$SAN" \
         >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; false; }
     cmake --build "$out/cbuild" >"$out/build.log" 2>&1 || { cat "$out/build.log"; false; }
     # CMake's install RPATH handling: the build tree binary finds the lib.
