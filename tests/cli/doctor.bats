@@ -104,6 +104,14 @@ finding() {
     [ "$status" -eq 64 ]
     run "$PGLOCK_BIN" doctor extra-argument
     [ "$status" -eq 64 ]
+    # each misuse is named for what it is
+    run "$PGLOCK_BIN" doctor -x
+    [ "$status" -eq 64 ]
+    [[ "$output" == *'unrecognized option "-x"'* ]]
+    run "$PGLOCK_BIN" doctor -d
+    [[ "$output" == *"option -d needs a value"* ]]
+    run "$PGLOCK_BIN" doctor --json=yes
+    [[ "$output" == *'option "--json=yes" takes no value'* ]]
     run "$PGLOCK_BIN" doctor --help
     [ "$status" -eq 0 ]
     [[ "$output" == *"Exit status"* ]]
