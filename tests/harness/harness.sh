@@ -393,6 +393,14 @@ cmd_run() {
     if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
         say "using PGLOCK_TEST_SERVER; no standby, pooler or proxy"
         export PGLOCK_TEST_PRIMARY=$PGLOCK_TEST_SERVER
+        # PGHOST etc. as libpq resolved them (psql tells us; we never parse
+        # conninfo), so that tests relying on libpq's defaults work too.
+        local resolved
+        resolved=$("$PGBIN/psql" -X -q -A -t "$PGLOCK_TEST_SERVER" \
+            -c '\echo :HOST' -c '\echo :PORT' -c '\echo :USER' -c '\echo :DBNAME' </dev/null) ||
+            fail "cannot connect to PGLOCK_TEST_SERVER"
+        { read -r PGHOST; read -r PGPORT; read -r PGUSER; read -r PGDATABASE; } <<<"$resolved"
+        export PGHOST PGPORT PGUSER PGDATABASE
         exec "$@"
     fi
     CHILD=
