@@ -173,10 +173,8 @@ int cmd_lead(int argc, char **argv)
     pglock_key key;
     run_args_init(&a, "lead", print_help);
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
-    if (rc >= 0) {
-        cli_registry_free(st.registry);
+    if (rc >= 0)
         return rc;
-    }
     if (a.timeout_ms != PGLOCK_WAIT_FOREVER || a.min_hold_ms) {
         cli_registry_free(st.registry);
         return cli_usage_error("lead", "--try, --wait and --min-hold are for "

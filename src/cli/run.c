@@ -675,8 +675,8 @@ void run_args_init(run_args *a, const char *command, void (*help)(void))
     a->restart_ms = -1;
 }
 
-int run_prepare(int argc, char **argv, run_args *a, run_state *st,
-                run_job *job, pglock_key *key)
+static int prepare(int argc, char **argv, run_args *a, run_state *st,
+                   run_job *job, pglock_key *key)
 {
     memset(st, 0, sizeof *st);
     int rc = run_parse_args(argc, argv, a);
@@ -727,6 +727,17 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
         catch_signal(stop_sigs[i], &job->orig_act[stop_sigs[i]]);
     return -1;
+}
+
+int run_prepare(int argc, char **argv, run_args *a, run_state *st,
+                run_job *job, pglock_key *key)
+{
+    int rc = prepare(argc, argv, a, st, job, key);
+    if (rc >= 0) { /* done before anything ran: the caller frees nothing */
+        cli_registry_free(st->registry);
+        st->registry = NULL;
+    }
+    return rc;
 }
 
 int run_stop_signal(void)
@@ -831,10 +842,8 @@ int cmd_run(int argc, char **argv)
     pglock_key key;
     run_args_init(&a, "run", NULL);
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
-    if (rc >= 0) {
-        cli_registry_free(st.registry);
+    if (rc >= 0)
         return rc;
-    }
 
     rc = run_connect(&st, &key, NULL);
     if (rc < 0) {

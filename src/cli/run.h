@@ -184,8 +184,9 @@ void run_args_init(run_args *a, const char *command, void (*help)(void));
  * status (0 after --help). */
 int run_parse_args(int argc, char **argv, run_args *a);
 /* run_parse_args(), then the lease arithmetic, the key (and registry) and
- * the signal handling; fills st, job and key.  -1 to go on, else the exit
- * status (the message printed). */
+ * the signal handling; fills st, job and key.  -1 to go on (the caller
+ * frees st->registry), else the exit status (the message printed, nothing
+ * left to free). */
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
                 run_job *job, pglock_key *key);
 /* The stop signal received (INT, TERM, HUP, QUIT), or 0. */

@@ -118,11 +118,5 @@ finding() {
 }
 
 @test "an unreachable server exits 69" {
-    run "$PGLOCK_BIN" doctor -h /nonexistent-socket-dir -p 1
-    [ "$status" -eq 69 ]
-    [[ "$output" == "pglock: error: "* ]]
-    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
-        run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_DOWN"
-        [ "$status" -eq 69 ]
-    fi
+    unreachable_exits_69 doctor
 }
