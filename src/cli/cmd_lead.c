@@ -165,6 +165,30 @@ static int lead_term(run_state *st, run_job *job)
     }
 }
 
+/* 0 if libpq accepts -d as given, else 69 with libpq's reason.  A
+ * conninfo string or URI that libpq cannot parse (a misspelt keyword, a
+ * bad escape) never becomes valid, so retrying it forever would only hide
+ * the mistake; a server that is down is another matter and is retried.
+ * The test for "is a conninfo" is libpq's own (a URI prefix or an '='). */
+static int check_conninfo(const cli_conn *conn)
+{
+    const char *d = conn->dbname;
+    if (!d || !(strchr(d, '=') || strncmp(d, "postgresql://", 13) == 0 ||
+                strncmp(d, "postgres://", 11) == 0))
+        return 0;
+    char *err = NULL;
+    PQconninfoOption *o = PQconninfoParse(d, &err);
+    if (o) {
+        PQconninfoFree(o);
+        return 0;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", err ? err : "out of memory");
+    PQfreemem(err);
+    msg[strcspn(msg, "\n")] = '\0';
+    return cli_error(CLI_EXIT_UNAVAILABLE, "invalid connection string: %s", msg);
+}
+
 int cmd_lead(int argc, char **argv)
 {
     run_args a;
@@ -179,6 +203,10 @@ int cmd_lead(int argc, char **argv)
         cli_registry_free(st.registry);
         return cli_usage_error("lead", "--try, --wait and --min-hold are for "
                                "pglock run: a leader waits as long as it takes");
+    }
+    if ((rc = check_conninfo(&a.conn))) {
+        cli_registry_free(st.registry);
+        return rc;
     }
     setenv("PGLOCK_LEADER", "1", 1);
     srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));

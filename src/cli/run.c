@@ -186,7 +186,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, '?'},
         {NULL, 0, NULL, 0}};
-    int waitmode = 0; /* 0 forever, 1 try, 2 wait */
+    int saw_try = 0, saw_wait = 0;
     int c, rc;
     opterr = 0;
     optind = 1;
@@ -196,13 +196,13 @@ int run_parse_args(int argc, char **argv, run_args *a)
                             NULL)) != -1) {
         switch (c) {
         case 'n':
-            waitmode = 1;
+            saw_try = 1;
             a->timeout_ms = PGLOCK_TRY;
             break;
         case 'w':
             if ((rc = parse_duration_opt("--wait", optarg, &a->timeout_ms)))
                 return rc;
-            waitmode = 2;
+            saw_wait = 1;
             break;
         case 's':
             a->mode = PGLOCK_SHARED;
@@ -283,7 +283,10 @@ int run_parse_args(int argc, char **argv, run_args *a)
             return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
         }
     }
-    (void)waitmode;
+    /* "Do not wait" and "wait up to" contradict each other: say so rather
+     * than let the last one silently win. */
+    if (saw_try && saw_wait)
+        return cli_usage_error(command_name, "--try and --wait cannot be used together");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
     a->key_text = argv[optind++];
