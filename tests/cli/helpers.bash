@@ -99,6 +99,19 @@ file_exists() { [ -e "$1" ]; }
 # ms_between FILE_A FILE_B: (B - A) in ms, each file holding date +%s%N.
 ms_between() { echo $((($(cat "$2") - $(cat "$1")) / 1000000)); }
 
+# unreachable_exits_69 SUBCOMMAND: pglock SUBCOMMAND, pointed at a socket
+# directory that does not exist (and at $PGLOCK_TEST_DOWN, a refusing
+# address, when set), exits 69 with a pglock error.
+unreachable_exits_69() {
+    run "$PGLOCK_BIN" "$1" -h /nonexistent-socket-dir -p 1
+    [ "$status" -eq 69 ]
+    [[ "$output" == "pglock: error: "* ]]
+    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
+        run "$PGLOCK_BIN" "$1" -d "$PGLOCK_TEST_DOWN"
+        [ "$status" -eq 69 ]
+    fi
+}
+
 # py EXPR: evaluates EXPR with d = the JSON document in $output.
 py() {
     python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"

@@ -14,12 +14,6 @@ setup() {
     CONSUMER=$SRC/tests/data/consumer
     K="install-test-$$-$RANDOM"
     command -v cmake >/dev/null || skip "cmake is not installed"
-    # A sanitized library needs a sanitized program (the ASan runtime
-    # must come first): build the consumer the same way.
-    SAN=
-    if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$PGLOCK_BUILD/CMakeCache.txt" 2>/dev/null; then
-        SAN="-fsanitize=address,undefined"
-    fi
 }
 
 # install_to DIR: installs the build under test into DIR (a --prefix that
@@ -59,8 +53,8 @@ install_to() {
     # The flags point into the prefix we installed to, not the configured one.
     [[ "$(pkg-config --cflags pglock)" == *"$out/prefix"* ]] ||
         [[ "$(pkg-config --cflags pglock)" == *"$pcdir/"* ]]
-    cc -std=c11 -Wall -Wextra -Werror $SAN -o "$out/consumer" "$CONSUMER/consumer.c" \
-        $(pkg-config --cflags --libs pglock)
+    cc -std=c11 -Wall -Wextra -Werror ${PGLOCK_SANITIZE:+-fsanitize=address,undefined} \
+        -o "$out/consumer" "$CONSUMER/consumer.c" $(pkg-config --cflags --libs pglock)
     LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
         run "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
     echo "$output"
@@ -72,7 +66,9 @@ install_to() {
 
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
     install_to "$out/prefix"
-    cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" -DCMAKE_C_FLAGS="$SAN" \
+    # An ASan build's library needs an ASan consumer (PGLOCK_SANITIZE).
+    cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
+        ${PGLOCK_SANITIZE:+-DCMAKE_C_FLAGS=-fsanitize=address,undefined} \
         >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; false; }
     cmake --build "$out/cbuild" >"$out/build.log" 2>&1 || { cat "$out/build.log"; false; }
     # CMake's install RPATH handling: the build tree binary finds the lib.

@@ -306,11 +306,5 @@ waiting() { # APP: APP waits for an advisory lock
 }
 
 @test "an unreachable server exits 69" {
-    run "$PGLOCK_BIN" status -h /nonexistent-socket-dir -p 1
-    [ "$status" -eq 69 ]
-    [[ "$output" == "pglock: error: "* ]]
-    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
-        run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_DOWN"
-        [ "$status" -eq 69 ]
-    fi
+    unreachable_exits_69 status
 }

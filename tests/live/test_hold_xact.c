@@ -27,6 +27,17 @@ static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
     return pt_open_client(conninfo, &o);
 }
 
+/* A client in xact hold (lease_ms, 0 for the default) on conninfo that
+ * has taken the exclusive lock on bigint id (within 1 s); k is its key. */
+static pglock_client *xact_holder(const char *conninfo, long lease_ms,
+                                  int64_t id, pglock_key *k)
+{
+    pglock_client *c = open_hold(conninfo, PGLOCK_HOLD_XACT, lease_ms);
+    pglock_key_int64(k, id);
+    assert_int_equal(pglock_lock(c, k, PGLOCK_EXCLUSIVE, 1000), 0);
+    return c;
+}
+
 /* Advisory locks on key k held by any backend of the server. */
 static long holders_of(PGconn *obs, int64_t k)
 {
@@ -222,9 +233,7 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     PGconn *obs = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 0, pt_unique_key(), &k);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     int pid = pglock_client_backend_pid(c);
     assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
@@ -302,9 +311,7 @@ static void the_servers_idle_in_transaction_timeout_is_the_lease(void **state)
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
     pglock_key k;
-    pglock_key_int64(&k, id);
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 1500);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 1500, id, &k);
     int pid = pglock_client_backend_pid(c);
     assert_false(pt_key_free(obs, id));
     /* a silent client: the server ends the session, the lock is free */
@@ -324,9 +331,7 @@ static void a_terminated_holder_backend_is_a_lost_lock(void **state)
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     PGconn *obs = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 0, pt_unique_key(), &k);
     int pid = pglock_client_backend_pid(c);
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
     assert_true(pt_wait_backend_gone(obs, pid, 10000));
