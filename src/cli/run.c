@@ -890,6 +890,12 @@ int cmd_run(int argc, char **argv)
             code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
                              "cancelled on the server: %s", a.key_text,
                              pglock_client_error(st.client));
+        } else if (rc == PGLOCK_ECONNLOST) {
+            /* e.g. the server restarted, or pglock was stopped (Ctrl-Z)
+             * past the lease while waiting: the command never ran */
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
+                             "\"%s\"; the command was not run: %s", a.key_text,
+                             pglock_client_error(st.client));
         } else {
             code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
