@@ -87,7 +87,7 @@ if [ "$SMOKE" = 1 ]; then
     HYPERFINE="--warmup 1 --runs 3"
     BREAKDOWN_RUNS=2
 else
-    OPS="--reps 7 --iters 1000"
+    OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
     DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
     SCALE="--iters 300 --reps 3"
