@@ -90,7 +90,7 @@ else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
     DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
-    SCALE="--iters 300 --reps 3"
+    SCALE="--iters 100 --reps 9"
     HYPERFINE="--warmup 5 --runs 40"
     BREAKDOWN_RUNS=20
 fi
