@@ -4,7 +4,8 @@
 #
 # For each BUILD: every BUILD/tests/test_* cmocka binary (TAP output), then
 # every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock.  Full output goes to
-# BUILD/test-logs/SUITE.log; failures are printed.  The last line is
+# BUILD/test-logs/SUITE.log, the servers' logs to BUILD/test-logs/servers/;
+# failures are printed.  The last line is
 # "N passed, N failed, N skipped"; the exit status is nonzero if anything
 # failed or crashed.
 #
@@ -81,7 +82,8 @@ run_suite() {
 for build in "$@"; do
     build=$(cd "$build" && pwd)
     logs=$build/test-logs
-    rm -rf "$logs"
+    # A filtered run keeps the other suites' logs.
+    [ -n "${TESTS:-}" ] || rm -rf "$logs"
     mkdir -p "$logs"
     if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
         export ASAN_OPTIONS=detect_leaks=1
@@ -104,6 +106,14 @@ for build in "$@"; do
             run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
     done
 done
+
+# The servers' logs, for post-mortems (the harness removes its directory).
+if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ]; then
+    for build in "$@"; do
+        mkdir -p "$build/test-logs/servers"
+        cp "$PGLOCK_TEST_DIR"/*.log "$build/test-logs/servers/" 2>/dev/null || true
+    done
+fi
 
 for entry in "${failed_suites[@]}"; do
     echo

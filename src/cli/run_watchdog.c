@@ -217,13 +217,20 @@ static int reap(watchdog *w)
     int job_exited = 0;
     for (;;) {
         int status;
-        pid_t p = waitpid(-1, &status, WNOHANG | WUNTRACED);
+        pid_t p = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
         if (p < 0 && errno == EINTR)
             continue;
         if (p < 0)
             return 1; /* ECHILD: the tree is empty */
         if (p == 0)
             break;
+        if (WIFCONTINUED(status)) {
+            /* Someone else continued a job we stopped while pglock is
+             * suspended and ownership unverified: stop it again. */
+            if (w->stopped && w->phase == 0)
+                signal_job(w, SIGSTOP);
+            continue;
+        }
         if (WIFSTOPPED(status)) {
             /* A background job that touches the terminal is stopped by
              * the kernel; say so once, or it would look like a hang. */

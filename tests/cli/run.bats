@@ -231,3 +231,14 @@ teardown() { teardown_run; }
     [ "$st" -eq 143 ]
     [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
 }
+
+@test "--foreground: an interactive command reads the terminal; by default it is told why it cannot" {
+    command -v script >/dev/null || skip "script(1) is not installed"
+    (sleep 1; echo yes) | timeout 20 script -qec \
+        "$PGLOCK_BIN run --foreground -d '$DB' '$K' -- sh -c 'read a; echo answer=\$a'" /dev/null >"$out/fg" 2>&1
+    grep -q "answer=yes" "$out/fg"
+    (sleep 1; printf '\003') | timeout 20 script -qec \
+        "$PGLOCK_BIN run -d '$DB' '$K' -- sh -c 'read a; echo answer=\$a'" /dev/null >"$out/bg" 2>&1 || true
+    grep -q "tried to read from the terminal, which only --foreground lets it use" "$out/bg"
+    ! grep -q "answer=" "$out/bg"
+}

@@ -155,3 +155,27 @@ backend_gone() {
     report "SIGSTOP -> holder's job last ran at +${stopped} ms (lease 3000 ms);" \
         "waiter's job started at +${started} ms"
 }
+
+@test "the lock lost as the command ends: exit 74, not the command's 0" {
+    run -74 "$PGLOCK_BIN" run -d "$DB" --lease=3s "$K" -c \
+        "psql -X -q -A -t -c \"select pg_terminate_backend(\$PGLOCK_BACKEND_PID)\" \"$DB\" >/dev/null; exit 0"
+    [ "$status" -eq 74 ]
+    [[ "$output" == *"lost"* ]]
+}
+
+@test "a job continued behind suspended pglock's back is stopped again" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.alive"
+    local job=$(cat "$out/h.jobpid")
+    pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
+    kill -TSTP "$(pid_of h)"
+    wait_until 5 stopped "$job"
+    wait_until 5 pglock_stopped
+    kill -CONT "$job"
+    # The watchdog sees the job continued (WCONTINUED) and stops it again.
+    wait_until 5 stopped "$job"
+    kill -CONT "$(pid_of h)"
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}

@@ -295,14 +295,21 @@ find_proxy() {
     return 0
 }
 
-# Starts everything into a new temp dir $T and writes $T/env.
-start_all() {
-    local build=$1 proxy
+# Prints a new temp dir for the servers, owned by the user they run as.
+make_dir() {
     [ -x "$PGBIN/postgres" ] || fail "PostgreSQL 15 not found in $PGBIN"
     [ -x "$PGBOUNCER" ] || fail "pgbouncer not found at $PGBOUNCER"
-    T=$(mktemp -d "${TMPDIR:-/tmp}/pglock-harness.XXXXXX")
-    chmod 755 "$T"    # sockets usable by any local user
-    if [ "$(id -u)" = 0 ]; then chown "$PG_USER:" "$T"; fi
+    local dir
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/pglock-harness.XXXXXX")
+    chmod 755 "$dir"    # sockets usable by any local user
+    if [ "$(id -u)" = 0 ]; then chown "$PG_USER:" "$dir"; fi
+    echo "$dir"
+}
+
+# Starts everything into $T (a new temp dir if unset) and writes $T/env.
+start_all() {
+    local build=$1 proxy
+    [ -n "${T:-}" ] || T=$(make_dir)
     start_primary_server
     proxy=$(find_proxy "$build")
     if [ -n "$proxy" ]; then
@@ -315,11 +322,31 @@ start_all() {
     write_env
 }
 
+# A harness that is SIGKILLed cannot clean up: a watchdog in a session of
+# its own does it within a second.  Normal teardown ends the watchdog first.
+start_watchdog() {
+    (close_inherited_fds
+     exec setsid "$HARNESS" watchdog "$1" "$T" </dev/null >/dev/null 2>&1) &
+    echo $! >"$T/watchdog.pid"
+}
+
+cmd_watchdog() {
+    local pid=$1
+    T=$2
+    # Wait with read -t on a fifo nobody writes: no sleep child to outlive us.
+    mkfifo "$T/watchdog.fifo"
+    exec 9<>"$T/watchdog.fifo"
+    while alive "$pid"; do read -r -t 0.5 -u 9 _ || true; done
+    # Our parent is gone; if its directory is still there, nobody cleaned.
+    rm -f "$T/watchdog.pid"
+    stop_all
+}
+
 # Stops everything under $T and removes it.  Safe to call twice.
 stop_all() {
     [ -n "${T:-}" ] && [ -d "$T" ] || return 0
-    local pid
-    for f in proxy.pid pgbouncer.pid; do
+    local pid f
+    for f in watchdog.pid proxy.pid pgbouncer.pid; do
         pid=$(cat "$T/$f" 2>/dev/null || true)
         [ -n "$pid" ] || continue
         kill -TERM "$pid" 2>/dev/null || true
@@ -373,6 +400,8 @@ cmd_run() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     local t0=$SECONDS
+    T=$(make_dir)
+    start_watchdog $$
     start_all "$build"
     say "servers up in $((SECONDS - t0)) s ($T)"
     set -a
@@ -412,6 +441,7 @@ main() {
     [ $# -eq 0 ] || shift
     case $cmd in
     run) cmd_run "$@" ;;
+    watchdog) cmd_watchdog "$@" ;;
     start) cmd_start "$@" ;;
     stop)
         T=${1:-${PGLOCK_TEST_DIR:-}}
@@ -442,7 +472,7 @@ main() {
         # children included).
         load_running
         local p
-        for p in "$T/data/postmaster.pid" "$T/standby/postmaster.pid" "$T/pgbouncer.pid" "$T/proxy.pid"; do
+        for p in "$T/data/postmaster.pid" "$T/standby/postmaster.pid" "$T/pgbouncer.pid" "$T/proxy.pid" "$T/watchdog.pid"; do
             [ -f "$p" ] || continue
             p=$(head -1 "$p")
             echo "$p"
