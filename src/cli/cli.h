@@ -51,6 +51,49 @@ typedef struct cli_conn {
 void cli_conn_params(const cli_conn *conn, const char *application_name,
                      const char *keywords[8], const char *values[8]);
 
+/* Connects (blocking) with cli_conn_params(conn, application_name) and,
+ * when client_encoding is not NULL, that client_encoding (a startup
+ * parameter).  Returns the connection (caller PQfinish()es it), or NULL
+ * with the first line of libpq's error in err. */
+PGconn *cli_connect(const cli_conn *conn, const char *application_name,
+                    const char *client_encoding, char *err, size_t errlen);
+
+/*
+ * Option parsing shared by the subcommands (options.c), for getopt_long
+ * with opterr = 0.  CLI_CONN_LONGOPTS goes into a longopts table; a
+ * subcommand's switch hands 'h', 'p', 'U' and 'd' to cli_conn_option().
+ */
+#define CLI_CONN_LONGOPTS                                                   \
+    {"host", required_argument, NULL, 'h'},                                 \
+    {"port", required_argument, NULL, 'p'},                                 \
+    {"username", required_argument, NULL, 'U'},                             \
+    {"dbname", required_argument, NULL, 'd'}
+/* Stores arg in conn if c is 'h', 'p', 'U' or 'd'.  Returns 1 if it was
+ * one of them, else 0. */
+int cli_conn_option(cli_conn *conn, int c, const char *arg);
+/* Help lines for -h -p -U -d, descriptions in column 25 (status, doctor). */
+#define CLI_HELP_CONNECTION                                                 \
+    "  -h, --host=HOST        database server host or socket directory\n"  \
+    "  -p, --port=PORT        database server port\n"                      \
+    "  -U, --username=USER    database user name\n"                        \
+    "  -d, --dbname=DBNAME    database name, conninfo string or URI\n"
+/* 1 if -? or --help comes before any "--" in argv[1..]: help is asked
+ * for wherever it is, as PostgreSQL's tools do. */
+int cli_help_asked(int argc, char **argv);
+/* Makes the next getopt_long() start afresh: main or a test may have used
+ * getopt before. */
+void cli_getopt_reset(void);
+/* The usage error for what getopt_long() refused (it returned '?'):
+ * valued_shorts lists the short options that take a value.  Returns
+ * CLI_EXIT_USAGE, having printed why. */
+int cli_option_error(const char *command, char **argv,
+                     const char *valued_shorts);
+
+/* Copies text into out (outlen > 5) for a one-line message: control bytes
+ * as \xNN, with quotes also '"' and '\\' escaped by a backslash; cut
+ * after 64 bytes with "...". */
+void cli_echo_arg(const char *text, int quotes, char *out, size_t outlen);
+
 /* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
  * ("30").  Strict: no sign, no spaces, no overflow, no empty string.
  * 0 on success, -1 with one line in err. */

@@ -157,20 +157,18 @@ static int pid_of(PGresult *res)
  * mode.  Anything else cannot be told apart from session mode.
  */
 static void probe_pool_mode(report *r, PGconn *a, int a_pid,
-                            const char *const *kw, const char *const *vals)
+                            const cli_conn *cc)
 {
     static const char session_fix[] =
         "through a transaction-mode pooler use transaction locks only "
         "(pglock run/lead --mode=auto or xact hold theirs in a "
         "transaction); session locks need PostgreSQL directly";
-    PGconn *b = PQconnectdbParams(kw, vals, 1);
     int timed_out;
     char msg[256];
-    if (PQstatus(b) != CONNECTION_OK) {
-        first_line(PQerrorMessage(b), msg, sizeof msg);
+    PGconn *b = cli_connect(cc, "pglock doctor", NULL, msg, sizeof msg);
+    if (!b) {
         add(r, "pool_mode", WARNING, session_fix,
             "pooling mode unknown: a second connection failed (%s)", msg);
-        PQfinish(b);
         return;
     }
     PGresult *res = exec_within(b, "BEGIN READ ONLY", PROBE_TIMEOUT_MS, &timed_out);
@@ -435,10 +433,7 @@ static void print_help(void)
            "Options:\n"
            "      --json             one JSON document (schema in pglock(1))\n\n"
            "Connection options:\n"
-           "  -h, --host=HOST        database server host or socket directory\n"
-           "  -p, --port=PORT        database server port\n"
-           "  -U, --username=USER    database user name\n"
-           "  -d, --dbname=DBNAME    database name, conninfo string or URI\n\n"
+           CLI_HELP_CONNECTION "\n"
            "  -?, --help             show this help, then exit\n\n"
            "Exit status: 0 with no problem, 1 with a problem, 64 for bad\n"
            "options, 69 when it could not connect.\n");
@@ -449,10 +444,7 @@ enum { OPT_JSON = 256 };
 int cmd_doctor(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"host", required_argument, NULL, 'h'},
-        {"port", required_argument, NULL, 'p'},
-        {"username", required_argument, NULL, 'U'},
-        {"dbname", required_argument, NULL, 'd'},
+        CLI_CONN_LONGOPTS,
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, '?'},
         {NULL, 0, NULL, 0},
@@ -465,44 +457,20 @@ int cmd_doctor(int argc, char **argv)
             return 0;
         }
     }
-#ifdef __GLIBC__
-    optind = 0;
-#else
-    optind = 1;
-#endif
-    opterr = 0;
+    cli_getopt_reset();
     while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h': cc.host = optarg; break;
-        case 'p': cc.port = optarg; break;
-        case 'U': cc.user = optarg; break;
-        case 'd': cc.dbname = optarg; break;
-        case OPT_JSON: json = 1; break;
-        default:
-            if (optopt && optopt < 256 && strchr("hpUd", optopt))
-                return cli_usage_error("doctor", "option -%c needs a value", optopt);
-            if (optopt && strchr(argv[optind - 1], '='))
-                return cli_usage_error("doctor", "option \"%s\" takes no value",
-                                       argv[optind - 1]);
-            if (optopt) /* a long option without its value */
-                return cli_usage_error("doctor", "option \"%s\" needs a value",
-                                       argv[optind - 1]);
-            return cli_usage_error("doctor", "unrecognized option \"%s\"",
-                                   argv[optind - 1]);
-        }
+        if (c == OPT_JSON)
+            json = 1;
+        else if (!cli_conn_option(&cc, c, optarg))
+            return cli_option_error("doctor", argv, "hpUd");
     }
     if (optind < argc)
         return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);
 
-    const char *kw[8], *vals[8];
-    cli_conn_params(&cc, "pglock doctor", kw, vals);
-    PGconn *conn = PQconnectdbParams(kw, vals, 1);
     char msg[512];
-    if (!conn || PQstatus(conn) != CONNECTION_OK) {
-        first_line(conn ? PQerrorMessage(conn) : NULL, msg, sizeof msg);
-        PQfinish(conn);
+    PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, msg, sizeof msg);
+    if (!conn)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", msg);
-    }
     int protocol_pid = PQbackendPID(conn);
     PGresult *res = PQexecParams(conn, facts_sql, 0, NULL, NULL, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
@@ -534,7 +502,7 @@ int cmd_doctor(int argc, char **argv)
             "pg_backend_pid() is %d; session locks are refused here, so "
             "pglock run and lead hold their locks in a transaction",
             protocol_pid, sql_pid);
-        probe_pool_mode(&r, conn, sql_pid, kw, vals);
+        probe_pool_mode(&r, conn, sql_pid, &cc);
         add(&r, "pooled_waiters", WARNING,
             "wait with a timeout (or --try), and size the pool above the "
             "number of clients that may wait at once",

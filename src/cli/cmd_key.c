@@ -81,15 +81,25 @@ typedef struct key_opts {
     const cli_registry *reg;
 } key_opts;
 
+/* The key's canonical text (id, 64 bytes) and its pg_locks coordinates;
+ * 0, or CLI_EXIT_SOFTWARE having said why (a key not yet resolved). */
+static int key_coordinates(const pglock_key *key, char *id, uint32_t *classid,
+                           uint32_t *objid, int *objsubid)
+{
+    if (pglock_key_format(key, id, 64) < 0 ||
+        pglock_key_locktag(key, classid, objid, objsubid) != PGLOCK_OK)
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+    return 0;
+}
+
 static int print_key(const char *written, const pglock_key *key,
                      const key_opts *o)
 {
     char id[64];
     uint32_t classid, objid;
     int objsubid;
-    if (pglock_key_format(key, id, sizeof id) < 0 ||
-        pglock_key_locktag(key, &classid, &objid, &objsubid) != PGLOCK_OK)
-        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+    if (key_coordinates(key, id, &classid, &objid, &objsubid))
+        return CLI_EXIT_SOFTWARE;
 
     printf("%-9s ", "key");
     print_escaped(written);
@@ -159,9 +169,8 @@ static int print_key_json(const char *written, const pglock_key *key,
     char id[64];
     uint32_t classid, objid;
     int objsubid;
-    if (pglock_key_format(key, id, sizeof id) < 0 ||
-        pglock_key_locktag(key, &classid, &objid, &objsubid) != PGLOCK_OK)
-        return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
+    if (key_coordinates(key, id, &classid, &objid, &objsubid))
+        return CLI_EXIT_SOFTWARE;
     printf("{\"key\": ");
     json_string(written);
     printf(", \"kind\": \"%s\"", kind_name(key->kind));
@@ -206,14 +215,9 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
             keys[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED)
             continue;
         if (!pg) {
-            const char *kw[8], *val[8];
-            cli_conn_params(conn, "pglock key", kw, val);
-            pg = PQconnectdbParams(kw, val, 1);
-            if (!pg || PQstatus(pg) != CONNECTION_OK) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s",
-                         pg ? PQerrorMessage(pg) : "out of memory");
-                msg[strcspn(msg, "\n")] = '\0';
+            char msg[512];
+            pg = cli_connect(conn, "pglock key", NULL, msg, sizeof msg);
+            if (!pg) {
                 rc = cli_error(CLI_EXIT_UNAVAILABLE,
                                "hashtext keys need the server: %s", msg);
                 break;
@@ -235,24 +239,18 @@ int cmd_key(int argc, char **argv)
         {"shared", no_argument, NULL, 'S'},
         {"xact", no_argument, NULL, 'x'},
         {"keys", required_argument, NULL, 'k'},
-        {"host", required_argument, NULL, 'h'},
-        {"port", required_argument, NULL, 'p'},
-        {"username", required_argument, NULL, 'U'},
-        {"dbname", required_argument, NULL, 'd'},
+        CLI_CONN_LONGOPTS,
                 {NULL, 0, NULL, 0}};
     key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *keys_file = NULL;
     int c;
 
-    /* Help first, wherever it is, as PostgreSQL's tools do. */
-    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-?")) {
-            usage(stdout);
-            return 0;
-        }
-    opterr = 0;
-    optind = 0; /* glibc: rescan from scratch, whatever ran before */
+    if (cli_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    cli_getopt_reset();
     while ((c = getopt_long(argc, argv, ":h:p:U:d:", longopts, NULL)) != -1) {
         switch (c) {
         case 's': o.sql = 1; break;
@@ -260,14 +258,12 @@ int cmd_key(int argc, char **argv)
         case 'S': o.mode = PGLOCK_SHARED; break;
         case 'x': o.scope = PGLOCK_XACT; break;
         case 'k': keys_file = optarg; break;
-        case 'h': conn.host = optarg; break;
-        case 'p': conn.port = optarg; break;
-        case 'U': conn.user = optarg; break;
-        case 'd': conn.dbname = optarg; break;
         case ':':
             return cli_usage_error("key", "option \"%s\" needs an argument",
                                    argv[optind - 1]);
         default:
+            if (cli_conn_option(&conn, c, optarg))
+                break;
             if (optopt >= '0' && optopt <= '9')
                 return cli_usage_error("key", "invalid option \"-%c\" "
                                        "(for a negative key write int:-N)",

@@ -38,28 +38,17 @@ static void print_help(void)
 "                             (default 0) while still leader; without it,\n"
 "                             pglock exits with the command's status\n"
 "  -s, --shared               (rarely useful) contend for a shared lock\n"
-"      --lease=DURATION       the server frees the lock this long after pglock\n"
-"                             goes silent; the command is stopped before\n"
-"                             (default 30s)\n"
-"      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"
-"                             command must stop (default and maximum:\n"
-"                             lease / 6)\n"
+RUN_HELP_LEASE
 "      --mode=MODE            session, xact or auto (default; xact behind a\n"
 "                             pooler): see pglock run --help\n"
 "Command:\n"
 "  -c, --command=STRING       run STRING with /bin/sh -c\n"
 "      --foreground           keep the command in pglock's process group\n"
-"Connection (otherwise libpq's PG* variables and service files apply):\n"
-"  -h, --host=HOST            database server host or socket directory\n"
-"  -p, --port=PORT            database server port\n"
-"  -U, --username=USER        database user name\n"
-"  -d, --dbname=DBNAME        database name, conninfo string or URI\n"
-"      --keys=FILE            key registry for @NAME keys (or PGLOCK_KEYS)\n"
+RUN_HELP_CONNECTION
 "Output:\n"
 "  -q, --quiet                print errors only\n"
 "  -v, --verbose              print every transition with a timestamp\n"
-"  -V, --version              output version information, then exit\n"
-"  -?, --help                 show this help, then exit\n\n"
+RUN_HELP_VERSION_HELP
 "The command gets PGLOCK_LEADER=1 and PGLOCK_FENCING_TOKEN (a number that\n"
 "grows with each leadership), besides run's PGLOCK_KEY and friends.\n"
 "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
@@ -176,6 +165,30 @@ static int lead_term(run_state *st, run_job *job)
     }
 }
 
+/* 0 if libpq accepts -d as given, else 69 with libpq's reason.  A
+ * conninfo string or URI that libpq cannot parse (a misspelt keyword, a
+ * bad escape) never becomes valid, so retrying it forever would only hide
+ * the mistake; a server that is down is another matter and is retried.
+ * The test for "is a conninfo" is libpq's own (a URI prefix or an '='). */
+static int check_conninfo(const cli_conn *conn)
+{
+    const char *d = conn->dbname;
+    if (!d || !(strchr(d, '=') || strncmp(d, "postgresql://", 13) == 0 ||
+                strncmp(d, "postgres://", 11) == 0))
+        return 0;
+    char *err = NULL;
+    PQconninfoOption *o = PQconninfoParse(d, &err);
+    if (o) {
+        PQconninfoFree(o);
+        return 0;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", err ? err : "out of memory");
+    PQfreemem(err);
+    msg[strcspn(msg, "\n")] = '\0';
+    return cli_error(CLI_EXIT_UNAVAILABLE, "invalid connection string: %s", msg);
+}
+
 int cmd_lead(int argc, char **argv)
 {
     run_args a;
@@ -184,14 +197,16 @@ int cmd_lead(int argc, char **argv)
     pglock_key key;
     run_args_init(&a, "lead", print_help);
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
-    if (rc >= 0) {
-        cli_registry_free(st.registry);
+    if (rc >= 0)
         return rc;
-    }
     if (a.timeout_ms != PGLOCK_WAIT_FOREVER || a.min_hold_ms) {
         cli_registry_free(st.registry);
         return cli_usage_error("lead", "--try, --wait and --min-hold are for "
                                "pglock run: a leader waits as long as it takes");
+    }
+    if ((rc = check_conninfo(&a.conn))) {
+        cli_registry_free(st.registry);
+        return rc;
     }
     setenv("PGLOCK_LEADER", "1", 1);
     srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));

@@ -64,10 +64,7 @@ static void print_help(void)
            "      --json             one JSON document (schema in pglock(1))\n"
            "      --watch[=INTERVAL] redraw every INTERVAL (default 2s) until ^C\n\n"
            "Connection options:\n"
-           "  -h, --host=HOST        database server host or socket directory\n"
-           "  -p, --port=PORT        database server port\n"
-           "  -U, --username=USER    database user name\n"
-           "  -d, --dbname=DBNAME    database name, conninfo string or URI\n\n"
+           CLI_HELP_CONNECTION "\n"
            "  -?, --help             show this help, then exit\n\n"
            "Exit status: 0 when it could look, 64 for bad options or keys,\n"
            "69 when it could not connect.\n");
@@ -780,10 +777,7 @@ static int parse_options(int argc, char **argv, status_options *o,
                          int *help)
 {
     static const struct option longopts[] = {
-        {"host", required_argument, NULL, 'h'},
-        {"port", required_argument, NULL, 'p'},
-        {"username", required_argument, NULL, 'U'},
-        {"dbname", required_argument, NULL, 'd'},
+        CLI_CONN_LONGOPTS,
         {"keys", required_argument, NULL, OPT_KEYS},
         {"json", no_argument, NULL, OPT_JSON},
         {"watch", optional_argument, NULL, OPT_WATCH},
@@ -793,26 +787,13 @@ static int parse_options(int argc, char **argv, status_options *o,
     };
     char err[256];
     int c;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--"))
-            break;
-        if (!strcmp(argv[i], "-?") || !strcmp(argv[i], "--help")) {
-            *help = 1;
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        *help = 1;
+        return 0;
     }
-#ifdef __GLIBC__
-    optind = 0; /* full reset: main or a test may have used getopt */
-#else
-    optind = 1;
-#endif
-    opterr = 0;
+    cli_getopt_reset();
     while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h': o->conn.host = optarg; break;
-        case 'p': o->conn.port = optarg; break;
-        case 'U': o->conn.user = optarg; break;
-        case 'd': o->conn.dbname = optarg; break;
         case OPT_KEYS: o->keys_path = optarg; break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
@@ -827,16 +808,9 @@ static int parse_options(int argc, char **argv, status_options *o,
             }
             break;
         default:
-            if (optopt && optopt < 256 && strchr("hpUd", optopt))
-                return cli_usage_error("status", "option -%c needs a value", optopt);
-            if (optopt && strchr(argv[optind - 1], '='))
-                return cli_usage_error("status", "option \"%s\" takes no value",
-                                       argv[optind - 1]);
-            if (optopt) /* a long option without its value */
-                return cli_usage_error("status", "option \"%s\" needs a value",
-                                       argv[optind - 1]);
-            return cli_usage_error("status", "unrecognized option \"%s\"",
-                                   argv[optind - 1]);
+            if (cli_conn_option(&o->conn, c, optarg))
+                break;
+            return cli_option_error("status", argv, "hpUd");
         }
     }
     return 0;
@@ -846,27 +820,13 @@ static int parse_options(int argc, char **argv, status_options *o,
 
 static PGconn *connect_or_fail(const status_options *o, int *code)
 {
-    const char *kw[8], *val[8];
-    const char *keywords[10], *values[10];
-    cli_conn_params(&o->conn, "pglock status", kw, val);
-    int n = 0;
-    for (; kw[n]; n++) {
-        keywords[n] = kw[n];
-        values[n] = val[n];
-    }
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
-    keywords[n] = "client_encoding";
-    values[n++] = "UTF8";
-    keywords[n] = NULL;
-    values[n] = NULL;
-    PGconn *conn = PQconnectdbParams(keywords, values, 1);
-    if (!conn || PQstatus(conn) != CONNECTION_OK) {
-        const char *msg = conn ? PQerrorMessage(conn) : "out of memory";
-        *code = cli_error(CLI_EXIT_UNAVAILABLE, "%.*s", (int)strcspn(msg, "\n"), msg);
-        PQfinish(conn);
-        return NULL;
-    }
+    char err[512];
+    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", err,
+                               sizeof err);
+    if (!conn)
+        *code = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     return conn;
 }
 

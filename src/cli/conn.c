@@ -1,4 +1,6 @@
 /* Connection options (-h -p -U -d) as libpq keyword/value arrays. */
+#include <stdio.h>
+#include <string.h>
 #include "cli.h"
 
 /*
@@ -35,4 +37,29 @@ void cli_conn_params(const cli_conn *conn, const char *application_name,
     }
     keywords[n] = NULL;
     values[n] = NULL;
+}
+
+PGconn *cli_connect(const cli_conn *conn, const char *application_name,
+                    const char *client_encoding, char *err, size_t errlen)
+{
+    const char *keywords[9], *values[9];
+    cli_conn_params(conn, application_name, keywords, values);
+    if (client_encoding) {
+        int n = 0;
+        while (keywords[n])
+            n++;
+        keywords[n] = "client_encoding";
+        values[n++] = client_encoding;
+        keywords[n] = NULL;
+        values[n] = NULL;
+    }
+    PGconn *pg = PQconnectdbParams(keywords, values, 1);
+    if (pg && PQstatus(pg) == CONNECTION_OK)
+        return pg;
+    const char *msg = pg ? PQerrorMessage(pg) : "out of memory";
+    if (!*msg)
+        msg = "unknown error";
+    snprintf(err, errlen, "%.*s", (int)strcspn(msg, "\n"), msg);
+    PQfinish(pg);
+    return NULL;
 }

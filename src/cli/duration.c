@@ -4,26 +4,6 @@
 #include <string.h>
 #include "cli.h"
 
-/* text for a one-line message: control bytes as \xNN, cut after 64. */
-static void echo(const char *text, char *out, size_t outlen)
-{
-    size_t o = 0;
-    size_t len = strlen(text);
-    for (size_t i = 0; i < len && o + 5 < outlen; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (i == 64) {
-            o += (size_t)snprintf(out + o, outlen - o, "...");
-            break;
-        }
-        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\')
-            o += (size_t)snprintf(out + o, outlen - o,
-                                  c == '"' || c == '\\' ? "\\%c" : "\\x%02X", c);
-        else
-            out[o++] = (char)c;
-    }
-    out[o] = '\0';
-}
-
 /*
  * Digits, then an optional unit (ms, s, m, h; lower case).  Leading zeros
  * are harmless here ("05s" is 5 s: a duration names no lock).  No sign,
@@ -72,7 +52,7 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
     if (why) {
         if (err && errlen) {
             char shown[64 * 4 + 4];
-            echo(text, shown, sizeof shown);
+            cli_echo_arg(text, 1, shown, sizeof shown);
             snprintf(err, errlen, "invalid duration \"%s\": %s", shown, why);
         }
         return -1;

@@ -33,25 +33,6 @@ struct cli_registry {
     size_t count, cap;
 };
 
-/* arg for a one-line message: control bytes as \xNN, cut after 64. */
-static void echo(const char *arg, char *out, size_t outlen)
-{
-    size_t o = 0;
-    size_t len = strlen(arg);
-    for (size_t i = 0; i < len && o + 5 < outlen; i++) {
-        unsigned char c = (unsigned char)arg[i];
-        if (i == 64) {
-            o += (size_t)snprintf(out + o, outlen - o, "...");
-            break;
-        }
-        if (c < 0x20 || c == 0x7F)
-            o += (size_t)snprintf(out + o, outlen - o, "\\x%02X", c);
-        else
-            out[o++] = (char)c;
-    }
-    out[o] = '\0';
-}
-
 /* Writes "ORIGIN:LINE: " and fmt (with one %s for arg, already one
  * line) into err; returns -1. */
 static int fail(char *err, size_t errlen, const char *origin, int line,
@@ -59,7 +40,7 @@ static int fail(char *err, size_t errlen, const char *origin, int line,
 {
     if (err && errlen) {
         char shown[64 * 4 + 4];
-        echo(arg ? arg : "", shown, sizeof shown);
+        cli_echo_arg(arg ? arg : "", 0, shown, sizeof shown);
         int n = snprintf(err, errlen, "%s:%d: ", origin, line);
         if (n >= 0 && (size_t)n < errlen)
             snprintf(err + n, errlen - (size_t)n, fmt, shown);

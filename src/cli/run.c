@@ -108,12 +108,7 @@ static void print_help(void)
 "  -w, --wait=DURATION        wait at most DURATION, then exit 75\n"
 "                             (default: wait as long as it takes)\n"
 "  -s, --shared               take a shared lock instead of an exclusive one\n"
-"      --lease=DURATION       the server frees the lock this long after pglock\n"
-"                             goes silent; the command is stopped before\n"
-"                             (default 30s)\n"
-"      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"
-"                             command must stop (default and maximum:\n"
-"                             lease / 6)\n"
+RUN_HELP_LEASE
 "      --min-hold=DURATION    keep the lock at least this long from acquisition\n"
 "      --conflict-exit-code=N exit status when busy or timed out (default 75)\n"
 "      --lost-exit-code=N     exit status when the lock was lost (default 74)\n"
@@ -124,17 +119,11 @@ static void print_help(void)
 "  -c, --command=STRING       run STRING with /bin/sh -c\n"
 "      --foreground           keep the command in pglock's process group, so\n"
 "                             that it can read the terminal (see pglock(1))\n"
-"Connection (otherwise libpq's PG* variables and service files apply):\n"
-"  -h, --host=HOST            database server host or socket directory\n"
-"  -p, --port=PORT            database server port\n"
-"  -U, --username=USER        database user name\n"
-"  -d, --dbname=DBNAME        database name, conninfo string or URI\n"
-"      --keys=FILE            key registry for @NAME keys (or PGLOCK_KEYS)\n"
+RUN_HELP_CONNECTION
 "Output:\n"
 "  -q, --quiet                print errors only\n"
 "  -v, --verbose              print each step with a timestamp on stderr\n"
-"  -V, --version              output version information, then exit\n"
-"  -?, --help                 show this help, then exit\n\n"
+RUN_HELP_VERSION_HELP
 "KEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
 "DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n"
 "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
@@ -190,17 +179,14 @@ int run_parse_args(int argc, char **argv, run_args *a)
         {"foreground", no_argument, NULL, OPT_FOREGROUND},
         {"mode", required_argument, NULL, OPT_MODE},
         {"restart", optional_argument, NULL, OPT_RESTART},
-        {"host", required_argument, NULL, 'h'},
-        {"port", required_argument, NULL, 'p'},
-        {"username", required_argument, NULL, 'U'},
-        {"dbname", required_argument, NULL, 'd'},
+        CLI_CONN_LONGOPTS,
         {"keys", required_argument, NULL, OPT_KEYS},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, '?'},
         {NULL, 0, NULL, 0}};
-    int waitmode = 0; /* 0 forever, 1 try, 2 wait */
+    int saw_try = 0, saw_wait = 0;
     int c, rc;
     opterr = 0;
     optind = 1;
@@ -210,13 +196,13 @@ int run_parse_args(int argc, char **argv, run_args *a)
                             NULL)) != -1) {
         switch (c) {
         case 'n':
-            waitmode = 1;
+            saw_try = 1;
             a->timeout_ms = PGLOCK_TRY;
             break;
         case 'w':
             if ((rc = parse_duration_opt("--wait", optarg, &a->timeout_ms)))
                 return rc;
-            waitmode = 2;
+            saw_wait = 1;
             break;
         case 's':
             a->mode = PGLOCK_SHARED;
@@ -267,18 +253,6 @@ int run_parse_args(int argc, char **argv, run_args *a)
             if (optarg && (rc = parse_duration_opt("--restart", optarg, &a->restart_ms)))
                 return rc;
             break;
-        case 'h':
-            a->conn.host = optarg;
-            break;
-        case 'p':
-            a->conn.port = optarg;
-            break;
-        case 'U':
-            a->conn.user = optarg;
-            break;
-        case 'd':
-            a->conn.dbname = optarg;
-            break;
         case OPT_KEYS:
             a->keys_file = optarg;
             break;
@@ -304,10 +278,15 @@ int run_parse_args(int argc, char **argv, run_args *a)
                 return cli_usage_error(command_name, "unrecognized option \"-%c\"", optopt);
             return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
         default:
+            if (cli_conn_option(&a->conn, c, optarg))
+                break;
             return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
         }
     }
-    (void)waitmode;
+    /* "Do not wait" and "wait up to" contradict each other: say so rather
+     * than let the last one silently win. */
+    if (saw_try && saw_wait)
+        return cli_usage_error(command_name, "--try and --wait cannot be used together");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
     a->key_text = argv[optind++];
@@ -699,8 +678,8 @@ void run_args_init(run_args *a, const char *command, void (*help)(void))
     a->restart_ms = -1;
 }
 
-int run_prepare(int argc, char **argv, run_args *a, run_state *st,
-                run_job *job, pglock_key *key)
+static int prepare(int argc, char **argv, run_args *a, run_state *st,
+                   run_job *job, pglock_key *key)
 {
     memset(st, 0, sizeof *st);
     int rc = run_parse_args(argc, argv, a);
@@ -751,6 +730,17 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
         catch_signal(stop_sigs[i], &job->orig_act[stop_sigs[i]]);
     return -1;
+}
+
+int run_prepare(int argc, char **argv, run_args *a, run_state *st,
+                run_job *job, pglock_key *key)
+{
+    int rc = prepare(argc, argv, a, st, job, key);
+    if (rc >= 0) { /* done before anything ran: the caller frees nothing */
+        cli_registry_free(st->registry);
+        st->registry = NULL;
+    }
+    return rc;
 }
 
 int run_stop_signal(void)
@@ -855,10 +845,8 @@ int cmd_run(int argc, char **argv)
     pglock_key key;
     run_args_init(&a, "run", NULL);
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
-    if (rc >= 0) {
-        cli_registry_free(st.registry);
+    if (rc >= 0)
         return rc;
-    }
 
     rc = run_connect(&st, &key, NULL);
     if (rc < 0) {

@@ -11,6 +11,26 @@
 #include <sys/types.h>
 #include "pglock.h"
 
+/* Help text that pglock run and pglock lead share, word for word (one
+ * option parser serves both), descriptions in column 30. */
+#define RUN_HELP_LEASE                                                      \
+"      --lease=DURATION       the server frees the lock this long after pglock\n" \
+"                             goes silent; the command is stopped before\n"  \
+"                             (default 30s)\n"                               \
+"      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"  \
+"                             command must stop (default and maximum:\n"     \
+"                             lease / 6)\n"
+#define RUN_HELP_CONNECTION                                                 \
+"Connection (otherwise libpq's PG* variables and service files apply):\n"  \
+"  -h, --host=HOST            database server host or socket directory\n"   \
+"  -p, --port=PORT            database server port\n"                       \
+"  -U, --username=USER        database user name\n"                         \
+"  -d, --dbname=DBNAME        database name, conninfo string or URI\n"      \
+"      --keys=FILE            key registry for @NAME keys (or PGLOCK_KEYS)\n"
+#define RUN_HELP_VERSION_HELP                                               \
+"  -V, --version              output version information, then exit\n"      \
+"  -?, --help                 show this help, then exit\n\n"
+
 /*
  * The lease, all in ms.  One --lease sets T_s (the server's
  * idle_session_timeout); the rest derive from it:
@@ -164,8 +184,9 @@ void run_args_init(run_args *a, const char *command, void (*help)(void));
  * status (0 after --help). */
 int run_parse_args(int argc, char **argv, run_args *a);
 /* run_parse_args(), then the lease arithmetic, the key (and registry) and
- * the signal handling; fills st, job and key.  -1 to go on, else the exit
- * status (the message printed). */
+ * the signal handling; fills st, job and key.  -1 to go on (the caller
+ * frees st->registry), else the exit status (the message printed, nothing
+ * left to free). */
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
                 run_job *job, pglock_key *key);
 /* The stop signal received (INT, TERM, HUP, QUIT), or 0. */

@@ -3,9 +3,10 @@
 # report has every section.  No number is checked: timings are never
 # asserted, and a smoke run's numbers mean nothing.
 
+load helpers
+
 setup() {
-    [ -n "${PGLOCK_TEST_PRIMARY:-}" ] || skip "PGLOCK_TEST_PRIMARY is unset (run through tests/run.sh)"
-    [ -n "${PGLOCK_BUILD:-}" ] || skip "PGLOCK_BUILD is unset (run through tests/run.sh)"
+    need PGLOCK_TEST_PRIMARY PGLOCK_BUILD
     [ -x "$PGLOCK_BUILD/bench/bench_ops" ] || skip "the benchmarks are not built in $PGLOCK_BUILD"
 }
 

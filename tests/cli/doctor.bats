@@ -4,22 +4,11 @@
 # PGLOCK_BIN is the binary; PGLOCK_TEST_* come from the harness
 # (tests/harness/README.md); tests skip without them.
 
+load helpers
 bats_require_minimum_version 1.5.0
 
 setup() {
     PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
-}
-
-need_var() {
-    local v
-    for v in "$@"; do
-        [ -n "${!v:-}" ] || skip "$v is not set (run through tests/run.sh)"
-    done
-}
-
-# py EXPR: evaluates EXPR with d = the JSON document in $output.
-py() {
-    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"
 }
 
 # finding CHECK: its status in the JSON in $output.
@@ -28,7 +17,7 @@ finding() {
 }
 
 @test "a direct connection to the primary is clean: exit 0" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY"
     [ "$status" -eq 0 ]
     grep -E "^ok +pooler: no pooler in the path" <<<"$output"
@@ -50,7 +39,7 @@ finding() {
 }
 
 @test "the lock table's floor and the advisory locks held now are reported" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     read -r per conns prepared < <(psql -X -A -t -F ' ' "$PGLOCK_TEST_PRIMARY" -c \
         "select current_setting('max_locks_per_transaction'), current_setting('max_connections'),
                 current_setting('max_prepared_transactions')")
@@ -60,7 +49,7 @@ finding() {
 }
 
 @test "through PgBouncer: a pooler in transaction mode is a problem (exit 1)" {
-    need_var PGLOCK_TEST_POOLER
+    need PGLOCK_TEST_POOLER
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER"
     [ "$status" -eq 1 ]
     grep -E "^problem +pooler: a pooler is in the path: PQbackendPID\(\) is -?[0-9]+ but pg_backend_pid\(\) is [0-9]+" <<<"$output"
@@ -76,7 +65,7 @@ finding() {
 }
 
 @test "a standby is a problem: advisory locks are not replicated" {
-    need_var PGLOCK_TEST_STANDBY
+    need PGLOCK_TEST_STANDBY
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_STANDBY"
     [ "$status" -eq 1 ]
     grep -E "^problem +standby: the server is a standby \(in recovery\)" <<<"$output"
@@ -84,7 +73,7 @@ finding() {
 }
 
 @test "an ordinary role is warned about what it cannot see or signal" {
-    need_var PGLOCK_TEST_ORDINARY
+    need PGLOCK_TEST_ORDINARY
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_ORDINARY" --json
     [ "$status" -eq 0 ]
     [ "$(finding see_sessions)" = "['warning']" ]
@@ -93,7 +82,7 @@ finding() {
 }
 
 @test "a role's timeout defaults are reported as warnings" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     # PGOPTIONS stands in for ALTER ROLE ... SET (no server change)
     PGOPTIONS="-c statement_timeout=5min -c idle_session_timeout=1h" \
         run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY"
@@ -104,7 +93,7 @@ finding() {
 }
 
 @test "over TCP the server's keepalives are judged" {
-    need_var PGLOCK_TEST_PRIMARY_TCP
+    need PGLOCK_TEST_PRIMARY_TCP
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY_TCP" --json
     [ "$status" -eq 0 ]
     [[ "$(py '[f["reason"] for f in d["findings"] if f["check"] == "keepalives"][0]')" == *"tcp_keepalives_idle"* ]]
@@ -115,17 +104,19 @@ finding() {
     [ "$status" -eq 64 ]
     run "$PGLOCK_BIN" doctor extra-argument
     [ "$status" -eq 64 ]
+    # each misuse is named for what it is
+    run "$PGLOCK_BIN" doctor -x
+    [ "$status" -eq 64 ]
+    [[ "$output" == *'unrecognized option "-x"'* ]]
+    run "$PGLOCK_BIN" doctor -d
+    [[ "$output" == *"option -d needs a value"* ]]
+    run "$PGLOCK_BIN" doctor --json=yes
+    [[ "$output" == *'option "--json=yes" takes no value'* ]]
     run "$PGLOCK_BIN" doctor --help
     [ "$status" -eq 0 ]
     [[ "$output" == *"Exit status"* ]]
 }
 
 @test "an unreachable server exits 69" {
-    run "$PGLOCK_BIN" doctor -h /nonexistent-socket-dir -p 1
-    [ "$status" -eq 69 ]
-    [[ "$output" == "pglock: error: "* ]]
-    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
-        run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_DOWN"
-        [ "$status" -eq 69 ]
-    fi
+    unreachable_exits_69 doctor
 }

@@ -2,7 +2,7 @@
 # The harness itself: a second instance starts, answers, and leaves nothing
 # behind when its command ends or when it is killed.
 
-load ../support/harness
+load helpers
 
 # Runs a second harness (not the one the suite runs under).
 second_harness() {

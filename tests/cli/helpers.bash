@@ -1,40 +1,9 @@
-# tests/cli/helpers.bash — helpers for the `pglock run` scenarios.
+# tests/cli/helpers.bash — the helpers every tests/cli/*.bats loads.
 #   load helpers      (from a file in tests/cli/)
 # Real processes, a real server; every wait is bounded polling.
 
-if [ -f "$BATS_TEST_DIRNAME/../support/harness.bash" ]; then
-    load ../support/harness
-fi
-
-# Fallbacks when the harness's helpers are not there (same contracts).
-declare -F need >/dev/null || need() {
-    local v
-    for v in "$@"; do
-        [ -n "${!v:-}" ] || skip "$v is unset (run through tests/run.sh)"
-    done
-}
-declare -F q >/dev/null || q() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "${2:-$PGLOCK_TEST_PRIMARY}" -c "$1"
-}
-declare -F wait_until >/dev/null || wait_until() {
-    local secs=$1 i
-    shift
-    for ((i = 0; i < secs * 20; i++)); do
-        "$@" && return 0
-        sleep 0.05
-    done
-    return 1
-}
-declare -F alive >/dev/null || alive() {
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [ "${stat%% *}" != Z ]
-}
-declare -F proxy_cmd >/dev/null || proxy_cmd() {
-    need PGLOCK_TEST_PROXY_CTL PGLOCK_TEST_PROXY_BIN
-    "$PGLOCK_TEST_PROXY_BIN" --control "$PGLOCK_TEST_PROXY_CTL" --send "$1"
-}
+# The harness's primitives: need, q, wait_until, alive, proxy_cmd.
+load ../support/harness
 
 # Per test: a scratch dir and a key nobody else uses.
 setup_run() {
@@ -129,6 +98,24 @@ file_exists() { [ -e "$1" ]; }
 
 # ms_between FILE_A FILE_B: (B - A) in ms, each file holding date +%s%N.
 ms_between() { echo $((($(cat "$2") - $(cat "$1")) / 1000000)); }
+
+# unreachable_exits_69 SUBCOMMAND: pglock SUBCOMMAND, pointed at a socket
+# directory that does not exist (and at $PGLOCK_TEST_DOWN, a refusing
+# address, when set), exits 69 with a pglock error.
+unreachable_exits_69() {
+    run "$PGLOCK_BIN" "$1" -h /nonexistent-socket-dir -p 1
+    [ "$status" -eq 69 ]
+    [[ "$output" == "pglock: error: "* ]]
+    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
+        run "$PGLOCK_BIN" "$1" -d "$PGLOCK_TEST_DOWN"
+        [ "$status" -eq 69 ]
+    fi
+}
+
+# py EXPR: evaluates EXPR with d = the JSON document in $output.
+py() {
+    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"
+}
 
 # report TEXT: a measured figure, shown in the TAP output.
 report() { echo "# $*" >&3; }

@@ -3,6 +3,7 @@
 # PGLOCK_BIN is the binary (tests/run.sh sets it); tests that need a
 # server use PGLOCK_TEST_PRIMARY (a conninfo) and skip without it.
 
+load helpers
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -16,10 +17,6 @@ teardown() {
         wait "$HOLDER_PID" 2>/dev/null || true
     fi
     rm -rf "$TMP"
-}
-
-need_server() {
-    [ -n "${PGLOCK_TEST_PRIMARY:-}" ] || skip "PGLOCK_TEST_PRIMARY is not set"
 }
 
 # The value of FIELD ("bigint", "pg_locks", "sql", ...) in pglock key output.
@@ -141,7 +138,7 @@ field() {
 }
 
 @test "hashtext keys are computed by the server" {
-    need_server
+    need PGLOCK_TEST_PRIMARY
     run "$PGLOCK_BIN" key -d "$PGLOCK_TEST_PRIMARY" --sql hashtext:nightly-billing
     [ "$status" -eq 0 ]
     want=$(psql "$PGLOCK_TEST_PRIMARY" -XAtc "select hashtext('nightly-billing')")
@@ -161,17 +158,15 @@ hold_with_psql() {
 # Polls pg_locks (bounded) until an advisory lock at classid/objid/objsubid
 # is granted to someone other than the observer.
 wait_for_lock() {
-    local where=$1
-    for _ in $(seq 100); do
-        n=$(psql "$PGLOCK_TEST_PRIMARY" -XAtc "select count(*) from pg_locks where locktype = 'advisory' and granted and $where")
-        [ "$n" = 1 ] && return 0
-        sleep 0.1
-    done
-    echo "no lock at $where"; cat "$TMP/holder.out"; return 1
+    wait_until 10 granted_at "$1" && return 0
+    echo "no lock at $1"; cat "$TMP/holder.out"; return 1
+}
+granted_at() {
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and granted and $1")" = 1 ]
 }
 
 @test "--sql output run by psql collides with another session at the shown coordinates" {
-    need_server
+    need PGLOCK_TEST_PRIMARY
     for k in "text:bats-é'\\x" 7:-9 int:-42 hashtextextended:5:bats; do
         run "$PGLOCK_BIN" key -d "$PGLOCK_TEST_PRIMARY" --sql -- "$k"
         [ "$status" -eq 0 ]

@@ -6,9 +6,7 @@
 
 bats_require_minimum_version 1.5.0
 
-if [ -f "$BATS_TEST_DIRNAME/../support/harness.bash" ]; then
-    load ../support/harness
-fi
+load helpers
 
 setup() {
     PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
@@ -26,29 +24,6 @@ teardown() {
         wait "$pid" 2>/dev/null || true
     done
     rm -rf "$TMP"
-}
-
-need_var() {
-    local v
-    for v in "$@"; do
-        [ -n "${!v:-}" ] || skip "$v is not set (run through tests/run.sh)"
-    done
-}
-
-# sql SQL [CONNINFO]: one value, unaligned.
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "${2:-$PGLOCK_TEST_PRIMARY}" -c "$1"
-}
-
-# poll SECONDS COMMAND...: bounded polling.
-poll() {
-    local secs=$1 i
-    shift
-    for ((i = 0; i < secs * 20; i++)); do
-        "$@" && return 0
-        sleep 0.05
-    done
-    return 1
 }
 
 # session APP CONNINFO SQL: a psql session in the background, named APP
@@ -72,39 +47,30 @@ session() {
 
 # backend APP: the server pid of the session named APP.
 backend() {
-    sql "select pid from pg_stat_activity where application_name = '$1'"
+    q "select pid from pg_stat_activity where application_name = '$1'"
 }
 
 granted_count() { # APP N: APP holds N advisory locks
-    [ "$(sql "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
              where a.application_name = '$1' and l.locktype = 'advisory'
              and l.granted")" = "$2" ]
 }
 
 waiting() { # APP: APP waits for an advisory lock
-    [ "$(sql "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
              where a.application_name = '$1' and l.locktype = 'advisory'
              and not l.granted")" = 1 ]
 }
 
-# The SQL rule's bigint for a name (DESIGN.md, Keys).
-rule() {
-    echo "('x' || substr(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint"
-}
-
-# py EXPR: evaluates EXPR with d = the JSON document in $output.
-py() {
-    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)" <<<"$output"
-}
 
 @test "a holder and a chain of waiters: table, tree and JSON agree" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     session st_holder "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
-    poll 10 granted_count st_holder 1
+    wait_until 10 granted_count st_holder 1
     session st_w1 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
-    poll 10 waiting st_w1
+    wait_until 10 waiting st_w1
     session st_w2 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72001);"
-    poll 10 waiting st_w2
+    wait_until 10 waiting st_w2
     h=$(backend st_holder) w1=$(backend st_w1) w2=$(backend st_w2)
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 72001
@@ -137,13 +103,13 @@ py() {
 }
 
 @test "shared holders of a pair key: mode, count, and an exclusive waiter" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     session st_s1 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock_shared(42, 9);"
     session st_s2 "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock_shared(42, 9);"
-    poll 10 granted_count st_s1 1
-    poll 10 granted_count st_s2 1
+    wait_until 10 granted_count st_s1 1
+    wait_until 10 granted_count st_s2 1
     session st_x "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(42, 9);"
-    poll 10 waiting st_x
+    wait_until 10 waiting st_x
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 42:9
     [ "$status" -eq 0 ]
@@ -157,23 +123,23 @@ py() {
 }
 
 @test "negative keys and pairs decode with the right sign" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     session st_neg "$PGLOCK_TEST_PRIMARY" \
         "select pg_advisory_lock(-5); select pg_advisory_lock(-1, -2); select pg_advisory_lock(4294967296);"
-    poll 10 granted_count st_neg 3
+    wait_until 10 granted_count st_neg 3
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json int:-5 -- -1:-2 4294967296
     [ "$status" -eq 0 ]
     [ "$(py 'sorted(l["key"] for l in d["locks"])')" = "['-1:-2', '-5', '4294967296']" ]
 }
 
 @test "a text key is named from pglock's application_name, re-hashed first" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     session "pglock run nightly-billing" "$PGLOCK_TEST_PRIMARY" \
-        "select pg_advisory_lock($(rule "'nightly-billing'"));"
-    poll 10 granted_count "pglock run nightly-billing" 1
+        "select pg_advisory_lock($(name_sql nightly-billing));"
+    wait_until 10 granted_count "pglock run nightly-billing" 1
     # a liar: claims a name whose hash is not the key it holds
     session "pglock run not-this-one" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(77);"
-    poll 10 granted_count "pglock run not-this-one" 1
+    wait_until 10 granted_count "pglock run not-this-one" 1
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" nightly-billing 77
     [ "$status" -eq 0 ]
@@ -185,10 +151,10 @@ py() {
 }
 
 @test "pglock run's own application_name names its key" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" status-e2e-job -- sleep 600 &
     PIDS+=("$!")
-    poll 20 granted_count "pglock run status-e2e-job" 1
+    wait_until 20 granted_count "pglock run status-e2e-job" 1
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-job
     kill -TERM "${PIDS[-1]}"
     [ "$status" -eq 0 ]
@@ -197,11 +163,11 @@ py() {
 }
 
 @test "a registry names keys, bare names and pairs; @NAME selects" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     printf '# lock constants\nreports = 72002\nnightly-billing\nimports = 7:8\n' >"$TMP/keys"
     session st_reg "$PGLOCK_TEST_PRIMARY" \
-        "select pg_advisory_lock(72002); select pg_advisory_lock($(rule "'nightly-billing'")); select pg_advisory_lock(7, 8);"
-    poll 10 granted_count st_reg 3
+        "select pg_advisory_lock(72002); select pg_advisory_lock($(name_sql nightly-billing)); select pg_advisory_lock(7, 8);"
+    wait_until 10 granted_count st_reg 3
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" --json 72002 nightly-billing 7:8
     [ "$status" -eq 0 ]
@@ -218,7 +184,7 @@ py() {
 }
 
 @test "a registry with two names for one key is reported" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     printf 'alpha = 5\nbeta = 5\n' >"$TMP/keys"
     run --separate-stderr "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --keys "$TMP/keys" --json
     [ "$status" -eq 0 ]
@@ -227,16 +193,16 @@ py() {
 }
 
 @test "a long non-ASCII name: application_name is not believed, the registry is" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     name="überlange-sperre-für-den-nächtlichen-abrechnungslauf-der-filialen-süd"
     [ "$(printf %s "$name" | wc -c)" -gt 63 ]
-    session "pglock run $name" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock($(rule "'$name'"));"
-    key=$(sql "select $(rule "'$name'")")
+    session "pglock run $name" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock($(name_sql "$name"));"
+    key=$(q "select $(name_sql "$name")")
     # the server cut and ASCII-fied the application_name
     app=
-    poll 10 eval 'app=$(sql "select application_name from pg_stat_activity
+    wait_until 10 eval 'app=$(q "select application_name from pg_stat_activity
                              where application_name like '"'pglock run %berlange%'"'"); [ -n "$app" ]'
-    poll 10 granted_count "$app" 1
+    wait_until 10 granted_count "$app" 1
     [ "${#app}" -le 63 ]
     [[ "$app" != *ü* ]]
 
@@ -254,11 +220,11 @@ py() {
 }
 
 @test "an ordinary role sees who holds, and is told what is hidden" {
-    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_ORDINARY
+    need PGLOCK_TEST_PRIMARY PGLOCK_TEST_ORDINARY
     session st_super "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72003);"
-    poll 10 granted_count st_super 1
+    wait_until 10 granted_count st_super 1
     session st_wait "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72003);"
-    poll 10 waiting st_wait
+    wait_until 10 waiting st_wait
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_ORDINARY" 72003
     [ "$status" -eq 0 ]
     grep -E "^  holds $(backend st_super) +postgres +hidden +\? " <<<"$output"
@@ -272,9 +238,9 @@ py() {
 }
 
 @test "locks are per database: --all-databases shows the others" {
-    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_OTHER_DB
+    need PGLOCK_TEST_PRIMARY PGLOCK_TEST_OTHER_DB
     session st_other "$PGLOCK_TEST_OTHER_DB" "select pg_advisory_lock(72004);"
-    poll 10 granted_count st_other 1
+    wait_until 10 granted_count st_other 1
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 72004
     [ "$status" -eq 0 ]
     [ "$(py 'len(d["locks"])')" = 0 ]
@@ -285,26 +251,26 @@ py() {
 }
 
 @test "nothing held: says so and exits 0" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" 987654321
     [ "$status" -eq 0 ]
     [[ "$output" == "none of the given keys is held or awaited in database "* ]]
 }
 
 @test "status works through a pooler (read-only inspection)" {
-    need_var PGLOCK_TEST_PRIMARY PGLOCK_TEST_POOLER
+    need PGLOCK_TEST_PRIMARY PGLOCK_TEST_POOLER
     session st_pooled "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock(72005);"
-    poll 10 granted_count st_pooled 1
+    wait_until 10 granted_count st_pooled 1
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_POOLER" --json 72005
     [ "$status" -eq 0 ]
     [ "$(py 'd["locks"][0]["holders"][0]["pid"]')" = "$(backend st_pooled)" ]
 }
 
 @test "--watch redraws until SIGINT, then exits 0" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --watch=100ms >"$TMP/watch" 2>&1 &
     pid=$!
-    poll 10 eval "[ \$(grep -c '^Every 0.1s: pglock status' '$TMP/watch') -ge 2 ]"
+    wait_until 10 eval "[ \$(grep -c '^Every 0.1s: pglock status' '$TMP/watch') -ge 2 ]"
     kill -INT "$pid"
     status=0
     wait "$pid" || status=$?
@@ -314,7 +280,7 @@ py() {
 }
 
 @test "--watch on a tty homes the cursor, clears to end of line, restores the cursor" {
-    need_var PGLOCK_TEST_PRIMARY
+    need PGLOCK_TEST_PRIMARY
     command -v script >/dev/null || skip "script(1) is not installed"
     script -qfec "timeout -s INT 1 $PGLOCK_BIN status -d '$PGLOCK_TEST_PRIMARY' --watch=200ms" \
         "$TMP/tty" >/dev/null || true
@@ -340,11 +306,5 @@ py() {
 }
 
 @test "an unreachable server exits 69" {
-    run "$PGLOCK_BIN" status -h /nonexistent-socket-dir -p 1
-    [ "$status" -eq 69 ]
-    [[ "$output" == "pglock: error: "* ]]
-    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
-        run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_DOWN"
-        [ "$status" -eq 69 ]
-    fi
+    unreachable_exits_69 status
 }

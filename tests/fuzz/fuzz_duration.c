@@ -7,15 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "invariant failed: %s (line %d)\n", #cond,   \
-                    __LINE__);                                            \
-            abort();                                                      \
-        }                                                                 \
-    } while (0)
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

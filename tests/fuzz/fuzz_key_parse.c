@@ -11,15 +11,7 @@
 #include <string.h>
 #include "pglock.h"
 #include "key_internal.h"
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "invariant failed: %s (line %d)\n", #cond,   \
-                    __LINE__);                                            \
-            abort();                                                      \
-        }                                                                 \
-    } while (0)
+#include "fuzz.h"
 
 /* A second UTF-8 check: decode, then judge the code point. */
 static int utf8_reference(const unsigned char *s, size_t len)

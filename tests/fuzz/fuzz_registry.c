@@ -6,15 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "invariant failed: %s (line %d)\n", #cond,   \
-                    __LINE__);                                            \
-            abort();                                                      \
-        }                                                                 \
-    } while (0)
+#include "fuzz.h"
 
 static int same_tag(const pglock_key *a, const pglock_key *b)
 {

@@ -55,6 +55,27 @@ as_owner() {
     fi
 }
 
+# True if something listens on TCP port $1 (IPv4 or IPv6); /proc/net, so
+# that no iproute2/net-tools is needed.
+port_listening() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Children of pid $1, one a line (from /proc; no procps needed).
+children_of() {
+    local f stat
+    for f in /proc/[0-9]*/stat; do
+        stat=$(cat "$f" 2>/dev/null) || continue
+        stat=${stat##*) }
+        set -- "$1" $stat
+        [ "$3" = "$1" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
+    done
+    return 0
+}
+
 # A port below the kernel's ephemeral range (so no outgoing connection can
 # hold it) that nothing listens on now.  Callers start each server before
 # picking the next port, and retry if another program won the race.
@@ -66,7 +87,7 @@ pick_port() {
         p=$((20000 + (RANDOM * 32768 + RANDOM) % (lo - 20000)))
         tries=$((tries + 1))
         [ "$tries" -lt 200 ] || fail "no free port found"
-        if [ -z "$(ss -Htln "sport = :$p" 2>/dev/null)" ]; then
+        if ! port_listening "$p"; then
             echo "$p"
             return
         fi
@@ -393,6 +414,14 @@ cmd_run() {
     if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
         say "using PGLOCK_TEST_SERVER; no standby, pooler or proxy"
         export PGLOCK_TEST_PRIMARY=$PGLOCK_TEST_SERVER
+        # PGHOST etc. as libpq resolved them (psql tells us; we never parse
+        # conninfo), so that tests relying on libpq's defaults work too.
+        local resolved
+        resolved=$("$PGBIN/psql" -X -q -A -t "$PGLOCK_TEST_SERVER" \
+            -c '\echo :HOST' -c '\echo :PORT' -c '\echo :USER' -c '\echo :DBNAME' </dev/null) ||
+            fail "cannot connect to PGLOCK_TEST_SERVER"
+        { read -r PGHOST; read -r PGPORT; read -r PGUSER; read -r PGDATABASE; } <<<"$resolved"
+        export PGHOST PGPORT PGUSER PGDATABASE
         exec "$@"
     fi
     CHILD=
@@ -476,7 +505,7 @@ main() {
             [ -f "$p" ] || continue
             p=$(head -1 "$p")
             echo "$p"
-            pgrep -P "$p" || true
+            children_of "$p"
         done ;;
     *)
         sed -n '2,16p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2

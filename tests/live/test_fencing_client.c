@@ -4,17 +4,20 @@
  * xact hold they are taken outside the holding transaction (which keeps no
  * transaction id).
  */
-#include "live.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "support.h"
 
 static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
 {
     pglock_options o;
     pglock_options_init(&o);
     o.hold = hold;
-    pglock_client *c = NULL;
-    if (pglock_client_open(&c, conninfo, &o) != 0)
-        fail_msg("open: %s", pglock_client_error(c));
-    return c;
+    return pt_open_client(conninfo, &o);
 }
 
 /* One acquisition of key k: lock, token, close.  Returns the token. */
@@ -45,10 +48,10 @@ static int harness(const char *action)
 static void tokens_increase_across_an_immediate_crash(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(h, "PGLOCK_TEST_HARNESS");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *h = pt_env_or_skip("PGLOCK_TEST_HARNESS");
     (void)h;
-    int64_t k = live_key();
+    int64_t k = pt_unique_key();
     int64_t t1 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
     int64_t t2 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
     assert_true(t2 > t1);
@@ -78,25 +81,26 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *obs = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
     pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT);
     pglock_key key;
-    pglock_key_int64(&key, live_key());
+    pglock_key_int64(&key, pt_unique_key());
     assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);
     int pid = pglock_client_backend_pid(c);
     int64_t a = 0, b = 0;
     assert_int_equal(pglock_client_fencing_token(c, &a), 0);
     assert_int_equal(pglock_client_fencing_token(c, &b), 0);
     assert_true(b > a);
-    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
-                                      " WHERE pid = %d AND backend_xid IS NULL"
-                                      " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
+                                        " WHERE pid = %d"
+                                        " AND backend_xid IS NULL"
+                                        " AND backend_xmin IS NULL", pid), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
-    assert_false(live_free_int64(obs, key.id));
+    assert_false(pt_key_free(obs, key.id));
     pglock_client_close(c);
-    assert_true(live_free_int64(obs, key.id));
+    assert_true(pt_key_free(obs, key.id));
     PQfinish(obs);
 }
 

@@ -19,7 +19,11 @@ static void primary_answers_and_pids_match_directly(void **state)
     assert_int_equal(pt_query_int(c, "select pg_is_in_recovery()"), 0);
     assert_int_equal(pt_query_int(c, "select current_setting('server_version_num')::int / 10000"), 15);
     PQfinish(c);
+}
 
+static void primary_over_tcp_pids_match(void **state)
+{
+    (void)state;
     PGconn *t = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY_TCP"));
     assert_int_equal(pt_query_int(t, "select pg_backend_pid()"), PQbackendPID(t));
     assert_int_equal(pt_query_int(t, "select inet_server_addr() = '127.0.0.1'"), 1);
@@ -242,6 +246,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(primary_answers_and_pids_match_directly),
+        cmocka_unit_test(primary_over_tcp_pids_match),
         cmocka_unit_test(ordinary_role_is_not_superuser),
         cmocka_unit_test(other_database_is_another_database),
         cmocka_unit_test(password_role_needs_its_password),

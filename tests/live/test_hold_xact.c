@@ -9,7 +9,13 @@
  * lease.
  */
 #include <pthread.h>
-#include "live.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "support.h"
 
 static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
                                 long lease_ms)
@@ -18,27 +24,35 @@ static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
     pglock_options_init(&o);
     o.hold = hold;
     o.lease_ms = lease_ms;
-    pglock_client *c = NULL;
-    int rc = pglock_client_open(&c, conninfo, &o);
-    if (rc != 0)
-        fail_msg("open: %s", pglock_client_error(c));
+    return pt_open_client(conninfo, &o);
+}
+
+/* A client in xact hold (lease_ms, 0 for the default) on conninfo that
+ * has taken the exclusive lock on bigint id (within 1 s); k is its key. */
+static pglock_client *xact_holder(const char *conninfo, long lease_ms,
+                                  int64_t id, pglock_key *k)
+{
+    pglock_client *c = open_hold(conninfo, PGLOCK_HOLD_XACT, lease_ms);
+    pglock_key_int64(k, id);
+    assert_int_equal(pglock_lock(c, k, PGLOCK_EXCLUSIVE, 1000), 0);
     return c;
 }
 
 /* Advisory locks on key k held by any backend of the server. */
 static long holders_of(PGconn *obs, int64_t k)
 {
-    return live_scalar(obs, "SELECT count(*) FROM pg_locks WHERE locktype ="
-                       " 'advisory' AND classid = ((%lld >> 32) &"
-                       " 4294967295)::oid AND objid = (%lld & 4294967295)::oid"
-                       " AND objsubid = 1", (long long)k, (long long)k);
+    return pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE locktype ="
+                         " 'advisory' AND classid = ((%lld >> 32) &"
+                         " 4294967295)::oid"
+                         " AND objid = (%lld & 4294967295)::oid"
+                         " AND objsubid = 1", (long long)k, (long long)k);
 }
 
 static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     pglock_client *d = open_hold(primary, PGLOCK_HOLD_AUTO, 0);
     assert_int_equal(pglock_client_hold_mode(d), PGLOCK_HOLD_SESSION);
     assert_true(pglock_client_backend_pid(d) > 0);
@@ -108,18 +122,18 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *obs = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
     busy b = {.pooler = pooler};
     pthread_t t;
     pthread_create(&t, NULL, busy_main, &b);
-    int64_t until = live_ms() + 10000;
-    while (b.queries < 4 && live_ms() < until)
+    int64_t until = pt_now_ms() + 10000;
+    while (b.queries < 4 && pt_now_ms() < until)
         usleep(2000);
     assert_true(b.queries >= 4);
 
-    int64_t k1 = live_key(), k2 = live_key();
+    int64_t k1 = pt_unique_key(), k2 = pt_unique_key();
     pglock_key a, bk;
     pglock_key_int64(&a, k1);
     pglock_key_int64(&bk, k2);
@@ -128,11 +142,11 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     int pid = pglock_client_backend_pid(c);
     assert_true(pid > 0);
     /* a direct connection cannot take it */
-    assert_false(live_free_int64(obs, k1));
+    assert_false(pt_key_free(obs, k1));
     assert_int_equal(holders_of(obs, k1), 1);
-    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_locks WHERE"
-                                      " pid = %d AND locktype = 'advisory'"
-                                      " AND granted", pid), 1);
+    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE"
+                                        " pid = %d AND locktype = 'advisory'"
+                                        " AND granted", pid), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
 
     /* a second lock inside the transaction; re-entrant counts */
@@ -140,24 +154,24 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
     assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 2);
     assert_int_equal(pglock_client_backend_pid(c), pid);
-    assert_false(live_free_int64(obs, k2));
+    assert_false(pt_key_free(obs, k2));
     assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), 0);
-    assert_false(live_free_int64(obs, k1));
+    assert_false(pt_key_free(obs, k1));
     /* the last hold of one of two locks cannot go alone */
     assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), PGLOCK_ESTATE);
     assert_non_null(strstr(pglock_client_error(c), "pglock_unlock_all"));
     assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_int_equal(pglock_unlock_all(c), 0);
-    assert_true(live_free_int64(obs, k1));
-    assert_true(live_free_int64(obs, k2));
+    assert_true(pt_key_free(obs, k1));
+    assert_true(pt_key_free(obs, k2));
     assert_int_equal(pglock_client_backend_pid(c), 0);
 
     /* the unlock of the only lock ends the transaction */
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
-    assert_false(live_free_int64(obs, k1));
+    assert_false(pt_key_free(obs, k1));
     assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), 0);
-    assert_true(live_free_int64(obs, k1));
+    assert_true(pt_key_free(obs, k1));
 
     /* close frees them at once, on every server backend */
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
@@ -175,7 +189,7 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     /* and afterwards, on whichever server connection the pool lends */
     char leaked[256] = "";
     for (int i = 0; i < 12; i++) {
-        PGconn *p = live_connect(pooler);
+        PGconn *p = pt_connect(pooler);
         if (seen_leak(p, leaked, sizeof leaked))
             fail_msg("a setting leaked to the pool: %s", leaked);
         PQfinish(p);
@@ -203,10 +217,10 @@ static void vacuum_notice(void *arg, const PGresult *res)
 static void vacuum_deleted_rows(PGconn *obs, long *removed, long *kept)
 {
     long seen[2] = {-1, -1};
-    live_exec(obs, "INSERT INTO pglock_vac SELECT generate_series(1, 1000)");
-    live_exec(obs, "DELETE FROM pglock_vac");
+    pt_execf(obs, "INSERT INTO pglock_vac SELECT generate_series(1, 1000)");
+    pt_execf(obs, "DELETE FROM pglock_vac");
     PQnoticeReceiver old = PQsetNoticeReceiver(obs, vacuum_notice, seen);
-    live_exec(obs, "VACUUM (VERBOSE) pglock_vac");
+    pt_execf(obs, "VACUUM (VERBOSE) pglock_vac");
     PQsetNoticeReceiver(obs, old, NULL);
     *removed = seen[0];
     *kept = seen[1];
@@ -215,43 +229,42 @@ static void vacuum_deleted_rows(PGconn *obs, long *removed, long *kept)
 static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *obs = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, live_key());
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 0, pt_unique_key(), &k);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     int pid = pglock_client_backend_pid(c);
-    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
-                                      " WHERE pid = %d AND state = 'idle in"
-                                      " transaction' AND backend_xid IS NULL"
-                                      " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
+                                        " WHERE pid = %d AND state = 'idle in"
+                                        " transaction' AND backend_xid IS NULL"
+                                        " AND backend_xmin IS NULL", pid), 1);
 
     /* rows deleted while the lock is held are removable at once */
-    live_exec(obs, "DROP TABLE IF EXISTS pglock_vac");
-    live_exec(obs, "CREATE TABLE pglock_vac (x int) WITH"
-                   " (autovacuum_enabled = off)");
+    pt_execf(obs, "DROP TABLE IF EXISTS pglock_vac");
+    pt_execf(obs, "CREATE TABLE pglock_vac (x int) WITH"
+                  " (autovacuum_enabled = off)");
     long removed = -1, kept = -1;
     vacuum_deleted_rows(obs, &removed, &kept);
     assert_int_equal(removed, 1000);
     assert_int_equal(kept, 0);
-    assert_int_equal(live_scalar(obs, "SELECT count(*) FROM pg_stat_activity"
-                                      " WHERE pid = %d AND backend_xid IS NULL"
-                                      " AND backend_xmin IS NULL", pid), 1);
-    assert_false(live_free_int64(obs, k.id));
+    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
+                                        " WHERE pid = %d"
+                                        " AND backend_xid IS NULL"
+                                        " AND backend_xmin IS NULL", pid), 1);
+    assert_false(pt_key_free(obs, k.id));
 
     /* control: an ordinary open snapshot does hold them back */
-    PGconn *snap = live_connect(primary);
-    live_exec(snap, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    live_exec(snap, "SELECT 1");
+    PGconn *snap = pt_connect(primary);
+    pt_execf(snap, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    pt_execf(snap, "SELECT 1");
     vacuum_deleted_rows(obs, &removed, &kept);
     assert_int_equal(removed, 0);
     assert_int_equal(kept, 1000);
-    live_exec(snap, "COMMIT");
+    pt_execf(snap, "COMMIT");
     PQfinish(snap);
-    live_exec(obs, "DROP TABLE pglock_vac");
+    pt_execf(obs, "DROP TABLE pglock_vac");
     pglock_client_close(c);
     PQfinish(obs);
 }
@@ -259,11 +272,10 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
 static void a_failed_first_acquire_leaves_no_transaction(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
@@ -277,36 +289,34 @@ static void a_failed_first_acquire_leaves_no_transaction(void **state)
                      PQTRANS_IDLE);
     assert_int_equal(pglock_client_backend_pid(c), 0);
     /* no server backend of the pool is left in a transaction */
-    assert_int_equal(live_scalar(holder, "SELECT count(*) FROM"
-                                         " pg_stat_activity WHERE state LIKE"
-                                         " 'idle in transaction%%'"), 0);
-    assert_int_equal(live_scalar(holder, "SELECT count(*) FROM pg_locks"
-                                         " WHERE NOT granted"), 0);
+    assert_int_equal(pt_query_intf(holder, "SELECT count(*) FROM"
+                                           " pg_stat_activity WHERE state LIKE"
+                                           " 'idle in transaction%%'"), 0);
+    assert_int_equal(pt_query_intf(holder, "SELECT count(*) FROM pg_locks"
+                                           " WHERE NOT granted"), 0);
     /* the client is still usable: once free, it takes the lock */
-    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
-    assert_false(live_free_int64(holder, id));
+    assert_false(pt_key_free(holder, id));
     pglock_client_close(c);
-    assert_true(live_free_int64(holder, id));
+    assert_true(pt_key_free(holder, id));
     PQfinish(holder);
 }
 
 static void the_servers_idle_in_transaction_timeout_is_the_lease(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *obs = live_connect(primary);
-    int64_t id = live_key();
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
     pglock_key k;
-    pglock_key_int64(&k, id);
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 1500);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 1500, id, &k);
     int pid = pglock_client_backend_pid(c);
-    assert_false(live_free_int64(obs, id));
+    assert_false(pt_key_free(obs, id));
     /* a silent client: the server ends the session, the lock is free */
-    assert_true(live_until_gone(obs, pid));
-    assert_true(live_free_int64(obs, id));
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
+    assert_true(pt_key_free(obs, id));
     /* and the client finds out */
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
@@ -317,16 +327,14 @@ static void the_servers_idle_in_transaction_timeout_is_the_lease(void **state)
 static void a_terminated_holder_backend_is_a_lost_lock(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    PGconn *obs = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, live_key());
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    pglock_client *c = xact_holder(pooler, 0, pt_unique_key(), &k);
     int pid = pglock_client_backend_pid(c);
-    live_exec(obs, "SELECT pg_terminate_backend(%d)", pid);
-    assert_true(live_until_gone(obs, pid));
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0),
                      PGLOCK_ECONNLOST);

@@ -16,23 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
-#include <libpq-fe.h>
-#include "pglock.h"
+#include "support.h"
 
 #define NAMES 10240
 #define BATCH 2560
 
 static PGconn *connect_or_skip(void)
 {
-    const char *conninfo = getenv("PGLOCK_TEST_PRIMARY");
-    if (!conninfo || !*conninfo) {
-        print_message("PGLOCK_TEST_PRIMARY is not set: skipping\n");
-        skip();
-    }
-    PGconn *c = PQconnectdb(conninfo);
-    if (PQstatus(c) != CONNECTION_OK)
-        fail_msg("cannot connect: %s", PQerrorMessage(c));
+    PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
     assert_int_equal(PQsetClientEncoding(c, "UTF8"), 0);
     return c;
 }
@@ -45,11 +36,6 @@ static PGresult *exec_ok(PGconn *c, const char *sql, int n,
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
         fail_msg("%s: %s", sql, PQerrorMessage(c));
     return r;
-}
-
-static void exec_cmd(PGconn *c, const char *sql)
-{
-    PQclear(exec_ok(c, sql, 0, NULL));
 }
 
 /* ------------------------------------------------- generated names */
@@ -273,8 +259,8 @@ static void check_sql_takes_lock(PGconn *holder, PGconn *other,
     int n = pglock_key_sql(k, mode, scope, sql, sizeof sql);
     assert_true(n > 0 && n < (int)sizeof sql);
     if (scope == PGLOCK_XACT)
-        exec_cmd(holder, "BEGIN");
-    exec_cmd(holder, sql);
+        pt_exec_ok(holder, "BEGIN");
+    pt_exec_ok(holder, sql);
 
     expect_pg_locks(other, PQbackendPID(holder), k,
                     mode == PGLOCK_SHARED ? "ShareLock" : "ExclusiveLock");
@@ -283,9 +269,9 @@ static void check_sql_takes_lock(PGconn *holder, PGconn *other,
     assert_int_equal(other_can_take(other, k, 1), mode == PGLOCK_SHARED);
 
     if (scope == PGLOCK_XACT)
-        exec_cmd(holder, "COMMIT");
+        pt_exec_ok(holder, "COMMIT");
     else
-        exec_cmd(holder, "SELECT pg_advisory_unlock_all()");
+        pt_exec_ok(holder, "SELECT pg_advisory_unlock_all()");
     assert_true(other_can_take(other, k, 0));
 }
 
@@ -319,7 +305,7 @@ static void test_sql_text_takes_the_lock_pg_locks_shows(void **state)
             }
     }
     /* The E'' literal holds with the old string syntax too. */
-    exec_cmd(holder, "SET standard_conforming_strings = off");
+    pt_exec_ok(holder, "SET standard_conforming_strings = off");
     pglock_key k;
     pglock_key_text(&k, "back\\slash 'q'");
     check_sql_takes_lock(holder, other, &k, PGLOCK_EXCLUSIVE, PGLOCK_SESSION);

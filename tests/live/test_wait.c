@@ -5,17 +5,13 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include "live.h"
-
-static pglock_client *open_client(const char *conninfo,
-                                  const pglock_options *o)
-{
-    pglock_client *c = NULL;
-    int rc = pglock_client_open(&c, conninfo, o);
-    if (rc != 0)
-        fail_msg("open: %s: %s", pglock_strerror(rc), pglock_client_error(c));
-    return c;
-}
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "support.h"
 
 typedef struct waiter {
     pglock_client *c;
@@ -29,58 +25,57 @@ typedef struct waiter {
 static void *wait_main(void *arg)
 {
     waiter *w = arg;
-    int64_t t0 = live_ms();
+    int64_t t0 = pt_now_ms();
     w->rc = pglock_lock(w->c, &w->key, w->mode, w->timeout_ms);
-    w->took_ms = live_ms() - t0;
+    w->took_ms = pt_now_ms() - t0;
     return NULL;
 }
 
 static void a_waiter_is_woken_when_the_holder_releases(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
-    waiter w = {.c = open_client(primary, NULL), .mode = PGLOCK_EXCLUSIVE,
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
+    waiter w = {.c = pt_open_client(primary, NULL), .mode = PGLOCK_EXCLUSIVE,
                 .timeout_ms = PGLOCK_WAIT_FOREVER};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, wait_main, &w);
-    live_until_waiting(holder, pglock_client_backend_pid(w.c));
-    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    assert_true(pt_wait_backend_waiting(holder,
+                                        pglock_client_backend_pid(w.c), 10000));
+    pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, 0);
-    assert_false(live_free_int64(holder, id));
+    assert_false(pt_key_free(holder, id));
     pglock_client_close(w.c);
-    assert_true(live_free_int64(holder, id));
+    assert_true(pt_key_free(holder, id));
     PQfinish(holder);
 }
 
 static void a_timeout_returns_and_leaves_no_waiter(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
-    pglock_client *c = open_client(primary, NULL);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
+    pglock_client *c = pt_open_client(primary, NULL);
     pglock_key k;
     pglock_key_int64(&k, id);
 
-    int64_t t0 = live_ms();
+    int64_t t0 = pt_now_ms();
     int rc = pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 300);
-    int64_t took = live_ms() - t0;
+    int64_t took = pt_now_ms() - t0;
     assert_int_equal(rc, PGLOCK_ETIMEDOUT);
     /* The server's lock_timeout ended it (not the client's deadline). */
     assert_string_equal(pglock_client_sqlstate(c), "55P03");
     assert_true(took < 300 + 2000); /* within its deadline, generously */
     int pid = pglock_client_backend_pid(c);
-    assert_int_equal(live_waiting(holder, pid), 0);
-    assert_int_equal(live_granted(holder, pid), 0);
+    assert_int_equal(pt_backend_waiting_on_advisory(holder, pid), 0);
+    assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
     assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
     /* The client is still usable, and lock_timeout was for that wait only. */
-    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 300), 0);
     pglock_client_close(c);
     PQfinish(holder);
@@ -91,30 +86,29 @@ static volatile sig_atomic_t stop_flag;
 static void an_interrupted_wait_leaves_nothing_behind(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
     pglock_options o;
     pglock_options_init(&o);
     stop_flag = 0;
     o.interrupt = &stop_flag;
-    waiter w = {.c = open_client(primary, &o), .mode = PGLOCK_EXCLUSIVE,
+    waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_EXCLUSIVE,
                 .timeout_ms = PGLOCK_WAIT_FOREVER};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, wait_main, &w);
     int pid = pglock_client_backend_pid(w.c);
-    live_until_waiting(holder, pid);
+    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
     stop_flag = 1;
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR);
-    assert_int_equal(live_waiting(holder, pid), 0);
-    assert_int_equal(live_granted(holder, pid), 0);
+    assert_int_equal(pt_backend_waiting_on_advisory(holder, pid), 0);
+    assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
     assert_non_null(strstr(pglock_client_error(w.c), "interrupted"));
     /* and the client still works */
     stop_flag = 0;
-    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     assert_int_equal(pglock_lock(w.c, &w.key, PGLOCK_EXCLUSIVE, 1000), 0);
     pglock_client_close(w.c);
     PQfinish(holder);
@@ -123,27 +117,26 @@ static void an_interrupted_wait_leaves_nothing_behind(void **state)
 static void an_interrupt_fd_wakes_the_wait(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
     int p[2];
     assert_int_equal(pipe(p), 0);
     pglock_options o;
     pglock_options_init(&o);
     o.interrupt_fd = p[0];
-    waiter w = {.c = open_client(primary, &o), .mode = PGLOCK_SHARED,
+    waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_SHARED,
                 .timeout_ms = 60000};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, wait_main, &w);
     int pid = pglock_client_backend_pid(w.c);
-    live_until_waiting(holder, pid);
+    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
     assert_int_equal(write(p[1], "x", 1), 1);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR);
-    assert_int_equal(live_waiting(holder, pid), 0);
-    assert_int_equal(live_granted(holder, pid), 0);
+    assert_int_equal(pt_backend_waiting_on_advisory(holder, pid), 0);
+    assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
     pglock_client_close(w.c);
     close(p[0]);
     close(p[1]);
@@ -156,30 +149,30 @@ static void an_interrupt_fd_wakes_the_wait(void **state)
 static void a_grant_at_cancel_is_reported_as_held(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    PGconn *obs = live_connect(primary);
-    pglock_client *c = open_client(primary, NULL);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *holder = pt_connect(primary);
+    PGconn *obs = pt_connect(primary);
+    pglock_client *c = pt_open_client(primary, NULL);
     int pid = pglock_client_backend_pid(c);
     int tries = getenv("PGLOCK_TEST_RACE_TRIES")
                     ? atoi(getenv("PGLOCK_TEST_RACE_TRIES")) : 200;
     for (int i = 0; i < tries; i++) {
-        int64_t id = live_key();
-        live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+        int64_t id = pt_unique_key();
+        pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
         waiter w = {.c = c, .mode = PGLOCK_EXCLUSIVE, .timeout_ms = 30000};
         pglock_key_int64(&w.key, id);
         pthread_t t;
         pthread_create(&t, NULL, wait_main, &w);
-        live_until_waiting(obs, pid);
-        live_exec(holder, "SELECT pg_advisory_unlock(%lld),"
-                  " pg_cancel_backend(%d)", (long long)id, pid);
+        assert_true(pt_wait_backend_waiting(obs, pid, 10000));
+        pt_execf(holder, "SELECT pg_advisory_unlock(%lld),"
+                 " pg_cancel_backend(%d)", (long long)id, pid);
         pthread_join(t, NULL);
         if (w.rc != 0)
             fail_msg("try %d: %s (%s)", i, pglock_strerror(w.rc),
                      pglock_client_error(c));
-        assert_false(live_free_int64(obs, id));
+        assert_false(pt_key_free(obs, id));
         assert_int_equal(pglock_unlock(c, &w.key, PGLOCK_EXCLUSIVE), 0);
-        assert_true(live_free_int64(obs, id));
+        assert_true(pt_key_free(obs, id));
     }
     pglock_client_close(c);
     PQfinish(obs);
@@ -190,21 +183,20 @@ static void a_grant_at_cancel_is_reported_as_held(void **state)
 static void a_cancel_before_the_grant_is_not_held(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
-    pglock_client *c = open_client(primary, NULL);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
+    pglock_client *c = pt_open_client(primary, NULL);
     int pid = pglock_client_backend_pid(c);
     waiter w = {.c = c, .mode = PGLOCK_EXCLUSIVE, .timeout_ms = 30000};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, wait_main, &w);
-    live_until_waiting(holder, pid);
-    live_exec(holder, "SELECT pg_cancel_backend(%d)", pid);
+    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
+    pt_execf(holder, "SELECT pg_cancel_backend(%d)", pid);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR); /* someone cancelled it */
-    assert_int_equal(live_granted(holder, pid), 0);
+    assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
     pglock_client_close(c);
     PQfinish(holder);
 }
@@ -215,28 +207,27 @@ static void a_cancel_before_the_grant_is_not_held(void **state)
 static void a_cut_network_wait_returns_by_its_deadline(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(proxy, "PGLOCK_TEST_PROXY");
-    LIVE_ENV_OR_SKIP(ctl, "PGLOCK_TEST_PROXY_CTL");
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int64_t id = pt_unique_key();
+    PGconn *holder = pt_connect_holding(primary, id);
     pglock_options o;
     pglock_options_init(&o);
     o.cancel_timeout_ms = 500;
     o.lease_ms = 3000;
-    pglock_client *c = open_client(proxy, &o);
+    pglock_client *c = pt_open_client(proxy, &o);
     int pid = pglock_client_backend_pid(c);
     pglock_key k;
     pglock_key_int64(&k, id);
 
     /* Cut first: neither the server's lock_timeout error nor the cancel
      * can get through. */
-    assert_int_equal(live_proxy_ctl(ctl, "cut", NULL, 0), 0);
-    int64_t t0 = live_ms();
+    pt_proxy_cut();
+    int64_t t0 = pt_now_ms();
     int rc = pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 800);
-    int64_t took = live_ms() - t0;
-    live_proxy_ctl(ctl, "heal", NULL, 0);
+    int64_t took = pt_now_ms() - t0;
+    pt_proxy_heal();
     print_message("cut network: %s after %lld ms\n", pglock_err_name(rc),
                   (long long)took);
     assert_int_equal(rc, PGLOCK_ECONNLOST);
@@ -244,8 +235,8 @@ static void a_cut_network_wait_returns_by_its_deadline(void **state)
     assert_int_equal(pglock_client_socket(c), -1);
     pglock_client_close(c);
     /* The server ends the silent session by itself (the lease). */
-    assert_true(live_until_gone(holder, pid));
-    live_exec(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
+    assert_true(pt_wait_backend_gone(holder, pid, 10000));
+    pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     PQfinish(holder);
 }
 

@@ -4,28 +4,34 @@
  * is one round trip, and all of it works through a transaction pooler.
  */
 #include <pthread.h>
-#include "live.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "support.h"
 
 static void xact_lock_holds_until_commit(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary), *obs = live_connect(primary);
-    int64_t id = live_key();
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary), *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
 
-    live_exec(c, "BEGIN");
+    pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
                                       &err), 0);
-    assert_false(live_free_int64(obs, id));
+    assert_false(pt_key_free(obs, id));
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     /* lock_timeout was for the wait only */
-    assert_int_equal(live_scalar(c, "SELECT current_setting('lock_timeout')"
-                                    " = '0'"), 1);
-    live_exec(c, "COMMIT");
-    assert_true(live_free_int64(obs, id));
+    assert_int_equal(pt_query_intf(c, "SELECT current_setting('lock_timeout')"
+                                      " = '0'"), 1);
+    pt_execf(c, "COMMIT");
+    assert_true(pt_key_free(obs, id));
     PQfinish(obs);
     PQfinish(c);
 }
@@ -33,49 +39,49 @@ static void xact_lock_holds_until_commit(void **state)
 static void xact_lock_outside_a_transaction_is_a_state_error(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, live_key());
+    pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL, &err),
                      PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
     assert_non_null(strstr(err.message, "transaction"));
-    live_exec(c, "BEGIN");
+    pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL,
                                             &err), PGLOCK_ESTATE);
-    live_exec(c, "ROLLBACK");
+    pt_execf(c, "ROLLBACK");
     PQfinish(c);
 }
 
 static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary), *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary), *holder = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
 
-    live_exec(c, "BEGIN");
-    live_exec(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
-    live_exec(c, "INSERT INTO pglock_t VALUES (1)");
+    pt_execf(c, "BEGIN");
+    pt_execf(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
+    pt_execf(c, "INSERT INTO pglock_t VALUES (1)");
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 200, NULL,
                                       &err), PGLOCK_ETIMEDOUT);
     assert_string_equal(err.sqlstate, "55P03");
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
-    assert_int_equal(live_scalar(c, "SELECT count(*) FROM pglock_t"), 1);
-    assert_int_equal(live_scalar(c, "SELECT current_setting('lock_timeout')"
-                                    " = '0'"), 1);
-    assert_int_equal(live_waiting(holder, PQbackendPID(c)), 0);
+    assert_int_equal(pt_query_intf(c, "SELECT count(*) FROM pglock_t"), 1);
+    assert_int_equal(pt_query_intf(c, "SELECT current_setting('lock_timeout')"
+                                      " = '0'"), 1);
+    assert_false(pt_backend_waiting_on_advisory(holder, PQbackendPID(c)));
     /* a try on a held lock: busy, transaction still fine */
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
                                       NULL, &err), PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
-    live_exec(c, "COMMIT");
+    pt_execf(c, "COMMIT");
     PQfinish(holder);
     PQfinish(c);
 }
@@ -83,8 +89,8 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
 static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary), *obs = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary), *obs = pt_connect(primary);
     pglock_key k;
     pglock_key_pair(&k, 42, 9);
     pglock_error err;
@@ -92,12 +98,13 @@ static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
                                             PGLOCK_WAIT_FOREVER, NULL, &err),
                      0);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
-    assert_false(live_scalar(obs, "SELECT pg_try_advisory_lock(42, 9)"));
-    assert_true(live_scalar(obs, "SELECT pg_try_advisory_lock_shared(42, 9)"));
-    live_exec(obs, "SELECT pg_advisory_unlock_all()");
-    live_exec(c, "ROLLBACK");
-    assert_true(live_scalar(obs, "SELECT pg_try_advisory_lock(42, 9)"));
-    live_exec(obs, "SELECT pg_advisory_unlock_all()");
+    assert_false(pt_query_intf(obs, "SELECT pg_try_advisory_lock(42, 9)"));
+    assert_true(
+        pt_query_intf(obs, "SELECT pg_try_advisory_lock_shared(42, 9)"));
+    pt_execf(obs, "SELECT pg_advisory_unlock_all()");
+    pt_execf(c, "ROLLBACK");
+    assert_true(pt_query_intf(obs, "SELECT pg_try_advisory_lock(42, 9)"));
+    pt_execf(obs, "SELECT pg_advisory_unlock_all()");
     PQfinish(obs);
     PQfinish(c);
 }
@@ -105,11 +112,11 @@ static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
 static void begin_lock_busy_rolls_back(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary), *holder = live_connect(primary);
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary), *holder = pt_connect(primary);
     pglock_key k;
     pglock_key_hashtext(&k, "import:o'brien");
-    live_exec(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
+    pt_execf(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
     pglock_error err;
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
                                             PGLOCK_TRY, NULL, &err),
@@ -118,12 +125,12 @@ static void begin_lock_busy_rolls_back(void **state)
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 100,
                                             NULL, &err), PGLOCK_ETIMEDOUT);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
-    live_exec(holder, "SELECT pg_advisory_unlock_all()");
+    pt_execf(holder, "SELECT pg_advisory_unlock_all()");
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
                                             PGLOCK_TRY, NULL, &err), 0);
-    assert_false(live_scalar(holder,
+    assert_false(pt_query_intf(holder,
         "SELECT pg_try_advisory_lock(hashtext('import:o''brien'))"));
-    live_exec(c, "COMMIT");
+    pt_execf(c, "COMMIT");
     PQfinish(holder);
     PQfinish(c);
 }
@@ -149,24 +156,24 @@ static volatile sig_atomic_t xflag;
 static void an_interrupted_xact_wait_leaves_the_transaction_usable(void **s)
 {
     (void)s;
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(primary), *holder = live_connect(primary);
-    int64_t id = live_key();
-    live_exec(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
-    live_exec(c, "BEGIN");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(primary), *holder = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    pt_execf(c, "BEGIN");
     xflag = 0;
     xwaiter w = {.c = c, .flag = &xflag};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, xwait_main, &w);
-    live_until_waiting(holder, PQbackendPID(c));
+    assert_true(pt_wait_backend_waiting(holder, PQbackendPID(c), 10000));
     xflag = 1;
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR);
-    assert_int_equal(live_waiting(holder, PQbackendPID(c)), 0);
+    assert_false(pt_backend_waiting_on_advisory(holder, PQbackendPID(c)));
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
-    assert_int_equal(live_scalar(c, "SELECT 1"), 1);
-    live_exec(c, "COMMIT");
+    assert_int_equal(pt_query_intf(c, "SELECT 1"), 1);
+    pt_execf(c, "COMMIT");
     PQfinish(holder);
     PQfinish(c);
 }
@@ -174,30 +181,30 @@ static void an_interrupted_xact_wait_leaves_the_transaction_usable(void **s)
 static void xact_locks_work_through_a_transaction_pooler(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(pooler, "PGLOCK_TEST_POOLER");
-    LIVE_ENV_OR_SKIP(primary, "PGLOCK_TEST_PRIMARY");
-    PGconn *c = live_connect(pooler), *obs = live_connect(primary);
-    int64_t id = live_key();
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *c = pt_connect(pooler), *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
     for (int i = 0; i < 20; i++) {
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                                 NULL, &err), 0);
-        assert_false(live_free_int64(obs, id));
+        assert_false(pt_key_free(obs, id));
         assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
                                           &err), 0);
-        live_exec(c, "COMMIT");
-        assert_true(live_free_int64(obs, id));
+        pt_execf(c, "COMMIT");
+        assert_true(pt_key_free(obs, id));
     }
     /* a failed wait through the pooler leaves the transaction usable */
-    live_exec(obs, "SELECT pg_advisory_lock(%lld)", (long long)id);
-    live_exec(c, "BEGIN");
+    pt_execf(obs, "SELECT pg_advisory_lock(%lld)", (long long)id);
+    pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 100, NULL,
                                       &err), PGLOCK_ETIMEDOUT);
-    assert_int_equal(live_scalar(c, "SELECT 1"), 1);
-    live_exec(c, "COMMIT");
-    live_exec(obs, "SELECT pg_advisory_unlock_all()");
+    assert_int_equal(pt_query_intf(c, "SELECT 1"), 1);
+    pt_execf(c, "COMMIT");
+    pt_execf(obs, "SELECT pg_advisory_unlock_all()");
     PQfinish(obs);
     PQfinish(c);
 }
@@ -205,21 +212,21 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
 static void begin_lock_is_one_round_trip(void **state)
 {
     (void)state;
-    LIVE_ENV_OR_SKIP(proxy, "PGLOCK_TEST_PROXY");
-    LIVE_ENV_OR_SKIP(ctl, "PGLOCK_TEST_PROXY_CTL");
-    PGconn *c = live_connect(proxy);
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    PGconn *c = pt_connect(proxy);
     pglock_key k;
-    pglock_key_int64(&k, live_key());
+    pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
-    live_proxy_ctl(ctl, "reset", NULL, 0);
+    pt_proxy_reset();
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                             NULL, &err), 0);
-    assert_int_equal(live_proxy_roundtrips(ctl), 1);
-    live_proxy_ctl(ctl, "reset", NULL, 0);
+    assert_int_equal(pt_proxy_roundtrips(), 1);
+    pt_proxy_reset();
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_SHARED, 1000, NULL, &err),
                      0);
-    assert_int_equal(live_proxy_roundtrips(ctl), 1);
-    live_exec(c, "COMMIT");
+    assert_int_equal(pt_proxy_roundtrips(), 1);
+    pt_execf(c, "COMMIT");
     PQfinish(c);
 }
 

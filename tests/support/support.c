@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,68 @@ long pt_query_int(PGconn *conn, const char *sql)
     return v;
 }
 
+long pt_query_intf(PGconn *conn, const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return pt_query_int(conn, sql);
+}
+
+void pt_execf(PGconn *conn, const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    pt_exec_ok(conn, sql);
+}
+
+pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts)
+{
+    pglock_client *c = NULL;
+    int rc = pglock_client_open(&c, conninfo, opts);
+    if (rc != 0)
+        fail_msg("open: %s: %s", pglock_strerror(rc), pglock_client_error(c));
+    return c;
+}
+
+PGconn *pt_connect_holding(const char *conninfo, int64_t key)
+{
+    PGconn *conn = pt_connect(conninfo);
+    pt_execf(conn, "select pg_advisory_lock(%lld)", (long long)key);
+    return conn;
+}
+
+int64_t pt_unique_key(void)
+{
+    static int n;
+    return ((int64_t)getpid() << 20) + 7000 + (++n);
+}
+
+int pt_key_free(PGconn *observer, int64_t key)
+{
+    int got = (int)pt_query_intf(observer, "select pg_try_advisory_lock(%lld)",
+                                 (long long)key);
+    if (got)
+        pt_execf(observer, "select pg_advisory_unlock(%lld)", (long long)key);
+    return got;
+}
+
+int pt_key_shared_free(PGconn *observer, int64_t key)
+{
+    int got = (int)pt_query_intf(observer,
+                                 "select pg_try_advisory_lock_shared(%lld)",
+                                 (long long)key);
+    if (got)
+        pt_execf(observer, "select pg_advisory_unlock_shared(%lld)",
+                 (long long)key);
+    return got;
+}
+
 long pt_now_ms(void)
 {
     struct timespec ts;
@@ -81,30 +144,48 @@ int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms)
     }
 }
 
-int pt_backend_waiting_on_advisory(PGconn *observer, int pid)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "select count(*) from pg_locks where locktype = 'advisory' "
-             "and not granted and pid = %d", pid);
-    return pt_query_int(observer, sql) > 0;
-}
-
-struct waiting_arg {
+/* A backend seen from an observer, for pt_wait_until conditions. */
+struct backend_arg {
     PGconn *observer;
     int pid;
 };
 
+int pt_backend_waiting_on_advisory(PGconn *observer, int pid)
+{
+    return pt_query_intf(observer, "select count(*) from pg_locks where "
+                         "locktype = 'advisory' and not granted and pid = %d",
+                         pid) > 0;
+}
+
 static int waiting_cond(void *p)
 {
-    struct waiting_arg *a = p;
+    struct backend_arg *a = p;
     return pt_backend_waiting_on_advisory(a->observer, a->pid);
 }
 
 int pt_wait_backend_waiting(PGconn *observer, int pid, long timeout_ms)
 {
-    struct waiting_arg a = { observer, pid };
+    struct backend_arg a = { observer, pid };
     return pt_wait_until(waiting_cond, &a, timeout_ms);
+}
+
+long pt_backend_advisory_granted(PGconn *observer, int pid)
+{
+    return pt_query_intf(observer, "select count(*) from pg_locks where "
+                         "locktype = 'advisory' and granted and pid = %d", pid);
+}
+
+static int gone_cond(void *p)
+{
+    struct backend_arg *a = p;
+    return pt_query_intf(a->observer, "select count(*) from pg_stat_activity"
+                         " where pid = %d", a->pid) == 0;
+}
+
+int pt_wait_backend_gone(PGconn *observer, int pid, long timeout_ms)
+{
+    struct backend_arg a = { observer, pid };
+    return pt_wait_until(gone_cond, &a, timeout_ms);
 }
 
 long pt_count_advisory(PGconn *observer, const char *where)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <libpq-fe.h>
+#include "pglock.h"
 
 /* The value of environment variable var; if it is unset or empty, prints
  * "# skip: VAR is unset (...)" and skips the current test. */
@@ -23,6 +24,10 @@ const char *pt_env_or_skip(const char *var);
 /* Connects to conninfo (blocking) and asserts success; PQfinish() it. */
 PGconn *pt_connect(const char *conninfo);
 
+/* Connects to conninfo (as pt_connect) and takes the exclusive bigint
+ * advisory lock key on that session: a holder for tests to wait behind. */
+PGconn *pt_connect_holding(const char *conninfo, int64_t key);
+
 /* Runs sql (no parameters) and asserts it succeeded; returns the first
  * column of the first row as an integer (0 if there is no row or it is
  * NULL).  For counts, pids, booleans ('t' = 1, 'f' = 0). */
@@ -30,6 +35,27 @@ long pt_query_int(PGconn *conn, const char *sql);
 
 /* Runs sql and asserts it succeeded; for statements without a result. */
 void pt_exec_ok(PGconn *conn, const char *sql);
+
+/* pt_query_int and pt_exec_ok on SQL formatted printf-style (trusted test
+ * input, at most 2047 bytes). */
+__attribute__((format(printf, 2, 3)))
+long pt_query_intf(PGconn *conn, const char *fmt, ...);
+__attribute__((format(printf, 2, 3)))
+void pt_execf(PGconn *conn, const char *fmt, ...);
+
+/* Opens a pglock client on conninfo with opts (NULL: defaults) and asserts
+ * success; pglock_client_close() it. */
+pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts);
+
+/* A bigint advisory key unique to this process and call, so that tests
+ * sharing a server stay apart. */
+int64_t pt_unique_key(void);
+
+/* 1 if another session (observer) could take the bigint advisory lock key
+ * right now in exclusive (pt_key_free) or shared (pt_key_shared_free)
+ * mode, else 0; a lock it takes is released again at once. */
+int pt_key_free(PGconn *observer, int64_t key);
+int pt_key_shared_free(PGconn *observer, int64_t key);
 
 /* Polls cond(arg) every 10 ms until it returns nonzero or timeout_ms pass.
  * Returns 1 if the condition became true, 0 on timeout. */
@@ -42,6 +68,13 @@ int pt_backend_waiting_on_advisory(PGconn *observer, int pid);
 /* Waits up to timeout_ms for pt_backend_waiting_on_advisory(observer, pid).
  * Returns 1 once it waits, 0 on timeout. */
 int pt_wait_backend_waiting(PGconn *observer, int pid, long timeout_ms);
+
+/* Number of advisory locks backend pid holds (granted rows of pg_locks). */
+long pt_backend_advisory_granted(PGconn *observer, int pid);
+
+/* Waits up to timeout_ms until backend pid is gone from pg_stat_activity.
+ * Returns 1 once it is gone, 0 on timeout. */
+int pt_wait_backend_gone(PGconn *observer, int pid, long timeout_ms);
 
 /* Number of rows of pg_locks with locktype 'advisory' and, if where is
  * not NULL, matching the SQL condition where (e.g. "granted and pid = 42"

@@ -1,0 +1,50 @@
+/* Option parsing that every subcommand shares (see cli.h). */
+#include <getopt.h>
+#include <string.h>
+#include "cli.h"
+
+int cli_conn_option(cli_conn *conn, int c, const char *arg)
+{
+    switch (c) {
+    case 'h': conn->host = arg; return 1;
+    case 'p': conn->port = arg; return 1;
+    case 'U': conn->user = arg; return 1;
+    case 'd': conn->dbname = arg; return 1;
+    default: return 0;
+    }
+}
+
+int cli_help_asked(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (!strcmp(argv[i], "-?") || !strcmp(argv[i], "--help"))
+            return 1;
+    return 0;
+}
+
+void cli_getopt_reset(void)
+{
+#ifdef __GLIBC__
+    optind = 0; /* glibc: 0 also resets its scanning state */
+#else
+    optind = 1;
+#endif
+    opterr = 0;
+}
+
+int cli_option_error(const char *command, char **argv,
+                     const char *valued_shorts)
+{
+    const char *arg = argv[optind - 1];
+    if (strncmp(arg, "--", 2) != 0) { /* a short option: optopt is it */
+        if (optopt && optopt < 256 && strchr(valued_shorts, optopt))
+            return cli_usage_error(command, "option -%c needs a value", optopt);
+        return cli_usage_error(command, "unrecognized option \"-%c\"", optopt);
+    }
+    /* A long option: optopt is its value in longopts, 0 if unknown. */
+    if (optopt && strchr(arg, '='))
+        return cli_usage_error(command, "option \"%s\" takes no value", arg);
+    if (optopt)
+        return cli_usage_error(command, "option \"%s\" needs a value", arg);
+    return cli_usage_error(command, "unrecognized option \"%s\"", arg);
+}

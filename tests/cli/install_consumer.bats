@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# The installed library is usable by another project: `cmake --install`
+# into a temporary prefix, then a small consumer (tests/data/consumer)
+# built with pkg-config and with CMake's find_package(pglock) takes a lock
+# that pg_locks shows.  Also: only pglock_* symbols are exported.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+    need PGLOCK_TEST_PRIMARY PGLOCK_BUILD
+    out=$BATS_TEST_TMPDIR
+    SRC=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+    CONSUMER=$SRC/tests/data/consumer
+    K="install-test-$$-$RANDOM"
+    command -v cmake >/dev/null || skip "cmake is not installed"
+}
+
+# install_to DIR: installs the build under test into DIR (a --prefix that
+# differs from the configured one, as a packager's staging dir does).
+install_to() {
+    cmake --install "$PGLOCK_BUILD" --prefix "$1" >"$out/install.log" 2>&1 ||
+        { cat "$out/install.log"; return 1; }
+}
+
+@test "the library exports only pglock_* symbols" {
+    command -v nm >/dev/null || skip "nm is not installed"
+    local so=("$PGLOCK_BUILD"/libpglock.so)
+    [ -e "${so[0]}" ]
+    nm -D --defined-only "${so[0]}" | awk 'NF == 3 { print $3 }' >"$out/syms"
+    [ -s "$out/syms" ]
+    if grep -v '^pglock_' "$out/syms"; then
+        echo "symbols above are exported but not pglock_*" >&2
+        false
+    fi
+    grep -qx pglock_client_open "$out/syms"
+}
+
+@test "the installed header compiles alone, strictly" {
+    install_to "$out/prefix"
+    printf '#include <pglock.h>\nint f(void);\nint f(void) { return PGLOCK_OK; }\n' >"$out/alone.c"
+    cc -std=c11 -pedantic -Wall -Wextra -Werror -I"$out/prefix/include" \
+        $(pkg-config --cflags libpq) -c "$out/alone.c" -o "$out/alone.o"
+}
+
+@test "pkg-config: a consumer builds against the installed pglock.pc and locks" {
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+    install_to "$out/prefix"
+    local pcdir
+    pcdir=$(dirname "$(find "$out/prefix" -name pglock.pc)")
+    export PKG_CONFIG_PATH=$pcdir
+    [ "$(pkg-config --modversion pglock)" = "$("$PGLOCK_BUILD/pglock" --version | awk '{print $2}')" ]
+    # The flags point into the prefix we installed to, not the configured one.
+    [[ "$(pkg-config --cflags pglock)" == *"$out/prefix"* ]] ||
+        [[ "$(pkg-config --cflags pglock)" == *"$pcdir/"* ]]
+    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer" "$CONSUMER/consumer.c" \
+        $(pkg-config --cflags --libs pglock)
+    LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
+        run "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "held by "[0-9]* ]]
+    # The consumer closed its client: the lock is free at once.
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
+}
+
+@test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
+    install_to "$out/prefix"
+    cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
+        >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; false; }
+    cmake --build "$out/cbuild" >"$out/build.log" 2>&1 || { cat "$out/build.log"; false; }
+    # CMake's install RPATH handling: the build tree binary finds the lib.
+    LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
+        run "$out/cbuild/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "held by "[0-9]* ]]
+    [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bats
+# pglock lead: a connection string libpq cannot parse never becomes valid,
+# so lead exits 69 at once with libpq's reason instead of retrying it
+# forever; a server that is merely down is retried (never an exit).
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() { teardown_run; }
+
+@test "an unparsable conninfo or URI: 69 at once, one line, no password" {
+    run -69 timeout 10 "$PGLOCK_BIN" lead -d "password=s3cr3t bogus_option=1" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: ')" -eq 1 ]
+    [[ "$output" == *'invalid connection option "bogus_option"'* ]]
+    [[ "$output" != *s3cr3t* ]]
+    run -69 timeout 10 "$PGLOCK_BIN" lead -d "postgresql://u:s3cr3t@/%zz" "$K" -- touch "$out/ran"
+    [[ "$output" == *"%zz"* ]]
+    [[ "$output" != *s3cr3t* ]]
+    [ ! -e "$out/ran" ]
+}
+
+@test "a server that is down is retried, not an exit; a valid conninfo is not refused" {
+    need PGLOCK_TEST_DOWN
+    bg l lead -v -d "$PGLOCK_TEST_DOWN" "$K" -- touch "$out/ran"
+    retried() { [ "$(grep -c 'contending again' "$out/l.err")" -ge 2 ]; }
+    wait_until 10 retried
+    alive "$(pid_of l)"
+    kill -TERM "$(pid_of l)"
+    finish l 10
+    [ "$(status_of l)" = 143 ]
+    [ ! -e "$out/ran" ]
+    run "$PGLOCK_BIN" lead -d "$DB" "$K" -- sh -c 'echo leader=$PGLOCK_LEADER'
+    [ "$status" -eq 0 ]
+    [ "$output" = leader=1 ]
+}
