@@ -9,6 +9,9 @@
 # "N passed, N failed, N skipped"; the exit status is nonzero if anything
 # failed or crashed.
 #
+# Sets PGLOCK_BIN and PGLOCK_BUILD for bats files, and PGLOCK_SANITIZE=1
+# (with ASAN_OPTIONS, UBSAN_OPTIONS) when BUILD is an ASan+UBSan build.
+#
 # Environment:
 #   TESTS=REGEX          run only the suites whose name matches (grep -E),
 #                        e.g. TESTS=keys or TESTS='test_lease|run.bats'
@@ -88,8 +91,11 @@ for build in "$@"; do
     if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
         export ASAN_OPTIONS=detect_leaks=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        # Tests that compile programs against this build must use the same
+        # sanitizers (an ASan library needs the ASan runtime loaded first).
+        export PGLOCK_SANITIZE=1
     else
-        unset ASAN_OPTIONS UBSAN_OPTIONS
+        unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
     fi
     echo "== $build"
     for bin in "$build"/tests/test_*; do

@@ -103,13 +103,17 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
     }
     cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);
     rc = pglock_lock(st->client, key, a->mode, PGLOCK_WAIT_FOREVER);
-    if (rc == PGLOCK_EINTR || run_stop_signal()) {
+    if (run_stop_signal()) {
         pglock_client_close(st->client);
         st->client = NULL;
-        return 128 + (run_stop_signal() ? run_stop_signal() : SIGINT);
+        return 128 + run_stop_signal();
     }
     if (rc < 0) {
-        cli_verbose("lost the connection while waiting: %s",
+        /* A lost connection, or a wait someone cancelled on the server
+         * (pg_cancel_backend): neither is a reason to stop contending. */
+        cli_verbose("%s while waiting: %s",
+                    rc == PGLOCK_EINTR ? "the wait was cancelled on the server"
+                                       : "lost the connection",
                     pglock_client_error(st->client));
         pglock_client_close(st->client);
         st->client = NULL;

@@ -202,6 +202,11 @@ int run_parse_args(int argc, char **argv, run_args *a)
         case 'w':
             if ((rc = parse_duration_opt("--wait", optarg, &a->timeout_ms)))
                 return rc;
+            /* the library takes waits up to INT_MAX ms: say so here, before
+             * connecting, rather than fail the lock call */
+            if (a->timeout_ms > INT_MAX)
+                return cli_usage_error(command_name, "invalid value for --wait: \"%s\" is "
+                                       "out of range (at most 24 days)", optarg);
             saw_wait = 1;
             break;
         case 's':
@@ -266,7 +271,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
             printf("pglock %s\n", PGLOCK_VERSION);
             return 0;
         case ':':
-            return cli_usage_error(command_name, "option \"%s\" requires a value",
+            return cli_usage_error(command_name, "option \"%s\" needs a value",
                                    argv[optind - 1]);
         case '?':
             if ((optopt == 0 && strcmp(argv[optind - 1], "--help") == 0) ||
@@ -295,7 +300,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
     } else if (optind < argc && (strcmp(argv[optind], "-c") == 0 ||
                                  strcmp(argv[optind], "--command") == 0)) {
         if (optind + 1 >= argc)
-            return cli_usage_error(command_name, "option \"%s\" requires a value", argv[optind]);
+            return cli_usage_error(command_name, "option \"%s\" needs a value", argv[optind]);
         if (a->shell_command)
             return cli_usage_error(command_name, "-c given twice");
         a->shell_command = argv[optind + 1];
@@ -876,9 +881,15 @@ int cmd_run(int argc, char **argv)
                         "the command was not run\n", a.key_text, db,
                         rc == PGLOCK_EBUSY ? "held by another session"
                                            : "still held after the wait");
-        } else if (rc == PGLOCK_EINTR) {
-            code = 128 + (stop_signal ? stop_signal : SIGINT);
+        } else if (rc == PGLOCK_EINTR && stop_signal) {
+            code = 128 + stop_signal;
             cli_verbose("interrupted while waiting: the wait was cancelled");
+        } else if (rc == PGLOCK_EINTR) {
+            /* Not our signal: someone cancelled the wait on the server
+             * (pg_cancel_backend).  Say so; 130 would claim a Ctrl-C. */
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
+                             "cancelled on the server: %s", a.key_text,
+                             pglock_client_error(st.client));
         } else {
             code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;

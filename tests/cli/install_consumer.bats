@@ -53,8 +53,8 @@ install_to() {
     # The flags point into the prefix we installed to, not the configured one.
     [[ "$(pkg-config --cflags pglock)" == *"$out/prefix"* ]] ||
         [[ "$(pkg-config --cflags pglock)" == *"$pcdir/"* ]]
-    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer" "$CONSUMER/consumer.c" \
-        $(pkg-config --cflags --libs pglock)
+    cc -std=c11 -Wall -Wextra -Werror ${PGLOCK_SANITIZE:+-fsanitize=address,undefined} \
+        -o "$out/consumer" "$CONSUMER/consumer.c" $(pkg-config --cflags --libs pglock)
     LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
         run "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
     echo "$output"
@@ -66,7 +66,9 @@ install_to() {
 
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
     install_to "$out/prefix"
+    # An ASan build's library needs an ASan consumer (PGLOCK_SANITIZE).
     cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
+        ${PGLOCK_SANITIZE:+-DCMAKE_C_FLAGS=-fsanitize=address,undefined} \
         >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; false; }
     cmake --build "$out/cbuild" >"$out/build.log" 2>&1 || { cat "$out/build.log"; false; }
     # CMake's install RPATH handling: the build tree binary finds the lib.

@@ -37,26 +37,17 @@ static int64_t acquire_token(const char *conninfo, pglock_hold_mode hold,
     return token;
 }
 
-static int harness(const char *action)
-{
-    const char *h = getenv("PGLOCK_TEST_HARNESS");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>&1", h, action);
-    return system(cmd);
-}
-
 static void tokens_increase_across_an_immediate_crash(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    const char *h = pt_env_or_skip("PGLOCK_TEST_HARNESS");
-    (void)h;
+    pt_env_or_skip("PGLOCK_TEST_HARNESS");
     int64_t k = pt_unique_key();
     int64_t t1 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
     int64_t t2 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
     assert_true(t2 > t1);
-    assert_int_equal(harness("stop-primary immediate"), 0);
-    assert_int_equal(harness("start-primary"), 0);
+    pt_harness("stop-primary immediate");
+    pt_harness("start-primary");
     /* PgBouncer keeps its dead server connections until it next checks
      * them: have it drop them, so that later tests get live ones. */
     const char *admin = getenv("PGLOCK_TEST_POOLER_ADMIN");

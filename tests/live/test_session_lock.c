@@ -10,26 +10,46 @@
 #include <unistd.h>
 #include "support.h"
 
+/* What most tests here start from: a client and an observer connection
+ * on the primary, and a fresh bigint key (k, id) that nobody holds. */
+typedef struct scene {
+    pglock_client *c;
+    PGconn *obs;
+    pglock_key k;
+    int64_t id;
+} scene;
+
+static scene scene_open(void)
+{
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    scene s;
+    s.c = pt_open_client(primary, NULL);
+    s.obs = pt_connect(primary);
+    s.id = pt_unique_key();
+    pglock_key_int64(&s.k, s.id);
+    return s;
+}
+
+static void scene_close(scene *s)
+{
+    PQfinish(s->obs);
+    pglock_client_close(s->c);
+}
+
 static void exclusive_lock_blocks_another_session_until_unlocked(void **state)
 {
     (void)state;
-    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
-    PGconn *obs = pt_connect(primary);
-    pglock_key k;
-    int64_t id = pt_unique_key();
-    pglock_key_int64(&k, id);
+    scene s = scene_open();
 
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    assert_false(pt_key_free(obs, id));
-    assert_false(pt_key_shared_free(obs, id));
+    assert_int_equal(pglock_lock(s.c, &s.k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_false(pt_key_free(s.obs, s.id));
+    assert_false(pt_key_shared_free(s.obs, s.id));
     assert_int_equal(
-        pt_backend_advisory_granted(obs, pglock_client_backend_pid(c)), 1);
-    assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
-    assert_true(pt_key_free(obs, id));
+        pt_backend_advisory_granted(s.obs, pglock_client_backend_pid(s.c)), 1);
+    assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE), 0);
+    assert_true(pt_key_free(s.obs, s.id));
 
-    PQfinish(obs);
-    pglock_client_close(c);
+    scene_close(&s);
 }
 
 static void try_on_a_held_lock_is_busy_and_takes_nothing(void **state)
@@ -57,21 +77,15 @@ static void try_on_a_held_lock_is_busy_and_takes_nothing(void **state)
 static void shared_admits_shared_and_blocks_exclusive(void **state)
 {
     (void)state;
-    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
-    PGconn *obs = pt_connect(primary);
-    pglock_key k;
-    int64_t id = pt_unique_key();
-    pglock_key_int64(&k, id);
+    scene s = scene_open();
 
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_SHARED, 1000), 0);
-    assert_true(pt_key_shared_free(obs, id));
-    assert_false(pt_key_free(obs, id));
-    assert_int_equal(pglock_unlock(c, &k, PGLOCK_SHARED), 0);
-    assert_true(pt_key_free(obs, id));
+    assert_int_equal(pglock_lock(s.c, &s.k, PGLOCK_SHARED, 1000), 0);
+    assert_true(pt_key_shared_free(s.obs, s.id));
+    assert_false(pt_key_free(s.obs, s.id));
+    assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_SHARED), 0);
+    assert_true(pt_key_free(s.obs, s.id));
 
-    PQfinish(obs);
-    pglock_client_close(c);
+    scene_close(&s);
 }
 
 static void pair_and_text_keys_are_the_sql_locks(void **state)
@@ -124,26 +138,21 @@ static void hashtext_key_locks_what_sql_hashtext_locks(void **state)
 static void reentrant_lock_needs_as_many_unlocks(void **state)
 {
     (void)state;
-    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
-    PGconn *obs = pt_connect(primary);
-    pglock_key k;
-    int64_t id = pt_unique_key();
-    pglock_key_int64(&k, id);
+    scene s = scene_open();
 
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER),
-                     0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 2);
-    assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 1);
-    assert_false(pt_key_free(obs, id));
-    assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
-    assert_true(pt_key_free(obs, id));
-    assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), PGLOCK_ENOTHELD);
+    assert_int_equal(pglock_lock(s.c, &s.k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(
+        pglock_lock(s.c, &s.k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), 0);
+    assert_int_equal(pglock_held(s.c, &s.k, PGLOCK_EXCLUSIVE), 2);
+    assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_held(s.c, &s.k, PGLOCK_EXCLUSIVE), 1);
+    assert_false(pt_key_free(s.obs, s.id));
+    assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE), 0);
+    assert_true(pt_key_free(s.obs, s.id));
+    assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE),
+                     PGLOCK_ENOTHELD);
 
-    PQfinish(obs);
-    pglock_client_close(c);
+    scene_close(&s);
 }
 
 static void unlock_of_a_lock_not_held_says_why(void **state)

@@ -31,6 +31,18 @@ static void *wait_main(void *arg)
     return NULL;
 }
 
+/* Starts w waiting for the bigint id in a thread (to be joined) and
+ * returns once the server, seen from obs, shows its backend waiting. */
+static pthread_t start_waiting(waiter *w, int64_t id, PGconn *obs)
+{
+    int pid = pglock_client_backend_pid(w->c); /* before w->c is busy */
+    pglock_key_int64(&w->key, id);
+    pthread_t t;
+    pthread_create(&t, NULL, wait_main, w);
+    assert_true(pt_wait_backend_waiting(obs, pid, 10000));
+    return t;
+}
+
 static void a_waiter_is_woken_when_the_holder_releases(void **state)
 {
     (void)state;
@@ -39,11 +51,7 @@ static void a_waiter_is_woken_when_the_holder_releases(void **state)
     PGconn *holder = pt_connect_holding(primary, id);
     waiter w = {.c = pt_open_client(primary, NULL), .mode = PGLOCK_EXCLUSIVE,
                 .timeout_ms = PGLOCK_WAIT_FOREVER};
-    pglock_key_int64(&w.key, id);
-    pthread_t t;
-    pthread_create(&t, NULL, wait_main, &w);
-    assert_true(pt_wait_backend_waiting(holder,
-                                        pglock_client_backend_pid(w.c), 10000));
+    pthread_t t = start_waiting(&w, id, holder);
     pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, 0);
@@ -95,11 +103,8 @@ static void an_interrupted_wait_leaves_nothing_behind(void **state)
     o.interrupt = &stop_flag;
     waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_EXCLUSIVE,
                 .timeout_ms = PGLOCK_WAIT_FOREVER};
-    pglock_key_int64(&w.key, id);
-    pthread_t t;
-    pthread_create(&t, NULL, wait_main, &w);
     int pid = pglock_client_backend_pid(w.c);
-    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
+    pthread_t t = start_waiting(&w, id, holder);
     stop_flag = 1;
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR);
@@ -127,11 +132,8 @@ static void an_interrupt_fd_wakes_the_wait(void **state)
     o.interrupt_fd = p[0];
     waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_SHARED,
                 .timeout_ms = 60000};
-    pglock_key_int64(&w.key, id);
-    pthread_t t;
-    pthread_create(&t, NULL, wait_main, &w);
     int pid = pglock_client_backend_pid(w.c);
-    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
+    pthread_t t = start_waiting(&w, id, holder);
     assert_int_equal(write(p[1], "x", 1), 1);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR);
@@ -160,10 +162,7 @@ static void a_grant_at_cancel_is_reported_as_held(void **state)
         int64_t id = pt_unique_key();
         pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
         waiter w = {.c = c, .mode = PGLOCK_EXCLUSIVE, .timeout_ms = 30000};
-        pglock_key_int64(&w.key, id);
-        pthread_t t;
-        pthread_create(&t, NULL, wait_main, &w);
-        assert_true(pt_wait_backend_waiting(obs, pid, 10000));
+        pthread_t t = start_waiting(&w, id, obs);
         pt_execf(holder, "SELECT pg_advisory_unlock(%lld),"
                  " pg_cancel_backend(%d)", (long long)id, pid);
         pthread_join(t, NULL);
@@ -189,10 +188,7 @@ static void a_cancel_before_the_grant_is_not_held(void **state)
     pglock_client *c = pt_open_client(primary, NULL);
     int pid = pglock_client_backend_pid(c);
     waiter w = {.c = c, .mode = PGLOCK_EXCLUSIVE, .timeout_ms = 30000};
-    pglock_key_int64(&w.key, id);
-    pthread_t t;
-    pthread_create(&t, NULL, wait_main, &w);
-    assert_true(pt_wait_backend_waiting(holder, pid, 10000));
+    pthread_t t = start_waiting(&w, id, holder);
     pt_execf(holder, "SELECT pg_cancel_backend(%d)", pid);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, PGLOCK_EINTR); /* someone cancelled it */
