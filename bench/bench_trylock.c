@@ -45,6 +45,10 @@ int main(int argc, char **argv)
         int st;
         status = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 70;
     }
+    if (got) {
+        res = PQexec(conn, "SELECT pg_advisory_unlock_all()");
+        PQclear(res);
+    }
     PQfinish(conn);
     return status;
 }

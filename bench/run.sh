@@ -87,10 +87,10 @@ if [ "$SMOKE" = 1 ]; then
     HYPERFINE="--warmup 1 --runs 3"
     BREAKDOWN_RUNS=2
 else
-    OPS="--reps 7 --iters 1000"
+    OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
     DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
-    SCALE="--iters 300 --reps 3"
+    SCALE="--iters 100 --reps 9"
     HYPERFINE="--warmup 5 --runs 40"
     BREAKDOWN_RUNS=20
 fi
@@ -168,6 +168,7 @@ psql -X -q -A -t -v ON_ERROR_STOP=1 "$dsn" <<SQL
 SELECT pg_try_advisory_lock($key) AS got \gset
 \if :got
 \! $*
+SELECT pg_advisory_unlock_all();
 \endif
 SQL
 EOF
@@ -177,7 +178,7 @@ NAMES=()
 add() { NAMES+=("$1"); CMDS+=("$2"); }
 DSN="'$PGLOCK_TEST_PRIMARY'"   # one word for hyperfine's splitting
 add "flock -n FILE true (local floor)" "flock -n $T/flock.lock true"
-add "minimal libpq: connect, try-lock, run true (the floor)" "$B/bench_trylock -d $DSN 777001 true"
+add "minimal libpq: connect, try-lock, run true, unlock (the floor)" "$B/bench_trylock -d $DSN 777001 true"
 # pglock run counts only if it really holds the lock while the command
 # runs: a second try-lock from inside must find it busy (exit 75).
 rc=0
@@ -191,7 +192,7 @@ else
 fi
 add "psql wrapper (try-lock in psql, \\! true)" "$T/psql_run.sh $DSN 777004 true"
 add "breakdown: true" "true"
-add "breakdown: minimal libpq: connect, try-lock, no child" "$B/bench_trylock -d $DSN 777005"
+add "breakdown: minimal libpq: connect, try-lock, unlock, no child" "$B/bench_trylock -d $DSN 777005"
 if [ -x "$PGLOCK" ]; then
     add "breakdown: pglock --version (exec, dynamic linking, exit)" "$PGLOCK --version"
 fi

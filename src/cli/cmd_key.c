@@ -259,7 +259,7 @@ int cmd_key(int argc, char **argv)
         case 'x': o.scope = PGLOCK_XACT; break;
         case 'k': keys_file = optarg; break;
         case ':':
-            return cli_usage_error("key", "option \"%s\" needs an argument",
+            return cli_usage_error("key", "option \"%s\" needs a value",
                                    argv[optind - 1]);
         default:
             if (cli_conn_option(&conn, c, optarg))

@@ -271,7 +271,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
             printf("pglock %s\n", PGLOCK_VERSION);
             return 0;
         case ':':
-            return cli_usage_error(command_name, "option \"%s\" requires a value",
+            return cli_usage_error(command_name, "option \"%s\" needs a value",
                                    argv[optind - 1]);
         case '?':
             if ((optopt == 0 && strcmp(argv[optind - 1], "--help") == 0) ||
@@ -300,7 +300,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
     } else if (optind < argc && (strcmp(argv[optind], "-c") == 0 ||
                                  strcmp(argv[optind], "--command") == 0)) {
         if (optind + 1 >= argc)
-            return cli_usage_error(command_name, "option \"%s\" requires a value", argv[optind]);
+            return cli_usage_error(command_name, "option \"%s\" needs a value", argv[optind]);
         if (a->shell_command)
             return cli_usage_error(command_name, "-c given twice");
         a->shell_command = argv[optind + 1];
