@@ -16,6 +16,10 @@
 #   TESTS=REGEX          run only the suites whose name matches (grep -E),
 #                        e.g. TESTS=keys or TESTS='test_lease|run.bats'
 #   PGLOCK_TEST_TIMEOUT  seconds per suite (default 300)
+#
+# A BUILD written valgrind:BUILD runs only that build's cmocka binaries,
+# under valgrind's memcheck (an error or a definite leak fails the suite):
+# the bats files watch pglock's own pids and signals, which valgrind hides.
 #   PGLOCK_TEST_SERVER   use this server instead of starting any (see
 #                        tests/harness/README.md)
 set -uo pipefail
@@ -26,13 +30,13 @@ if [ $# -lt 1 ]; then
     exit 64
 fi
 for b in "$@"; do
-    [ -d "$b" ] || { echo "run.sh: no build directory $b" >&2; exit 64; }
+    [ -d "${b#valgrind:}" ] || { echo "run.sh: no build directory ${b#valgrind:}" >&2; exit 64; }
 done
 
 # Start the servers once for everything, unless we already run inside a
 # harness (or a developer's `harness.sh start` environment).
 if [ -z "${PGLOCK_TEST_PRIMARY:-}" ]; then
-    exec "$SRC/tests/harness/harness.sh" run --build "$1" -- "$SRC/tests/run.sh" "$@"
+    exec "$SRC/tests/harness/harness.sh" run --build "${1#valgrind:}" -- "$SRC/tests/run.sh" "$@"
 fi
 
 TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
@@ -83,8 +87,14 @@ run_suite() {
 }
 
 for build in "$@"; do
+    memcheck=()
+    case $build in valgrind:*)
+        build=${build#valgrind:}
+        memcheck=(valgrind -q --error-exitcode=99 --leak-check=full
+                  --errors-for-leak-kinds=definite)
+    esac
     build=$(cd "$build" && pwd)
-    logs=$build/test-logs
+    logs=$build/test-logs${memcheck:+-valgrind}
     # A filtered run keeps the other suites' logs.
     [ -n "${TESTS:-}" ] || rm -rf "$logs"
     mkdir -p "$logs"
@@ -97,13 +107,15 @@ for build in "$@"; do
     else
         unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
     fi
-    echo "== $build"
+    echo "== $build${memcheck:+ (C tests under valgrind)}"
     for bin in "$build"/tests/test_*; do
         [ -x "$bin" ] && [ -f "$bin" ] || continue
         name=$(basename "$bin")
         [ -z "${TESTS:-}" ] || echo "$name" | grep -qE "$TESTS" || continue
-        CMOCKA_MESSAGE_OUTPUT=TAP run_suite "$name" "$logs/$name.log" "$bin"
+        CMOCKA_MESSAGE_OUTPUT=TAP run_suite "$name" "$logs/$name.log" \
+            "${memcheck[@]}" "$bin"
     done
+    [ ${#memcheck[@]} -eq 0 ] || continue
     for bats_file in "$SRC"/tests/cli/*.bats; do
         [ -f "$bats_file" ] || continue
         name=$(basename "$bats_file")
@@ -116,8 +128,8 @@ done
 # The servers' logs, for post-mortems (the harness removes its directory).
 if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ]; then
     for build in "$@"; do
-        mkdir -p "$build/test-logs/servers"
-        cp "$PGLOCK_TEST_DIR"/*.log "$build/test-logs/servers/" 2>/dev/null || true
+        mkdir -p "${build#valgrind:}/test-logs/servers"
+        cp "$PGLOCK_TEST_DIR"/*.log "${build#valgrind:}/test-logs/servers/" 2>/dev/null || true
     done
 fi
 

@@ -289,6 +289,7 @@ static int run_open_query(pglock_client *c)
     if (!settings_applied)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
+    c->lock_timeout_ms = 0; /* the settings set it to 0 */
     if (c->opts.lease_ms > 0 && c->server_version < 140000)
         return pglock__fail(c, PGLOCK_EVERSION,
             "a lease needs PostgreSQL 14 or newer (idle_session_timeout); "

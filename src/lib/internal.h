@@ -49,6 +49,10 @@ struct pglock_client {
     size_t nholds, capholds;
     int64_t confirmed_at;
     int heartbeat_busy;    /* a heartbeat query is in flight */
+    /* Session hold: the lock_timeout (ms) the session has now, as far as
+     * the client knows, or -1: unknown.  A wait sends set_config() only
+     * when it needs another value. */
+    long lock_timeout_ms;
     int64_t heartbeat_sent_at;
     char sqlstate[6];
     char message[512];

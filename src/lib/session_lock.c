@@ -5,7 +5,9 @@
  * Acquire and release are one statement each.  The per-wait lock_timeout
  * travels in the acquiring statement: set_config() is evaluated before the
  * lock function (target list, left to right) and the server reads
- * lock_timeout when the wait starts.
+ * lock_timeout when the wait starts.  It is sent only when the session's
+ * value must change, since even an unused set_config() costs the server
+ * measurable time when many clients contend for one key (bench/).
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -200,20 +202,28 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     pglock_key key = *key_io;
     int try = timeout_ms == PGLOCK_TRY;
 
+    /* The wait's lock_timeout goes in the same statement, and only when
+     * the session has another value (a try never waits: it needs none).
+     * Set with is_local false it lasts for the session; a statement that
+     * fails rolls it back, so the client then forgets what it knows. */
+    long wanted = timeout_ms < 0 ? 0L : timeout_ms;
+    int set_timeout = !try && c->lock_timeout_ms != wanted;
     pglock__call call;
     pglock__call_make(&call, &key, mode, try ? PGLOCK__OP_TRY : PGLOCK__OP_LOCK,
-                      0, 2);
+                      0, set_timeout ? 2 : 1);
     char sql[400], lock_timeout[24];
-    snprintf(lock_timeout, sizeof lock_timeout, "%ld",
-             timeout_ms < 0 ? 0L : timeout_ms);
-    /* $1 is the wait's lock_timeout; a try sends it too (ignored), so that
-     * both forms share one shape. */
-    snprintf(sql, sizeof sql,
-             "SELECT set_config('lock_timeout', $1, false), %s%s%s", call.fn,
-             *call.value_expr ? ", " : "", call.value_expr);
+    snprintf(lock_timeout, sizeof lock_timeout, "%ld", wanted);
+    /* Column 0 is the setting (or NULL), 1 the lock call, 2 a legacy
+     * key's value: one shape for every form. */
+    snprintf(sql, sizeof sql, "SELECT %s, %s%s%s",
+             set_timeout ? "set_config('lock_timeout', $1, false)" : "NULL",
+             call.fn, *call.value_expr ? ", " : "", call.value_expr);
     const char *params[3] = {lock_timeout, call.params[0], call.params[1]};
+    const char *const *first_param = set_timeout ? params : params + 1;
+    int nparams = (set_timeout ? 1 : 0) + call.nparams;
+    c->lock_timeout_ms = set_timeout ? -1 : c->lock_timeout_ms;
 
-    if (!PQsendQueryParams(c->conn, sql, 1 + call.nparams, NULL, params, NULL,
+    if (!PQsendQueryParams(c->conn, sql, nparams, NULL, first_param, NULL,
                            NULL, 0)) {
         rc = pglock__fail_result(c, NULL, "could not send the lock request");
         pglock__client_drop(c);
@@ -248,6 +258,8 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
 
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
         int got = try ? PQgetvalue(r, 0, 1)[0] == 't' : 1;
+        if (set_timeout)
+            c->lock_timeout_ms = wanted;
         if (*call.value_expr) {
             key.id = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
             key.resolved = 1;

@@ -240,6 +240,10 @@ max_client_conn = 200
 ; default PgBouncer: a client that sends it is refused.
 ignore_startup_parameters = extra_float_digits
 server_login_retry = 1
+; Test every server connection before lending it: after a primary restart
+; the pool's old connections are dead, and without the check the next
+; client gets "server conn crashed?" instead of a fresh connection.
+server_check_delay = 0
 logfile = $T/pgbouncer.log
 pidfile = $T/pgbouncer.pid
 EOF
@@ -399,6 +403,9 @@ wait_primary_usable() {
     BPORT=${PGLOCK_TEST_POOLER#*port=}
     BPORT=${BPORT%% *}
     wait_for 20 pooler_answers || fail "the pooler does not answer after the restart"
+    # Drop the pool's connections to the old server now, not when a test
+    # next happens to draw one.
+    psql_q "$PGLOCK_TEST_POOLER_ADMIN" -c 'RECONNECT' >/dev/null 2>&1 || true
 }
 
 cmd_run() {
@@ -478,7 +485,7 @@ main() {
         stop_all ;;
     restart-primary)
         load_running
-        as_owner setsid -w "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -m fast -w -t 30 restart \
+        as_owner setsid -w "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -l "$T/primary.log" -m fast -w -t 30 restart \
             >/dev/null 2>&1 || fail "restart failed"
         wait_primary_usable ;;
     stop-primary)
