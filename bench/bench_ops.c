@@ -88,15 +88,17 @@ static void raw_heartbeat_sql(ctx *c, int64_t key)
     PQclear(res);
 }
 
-/* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand: the
- * per-wait lock_timeout travels with the lock. */
+/* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand.  The
+ * session's lock_timeout already has the value the wait needs (the client
+ * sends set_config() only when it must change), so the statement carries a
+ * NULL in its place. */
 static void raw_pglock_sql_lock(ctx *c, int64_t key, const char *fn)
 {
     char text[24], sql[128];
-    const char *values[2] = {"0", text};
+    const char *values[1] = {text};
     snprintf(text, sizeof text, "%lld", (long long)key);
-    snprintf(sql, sizeof sql, "SELECT set_config('lock_timeout', $1, false), %s($2::int8)", fn);
-    PGresult *res = PQexecParams(c->conn, sql, 2, NULL, values, NULL, NULL, 0);
+    snprintf(sql, sizeof sql, "SELECT NULL, %s($1::int8)", fn);
+    PGresult *res = PQexecParams(c->conn, sql, 1, NULL, values, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK)
         bench_die("%s: %s", sql, PQerrorMessage(c->conn));
     PQclear(res);
@@ -257,9 +259,9 @@ static const op ops[] = {
     {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, NULL, raw_xact_pipelined},
 #ifdef BENCH_HAVE_PGLOCK
     {"same SQL: pglock_heartbeat's query, no lock held", NULL, NULL, raw_heartbeat_sql},
-    {"same SQL: pglock_lock's (set_config + lock) + unlock", NULL, NULL,
+    {"same SQL: pglock_lock's statement + unlock", NULL, NULL,
      raw_pglock_sql_lock_unlock},
-    {"same SQL: pglock_lock's try (set_config + try) + unlock", NULL, NULL,
+    {"same SQL: pglock_lock's try statement + unlock", NULL, NULL,
      raw_pglock_sql_try_unlock},
     {"same SQL: pglock_xact_begin_lock's query + COMMIT", NULL, NULL, raw_pglock_sql_begin_lock},
     {"same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", NULL, NULL,
@@ -267,11 +269,11 @@ static const op ops[] = {
     {"pglock_heartbeat", "raw: SELECT 1", "same SQL: pglock_heartbeat's query, no lock held",
      pg_heartbeat},
     {"pglock_lock (wait) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
-     "same SQL: pglock_lock's (set_config + lock) + unlock", pg_lock_unlock},
+     "same SQL: pglock_lock's statement + unlock", pg_lock_unlock},
     {"pglock_lock (5 s timeout) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
-     "same SQL: pglock_lock's (set_config + lock) + unlock", pg_lock_timeout_unlock},
+     "same SQL: pglock_lock's statement + unlock", pg_lock_timeout_unlock},
     {"pglock_lock (try) + pglock_unlock", "raw: pg_try_advisory_lock + pg_advisory_unlock",
-     "same SQL: pglock_lock's try (set_config + try) + unlock", pg_try_unlock},
+     "same SQL: pglock_lock's try statement + unlock", pg_try_unlock},
     {"pglock_xact_begin_lock + COMMIT", "raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT",
      "same SQL: pglock_xact_begin_lock's query + COMMIT", pg_xact_begin_lock},
     {"BEGIN; pglock_xact_lock; COMMIT", "raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)",
