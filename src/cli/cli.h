@@ -25,6 +25,8 @@ enum {
  * `return cli_error(CLI_EXIT_UNAVAILABLE, "...")` reads naturally. */
 int cli_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* "pglock: warning: MESSAGE\n" on stderr, unless -q. */
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "pglock: hint: MESSAGE\n" on stderr. */
 void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* cli_error(CLI_EXIT_USAGE, ...) followed by
@@ -95,8 +97,10 @@ int cli_option_error(const char *command, char **argv,
 void cli_echo_arg(const char *text, int quotes, char *out, size_t outlen);
 
 /* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
- * ("30").  Strict: no sign, no spaces, no overflow, no empty string.
- * 0 on success, -1 with one line in err. */
+ * ("30").  Strict: no sign, no spaces, no empty string, and at most
+ * CLI_DURATION_MAX_MS (PostgreSQL's own timeouts stop there too), so that
+ * sums of durations never overflow.  0 on success, -1 with one line in err. */
+#define CLI_DURATION_MAX_MS 2147483647L
 int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen);
 
 /*

@@ -7,7 +7,9 @@
 /*
  * Digits, then an optional unit (ms, s, m, h; lower case).  Leading zeros
  * are harmless here ("05s" is 5 s: a duration names no lock).  No sign,
- * no spaces, no fraction, and the result in ms must fit a long.
+ * no spaces, no fraction, and at most CLI_DURATION_MAX_MS (about 24.8
+ * days): callers add durations together (lease arithmetic, deadlines), and
+ * a huge value must be refused, not wrap around.
  */
 int cli_parse_duration(const char *text, long *out_ms, char *err,
                        size_t errlen)
@@ -46,8 +48,8 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
                 scale = units[u].ms;
         if (!scale)
             why = "unknown unit (use ms, s, m or h, e.g. 30s)";
-        else if (overflow || v > LONG_MAX / scale)
-            why = "too large";
+        else if (overflow || v > CLI_DURATION_MAX_MS / scale)
+            why = "too large (at most 2147483647ms, about 24 days)";
     }
     if (why) {
         if (err && errlen) {

@@ -45,6 +45,10 @@ usage_64() {
         "--keys $out/keys @missing" "--keys $out/dup @billing"
         "--keys $out/badkey @x" "--keys $out/nonexistent @billing" "@billing"
         "--mode=bogus $K"
+        # sums of durations must not wrap around (a huge --kill-after once
+        # passed the lease check; a huge --min-hold was ignored)
+        "--lease=2147483647ms --kill-after=9223372035854775807ms $K"
+        "--min-hold=9223372036854775807ms $K" "--lease=2147483648ms $K"
     )
     local c
     for c in "${cases[@]}"; do

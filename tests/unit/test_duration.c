@@ -55,6 +55,9 @@ static void test_rejects(void **state)
         {"99999999999999999999999", "too large"},
         {"9223372036854775807h", "too large"},
         {"9223372036854775807", "too large"},   /* seconds -> ms overflows */
+        {"9223372035854775807ms", "too large"},
+        {"2147483648ms", "too large"},
+        {"25d", "unknown unit"},
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
         long ms = 1234;
@@ -74,14 +77,18 @@ static void test_largest(void **state)
     (void)state;
     long ms;
     char text[64];
-    snprintf(text, sizeof text, "%ldms", LONG_MAX);
+    /* the largest accepted: PostgreSQL's timeouts stop at INT_MAX ms too */
+    snprintf(text, sizeof text, "%ldms", CLI_DURATION_MAX_MS);
     assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), 0);
-    assert_true(ms == LONG_MAX);
-    snprintf(text, sizeof text, "%ld", LONG_MAX / 1000);
-    assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), 0);
-    assert_true(ms == LONG_MAX / 1000 * 1000);
-    snprintf(text, sizeof text, "%ld", LONG_MAX / 1000 + 1);
+    assert_true(ms == CLI_DURATION_MAX_MS);
+    snprintf(text, sizeof text, "%ldms", CLI_DURATION_MAX_MS + 1);
     assert_int_equal(cli_parse_duration(text, &ms, NULL, 0), -1);
+    assert_int_equal(cli_parse_duration("2147483s", &ms, NULL, 0), 0);
+    assert_int_equal(cli_parse_duration("2147484s", &ms, NULL, 0), -1);
+    assert_int_equal(cli_parse_duration("596h", &ms, NULL, 0), 0);
+    assert_int_equal(cli_parse_duration("597h", &ms, NULL, 0), -1);
+    /* so that three durations added together never overflow a long */
+    assert_true(3 * (CLI_DURATION_MAX_MS / 1) <= LONG_MAX);
 }
 
 int main(void)
