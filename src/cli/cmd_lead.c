@@ -95,10 +95,20 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
             return cli_error(rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE,
                              "%s", st->error);
-        if (rc == PGLOCK_EPOOLER)
+        if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION)
             /* the path itself says no, every time: not a passing outage */
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", st->error);
-        cli_verbose("could not connect: %s", st->error);
+        /* A server that is down, a standby (a failover under way), even a
+         * refused password (being rotated) may pass: keep contending, but
+         * say why each time the reason changes, so a daemon never waits
+         * in silence. */
+        static char last_error[sizeof st->error];
+        if (strcmp(last_error, st->error) != 0) {
+            snprintf(last_error, sizeof last_error, "%s", st->error);
+            cli_warning("could not connect: %s; retrying", st->error);
+        } else {
+            cli_verbose("could not connect: %s", st->error);
+        }
         return -1;
     }
     cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);

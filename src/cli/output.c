@@ -23,6 +23,16 @@ int cli_error(int code, const char *fmt, ...)
     return code;
 }
 
+void cli_warning(const char *fmt, ...)
+{
+    if (cli_quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    print_prefixed("warning", fmt, ap);
+    va_end(ap);
+}
+
 void cli_hint(const char *fmt, ...)
 {
     va_list ap;

@@ -34,3 +34,27 @@ teardown() { teardown_run; }
     [ "$status" -eq 0 ]
     [ "$output" = leader=1 ]
 }
+
+@test "a refused password or a standby is said at once, without -v, and retried" {
+    need PGLOCK_TEST_PW_CONNINFO PGLOCK_TEST_STANDBY
+    PGPASSWORD=wrong-secret bg p lead -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
+    bg s lead -d "$PGLOCK_TEST_STANDBY" "$K" -- touch "$out/ran"
+    said_p() { grep -q '^pglock: warning: could not connect: .*password authentication failed.*; retrying$' "$out/p.err"; }
+    said_s() { grep -q '^pglock: warning: could not connect: .*standby.*; retrying$' "$out/s.err"; }
+    wait_until 10 said_p
+    wait_until 10 said_s
+    alive "$(pid_of p)"
+    alive "$(pid_of s)"
+    # the same reason is not repeated at every retry
+    [ "$(grep -c warning "$out/p.err")" -eq 1 ]
+    ! grep -q wrong-secret "$out/p.err"
+    kill -TERM "$(pid_of p)" "$(pid_of s)"
+    finish p 10
+    finish s 10
+    [ ! -e "$out/ran" ]
+}
+
+@test "a --restart delay too large to add is a usage error" {
+    run -64 "$PGLOCK_BIN" lead --restart=9223372036854775807ms "$K" -- true
+    [[ "$output" == *"too large"* ]]
+}
