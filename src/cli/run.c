@@ -514,8 +514,12 @@ static void suspend(run_state *st)
             st->job_done = 1;
         } else if (m.op == RUN_REP_EXEC_FAILED) {
             st->exec_errno = m.arg;
+        } else if (m.op == RUN_REP_DEADLINE) {
+            lose(st, "ownership not confirmed within the client deadline (watchdog)");
         }
     }
+    if (st->lost)
+        return; /* the job is being stopped for good: nothing to resume */
     cli_verbose("suspended");
     raise(SIGSTOP);
     cli_verbose("resumed: verifying ownership");

@@ -18,8 +18,8 @@
 "                             goes silent; the command is stopped before\n"  \
 "                             (default 30s)\n"                               \
 "      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"  \
-"                             command must stop (default and maximum:\n"     \
-"                             lease / 6)\n"
+"                             command must stop (at most lease / 6;\n"       \
+"                             default: that, capped at 10s)\n"
 #define RUN_HELP_CONNECTION                                                 \
 "Connection (otherwise libpq's PG* variables and service files apply):\n"  \
 "  -h, --host=HOST            database server host or socket directory\n"   \
