@@ -284,10 +284,10 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     }
     if (rc == PGLOCK_EINTR && cancelled)
         rc = cancelled; /* our own cancel: interrupt or client deadline */
-    if (try)
-        return rc;
     /* PostgreSQL can grant the lock in the instant the timeout or cancel
-     * fires and still report the error: pg_locks decides. */
+     * fires and still report the error, and even a try can fail after its
+     * grant (a cancel landing just after pg_try_advisory_lock() returned):
+     * pg_locks decides. */
     char saved[sizeof c->message], state[6];
     memcpy(saved, c->message, sizeof saved);
     memcpy(state, c->sqlstate, sizeof state);
@@ -333,8 +333,15 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     if (rc)
         return rc;
     int64_t answered_at = pglock_now_ms();
-    if (hold_add(c, &key, mode) != 0)
-        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    if (hold_add(c, &key, mode) != 0) {
+        /* Held on the server but not counted: a lock nobody could unlock
+         * or verify.  Closing the connection frees it. */
+        pglock__client_drop(c);
+        return pglock__fail(c, PGLOCK_ENOMEM,
+                            "out of memory after the lock was granted: the "
+                            "connection was closed, so every lock of this "
+                            "client is lost");
+    }
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
     c->confirmed_at = sent_at;
