@@ -25,6 +25,13 @@ const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size
 /* Connects with libpq or dies, saying why. */
 PGconn *bench_connect(const char *conninfo);
 
+#ifdef BENCH_HAVE_PGLOCK
+#include "pglock.h"
+/* Opens a pglock client with the default options (application_name
+ * "pglock-bench") or dies, saying why (locker_pglock.c). */
+pglock_client *bench_pglock_open(const char *conninfo);
+#endif
+
 /* Runs sql (no parameters, or one bigint parameter when key != NULL) and
  * dies unless the result has status expect. */
 void bench_exec(PGconn *conn, const char *sql, const int64_t *key, ExecStatusType expect);

@@ -286,13 +286,7 @@ static void ctx_open(ctx *c, const char *conninfo)
 {
     c->conn = bench_connect(conninfo);
 #ifdef BENCH_HAVE_PGLOCK
-    pglock_options opts;
-    pglock_options_init(&opts);
-    opts.application_name = "pglock-bench";
-    int rc = pglock_client_open(&c->client, conninfo, &opts);
-    if (rc != 0)
-        bench_die("pglock_client_open: %s", c->client ? pglock_client_error(c->client)
-                                                      : pglock_strerror(rc));
+    c->client = bench_pglock_open(conninfo);
 #endif
 }
 

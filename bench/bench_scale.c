@@ -152,13 +152,7 @@ int main(int argc, char **argv)
         double raw_us[16], pg_us[16], ratio[16];
         int nreps = reps < 16 ? reps : 16;
 #ifdef BENCH_HAVE_PGLOCK
-        pglock_client *c;
-        pglock_options opts;
-        pglock_options_init(&opts);
-        opts.application_name = "pglock-bench";
-        int rc = pglock_client_open(&c, conninfo, &opts);
-        if (rc != 0)
-            bench_die("pglock_client_open: %s", c ? pglock_client_error(c) : pglock_strerror(rc));
+        pglock_client *c = bench_pglock_open(conninfo);
         long rss0 = rss_kib();
         int64_t t0 = bench_now_ns();
         for (long k = 0; k < n; k++) {

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-static void *pglock_open(const char *conninfo)
+pglock_client *bench_pglock_open(const char *conninfo)
 {
     pglock_client *client;
     pglock_options opts;
@@ -15,6 +15,11 @@ static void *pglock_open(const char *conninfo)
         bench_die("pglock_client_open: %s",
                   client ? pglock_client_error(client) : pglock_strerror(rc));
     return client;
+}
+
+static void *pglock_open(const char *conninfo)
+{
+    return bench_pglock_open(conninfo);
 }
 
 static void pglock_lock_one(void *state, int64_t key, long *queries)
