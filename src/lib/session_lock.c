@@ -221,7 +221,8 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     const char *params[3] = {lock_timeout, call.params[0], call.params[1]};
     const char *const *first_param = set_timeout ? params : params + 1;
     int nparams = (set_timeout ? 1 : 0) + call.nparams;
-    c->lock_timeout_ms = set_timeout ? -1 : c->lock_timeout_ms;
+    if (set_timeout)
+        c->lock_timeout_ms = -1; /* known again only once it succeeds */
 
     if (!PQsendQueryParams(c->conn, sql, nparams, NULL, first_param, NULL,
                            NULL, 0)) {
