@@ -418,9 +418,21 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * any token lower than one it has seen.  Runs its own durably committed
  * transaction on conn (one round trip; it forces synchronous_commit on for
  * itself, whatever the server's setting), so conn must be idle, not inside
- * a transaction (PGLOCK_ESTATE).  err may be NULL.
+ * a transaction (PGLOCK_ESTATE).
+ *
+ * Bounded: after timeout_ms (PGLOCK_WAIT_FOREVER: none), or when
+ * *interrupt becomes nonzero (may be NULL), the query is cancelled on the
+ * server and PGLOCK_ETIMEDOUT / PGLOCK_EINTR returned.  A commit that
+ * waits for synchronous replication cannot be cancelled into a failure
+ * (the server reports success with a WARNING), so a token that comes back
+ * after the deadline or a cancel is discarded, never returned.  A failed
+ * token leaves conn idle, with no transaction open; if the cancel is not
+ * answered within 2 s the socket is shut down (PGLOCK_ECONNLOST) and the
+ * caller must PQfinish() conn.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
+                                       long timeout_ms,
+                                       volatile sig_atomic_t *interrupt,
                                        pglock_error *err);
 
 /*
@@ -429,10 +441,15 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
  * trip).  In xact hold it never runs inside the holding transaction (which
  * must keep no transaction id): it opens a short second connection with
  * the client's connection parameters, takes the token there and closes
- * it.  The error is on the client; a failure does not touch the locks.
+ * it; behind a pooler that second connection needs a free server
+ * connection of its own.  Every step (connecting, the query, its cancel)
+ * is bounded by timeout_ms and the client's interrupt, as for
+ * pglock_fencing_token(); a late token is discarded.  The error is on the
+ * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST in
+ * session hold (the lock connection was given up, and its locks with it).
  */
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
-                                              int64_t *out);
+                                              int64_t *out, long timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -52,7 +52,10 @@ RUN_HELP_VERSION_HELP
 "The command gets PGLOCK_LEADER=1 and PGLOCK_FENCING_TOKEN (a number that\n"
 "grows with each leadership), besides run's PGLOCK_KEY and friends.\n"
 "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
-"could not be run, 128+N when pglock was stopped by signal N, 64 usage.\n");
+"could not be run, 128+N when pglock was stopped by signal N, 74 leadership\n"
+"lost in the command's last moments (a loss while it runs restarts the\n"
+"contention instead), 69 connection refused for good (a pooler with\n"
+"--mode=session, a server older than 14), 64 usage.\n");
 }
 
 /* Waits ms, or less if a stop signal arrives.  Returns the stop signal or
@@ -130,11 +133,12 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         return -1;
     }
     st->acquired_at = pglock_now_ms();
-    if (run_job_env(st) < 0) {
-        cli_verbose("could not take a fencing token: %s", st->error);
+    if ((rc = run_job_env(st)) < 0) {
+        /* The command never started: let the lock go and contend again. */
+        int code = run_job_env_failed(st, rc, 1);
         pglock_client_close(st->client);
         st->client = NULL;
-        return -1;
+        return run_stop_signal() ? code : -1;
     }
     return 0;
 }
@@ -157,8 +161,20 @@ static int lead_term(run_state *st, run_job *job)
         code = run_term_status(st);
         if (st->fatal || st->exec_errno)
             return code;
-        if (a->restart_ms < 0 || run_stop_signal())
+        if (a->restart_ms >= 0 && run_stop_signal())
+            /* With --restart only a stop signal ends lead, even one that
+             * arrives as the command exits by itself. */
+            return 128 + run_stop_signal();
+        if (a->restart_ms < 0) {
+            /* The command ended by itself: prove it ran as leader to the
+             * end, as pglock run does. */
+            if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
+                                        st->lease.client_ms) < 0)
+                return cli_error(a->lost_code, "leadership of \"%s\" lost while "
+                                 "the command ran: %s", st->key_label,
+                                 st->lost_reason);
             return code;
+        }
         char d[32];
         run_format_ms(a->restart_ms, d, sizeof d);
         cli_verbose("command exited with status %d; restarting in %s", code, d);
@@ -210,6 +226,7 @@ int cmd_lead(int argc, char **argv)
     run_job job;
     pglock_key key;
     run_args_init(&a, "lead", print_help);
+    a.fencing_token = 1; /* a new leadership is exactly what to fence */
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
     if (rc >= 0)
         return rc;

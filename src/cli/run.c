@@ -112,6 +112,9 @@ RUN_HELP_LEASE
 "      --min-hold=DURATION    keep the lock at least this long from acquisition\n"
 "      --conflict-exit-code=N exit status when busy or timed out (default 75)\n"
 "      --lost-exit-code=N     exit status when the lock was lost (default 74)\n"
+"      --fencing-token        give the command PGLOCK_FENCING_TOKEN, a number\n"
+"                             that grows with each acquisition (costs a WAL\n"
+"                             flush; behind a pooler, a second connection)\n"
 "      --mode=MODE            session, xact (hold the lock in a transaction, for\n"
 "                             PgBouncer in transaction mode) or auto (default:\n"
 "                             xact behind a pooler, else session)\n"
@@ -139,7 +142,8 @@ enum {
     OPT_KEYS,
     OPT_FOREGROUND,
     OPT_MODE,
-    OPT_RESTART
+    OPT_RESTART,
+    OPT_FENCING_TOKEN
 };
 
 static int parse_duration_opt(const char *name, const char *text, long *out)
@@ -179,6 +183,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
         {"foreground", no_argument, NULL, OPT_FOREGROUND},
         {"mode", required_argument, NULL, OPT_MODE},
         {"restart", optional_argument, NULL, OPT_RESTART},
+        {"fencing-token", no_argument, NULL, OPT_FENCING_TOKEN},
         CLI_CONN_LONGOPTS,
         {"keys", required_argument, NULL, OPT_KEYS},
         {"quiet", no_argument, NULL, 'q'},
@@ -260,6 +265,9 @@ int run_parse_args(int argc, char **argv, run_args *a)
             break;
         case OPT_KEYS:
             a->keys_file = optarg;
+            break;
+        case OPT_FENCING_TOKEN:
+            a->fencing_token = 1;
             break;
         case 'q':
             cli_quiet = 1;
@@ -726,6 +734,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
     job->argv = a->argv;
     job->shell_command = a->shell_command;
     job->foreground = a->foreground;
+    job->foreground_pgrp = getpgrp();
     job->kill_after_ms = st->lease.kill_after_ms;
     sigprocmask(SIG_SETMASK, NULL, &job->orig_mask);
     for (const int *s = run_handled_signals; *s; s++)
@@ -824,22 +833,56 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 
 int run_job_env(run_state *st)
 {
-    int64_t token = 0;
-    if (pglock_client_fencing_token(st->client, &token) < 0) {
-        snprintf(st->error, sizeof st->error, "%s", pglock_client_error(st->client));
-        return -1;
-    }
-    st->token = token;
+    const run_args *a = st->args;
     char pidbuf[16], tokbuf[24];
+    st->token = 0;
+    if (a->fencing_token) {
+        /* A step taken while the lock is held: bounded by the client
+         * deadline, like every other (a commit waiting for synchronous
+         * replication, a pooler with no free server connection). */
+        int64_t left = pglock_client_confirmed_at(st->client) +
+                       st->lease.client_ms - pglock_now_ms();
+        int rc = pglock_client_fencing_token(st->client, &st->token,
+                                             left > 0 ? (long)left : 0);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "%s",
+                     pglock_client_error(st->client));
+            return rc;
+        }
+        snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)st->token);
+        setenv("PGLOCK_FENCING_TOKEN", tokbuf, 1);
+        cli_verbose("fencing token %lld", (long long)st->token);
+    } else {
+        /* never one inherited from an outer pglock */
+        unsetenv("PGLOCK_FENCING_TOKEN");
+    }
     snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st->client));
-    snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)token);
     const char *db = pglock_client_database(st->client);
-    setenv("PGLOCK_KEY", st->args->key_text, 1);
+    setenv("PGLOCK_KEY", a->key_text, 1);
     setenv("PGLOCK_KEY_ID", st->key_id, 1);
     setenv("PGLOCK_DATABASE", db ? db : "", 1);
     setenv("PGLOCK_BACKEND_PID", pidbuf, 1);
-    setenv("PGLOCK_FENCING_TOKEN", tokbuf, 1);
     return 0;
+}
+
+int run_job_env_failed(run_state *st, int rc, int warn_only)
+{
+    if (rc == PGLOCK_EINTR && stop_signal) {
+        cli_verbose("interrupted while taking the fencing token");
+        return 128 + stop_signal;
+    }
+    if (warn_only)
+        cli_warning("lock \"%s\" acquired, but %s; released, contending again",
+                    st->key_label, st->error);
+    else
+        cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" acquired, but %s; the command "
+                  "was not run", st->key_label, st->error);
+    if (rc == PGLOCK_ETIMEDOUT && !warn_only)
+        cli_hint("The fencing token must be committed within the client deadline "
+                 "(2/3 of --lease).  Is synchronous_standby_names waiting for a "
+                 "standby that is not there, or is a pooler out of server "
+                 "connections (the token needs a second one)?");
+    return CLI_EXIT_UNAVAILABLE;
 }
 
 /* ----------------------------------------------------------- cmd_run */
@@ -913,13 +956,12 @@ int cmd_run(int argc, char **argv)
     cli_verbose("acquired \"%s\" (%s), backend pid %d", a.key_text, st.key_id,
                 pglock_client_backend_pid(st.client));
 
-    if (run_job_env(&st) < 0) {
-        cli_error(CLI_EXIT_UNAVAILABLE, "%s", st.error);
+    if ((rc = run_job_env(&st)) < 0) {
+        int code = run_job_env_failed(&st, rc, 0);
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
-        return CLI_EXIT_UNAVAILABLE;
+        return code;
     }
-    cli_verbose("fencing token %lld", (long long)st.token);
 
     rc = run_locked(&st, &job);
     cli_registry_free(st.registry);
@@ -928,7 +970,6 @@ int cmd_run(int argc, char **argv)
 
 int run_job_term(run_state *st, run_job *job)
 {
-    const run_args *a = st->args;
     st->job_done = st->job_exited = st->job_status = 0;
     st->exec_errno = st->job_stopped = 0;
     /* A long wait, or a pglock stopped while waiting, may have been
@@ -937,9 +978,11 @@ int run_job_term(run_state *st, run_job *job)
     if (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
             st->lease.heartbeat_ms &&
         run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0) {
-        cli_error(a->lost_code, "lock \"%s\" lost before the command started: %s",
-                  st->key_label, st->lost_reason);
-        return a->lost_code;
+        /* Nothing ran without the lock: not 74, which says a command was
+         * stopped. */
+        return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
+                         "started: %s; the command was not run",
+                         st->key_label, st->lost_reason);
     }
     if (stop_signal)
         return 128 + stop_signal;

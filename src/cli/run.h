@@ -96,7 +96,8 @@ typedef struct run_msg {
 typedef struct run_job {
     char *const *argv;       /* the command, or NULL with shell_command */
     const char *shell_command; /* -c STRING: /bin/sh -c STRING */
-    int foreground;          /* stay in pglock's process group */
+    int foreground;          /* join pglock's process group */
+    pid_t foreground_pgrp;   /* pglock's process group */
     long kill_after_ms;
     sigset_t orig_mask;      /* restored in the job */
     /* Dispositions pglock found at start (SIG_DFL or SIG_IGN, e.g. under
@@ -147,6 +148,7 @@ typedef struct run_args {
     cli_conn conn;
     pglock_hold_mode hold;    /* --mode (default auto) */
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
+    int fencing_token;        /* take one for the job (lead: always) */
 } run_args;
 
 typedef struct run_state {
@@ -197,10 +199,15 @@ int run_event_fd(void);
  * resolves a legacy key; 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
-/* After the grant: takes the fencing token and sets the job's
- * environment (PGLOCK_KEY, _KEY_ID, _DATABASE, _BACKEND_PID,
- * _FENCING_TOKEN).  0, or -1 with st->error. */
+/* After the grant: takes the fencing token if asked (bounded by the
+ * client deadline) and sets the job's environment (PGLOCK_KEY, _KEY_ID,
+ * _DATABASE, _BACKEND_PID, _FENCING_TOKEN).  0, or a PGLOCK_E* code with
+ * st->error set: the command must not run, and the lock is released. */
 int run_job_env(run_state *st);
+/* Reports a run_job_env() failure: the exit status for "the command was
+ * not run" (69, or 128+N after a stop signal), the line printed unless
+ * warn_only (lead: a warning, then it contends again). */
+int run_job_env_failed(run_state *st, int rc, int warn_only);
 /* Runs the job once under the held lock and supervises it (heartbeats,
  * signals, job control) until no process of it remains.  -1 when it ran
  * (see st->lost, st->exec_errno, st->job_exited/job_status, st->fatal);

@@ -260,6 +260,7 @@ static int reap(watchdog *w)
  * through a close-on-exec pipe.  Returns the pid, or -errno. */
 static pid_t spawn_job(const run_job *job, int *exec_errno)
 {
+    pid_t job_parent = getpid();
     int ep[2];
     *exec_errno = 0;
     if (pipe2(ep, O_CLOEXEC) < 0)
@@ -273,8 +274,15 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
     }
     if (p == 0) {
         close(ep[0]);
-        if (!job->foreground)
-            setpgid(0, 0);
+        /* Our own group, or (--foreground) pglock's, which the terminal
+         * talks to; never the watchdog's (see watchdog_main). */
+        setpgid(0, job->foreground ? job->foreground_pgrp : 0);
+        /* Defence in depth: should the watchdog itself be killed, the
+         * command does not outlive it.  (Its own children are still found
+         * by pglock, the next subreaper up.) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != job_parent)
+            _exit(70);
         for (const int *sig = run_handled_signals; *sig; sig++)
             sigaction(*sig, &job->orig_act[*sig], NULL);
         sigprocmask(SIG_SETMASK, &job->orig_mask, NULL);
@@ -288,8 +296,8 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
         }
         _exit(e == ENOENT ? 127 : 126);
     }
-    if (!job->foreground)
-        setpgid(p, p); /* both sides, so no signal finds the old group */
+    /* both sides, so that no signal finds the command in the old group */
+    setpgid(p, job->foreground ? job->foreground_pgrp : p);
     close(ep[1]);
     int e;
     ssize_t n;
@@ -305,6 +313,10 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
 static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
 {
     watchdog w = {job, ctl_fd, report_fd, 0, 0, 0, 0, 0, 0};
+    /* A process group of our own: a signal to pglock's group (timeout(1),
+     * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
+     * pglock and its watchdog together while the command runs on. */
+    setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
@@ -337,22 +349,24 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
             _exit(0);
         }
         int64_t now = pglock_now_ms();
-        if (w.phase == 0 && w.deadline > 0 && !w.stopped && now >= w.deadline) {
-            /* pglock could not confirm the lock in time (it may be frozen
-             * or stuck): stop the job ourselves. */
+        if (w.phase == 0 && w.deadline > 0 && now >= w.deadline) {
+            /* pglock could not confirm the lock in time (it may be frozen,
+             * stuck, or suspended by Ctrl-Z while someone continues a
+             * process of the job): stop the job ourselves.  A job we had
+             * stopped is killed, never resumed. */
             report(&w, RUN_REP_DEADLINE, 0);
             begin_terminate(&w);
         }
         if (w.phase == 1 && now >= w.kill_at)
             begin_kill(&w);
         long timeout = -1;
-        if (w.phase == 0 && w.deadline > 0 && !w.stopped)
+        if (w.phase == 0 && w.deadline > 0)
             timeout = (long)(w.deadline - now);
         else if (w.phase == 1)
             timeout = (long)(w.kill_at - now);
         else if (w.phase == 2)
             timeout = 50; /* keep killing: a fork may have raced the kill */
-        if (timeout < 0 && (w.phase || (w.deadline > 0 && !w.stopped)))
+        if (timeout < 0 && (w.phase || w.deadline > 0))
             timeout = 0;
         if (w.phase == 2)
             signal_job(&w, SIGKILL);
@@ -390,6 +404,8 @@ pid_t run_watchdog_start(const run_job *job, int ctl_fd, int report_fd,
                          const int *close_in_child)
 {
     pid_t p = fork();
+    if (p > 0)
+        setpgid(p, p); /* both sides: see watchdog_main */
     if (p != 0)
         return p;
     for (const int *fd = close_in_child; fd && *fd >= 0; fd++)

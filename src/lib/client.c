@@ -324,12 +324,6 @@ static void free_params(char **p)
     free(p);
 }
 
-PGconn *pglock__client_connect_again(const pglock_client *c)
-{
-    return PQconnectdbParams((const char *const *)c->conn_keywords,
-                             (const char *const *)c->conn_values, 1);
-}
-
 static int count_params(const char *const *keywords)
 {
     int n = 0;

@@ -14,9 +14,11 @@
  * handed out again after an immediate-mode stop (seen on PostgreSQL 15:
  * 749, a crash, then 746), emitted message or not.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include "internal.h"
 
 static const char token_sql[] =
@@ -26,64 +28,183 @@ static const char token_sql[] =
     "set_config('synchronous_commit', 'on', true); "
     "COMMIT";
 
-static int fail(pglock_error *err, int code, const char *sqlstate,
-                const char *message)
+/*
+ * Collects the token's answer, already sent on conn, by w's deadline and
+ * interrupt.  A commit that waits for synchronous replication cannot be
+ * cancelled into a failure: the server reports success with a WARNING
+ * ("already committed locally").  So a token that comes back after a
+ * cancel, or after the deadline, is thrown away, never returned.
+ * *abandoned: the cancel was not confirmed in time and conn must not be
+ * used again.
+ */
+static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
+                   int *abandoned, pglock_error *err)
 {
-    if (err) {
-        err->code = code;
-        snprintf(err->sqlstate, sizeof err->sqlstate, "%s",
-                 sqlstate ? sqlstate : "");
-        snprintf(err->message, sizeof err->message, "%s", message);
-        /* one line: drop libpq's trailing newline */
-        err->message[strcspn(err->message, "\n")] = '\0';
-    }
-    return code;
-}
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(conn, w, res, &nres, &cancelled);
+    *abandoned = end == PGLOCK__WAIT_ABANDONED;
 
-int pglock_fencing_token(PGconn *conn, int64_t *out, pglock_error *err)
-{
-    if (!conn || !out)
-        return fail(err, PGLOCK_EINVAL, NULL, "invalid argument");
-    if (PQstatus(conn) != CONNECTION_OK)
-        return fail(err, PGLOCK_ECONNLOST, NULL, PQerrorMessage(conn));
-    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-        return fail(err, PGLOCK_ESTATE, NULL,
-                    "cannot take a fencing token inside an open transaction");
-
-    /* One round trip: the three statements go in one Query message. */
-    if (!PQsendQuery(conn, token_sql))
-        return fail(err, PGLOCK_ECONNLOST, NULL, PQerrorMessage(conn));
-
-    int rc = PGLOCK_OK;
+    int rc = PGLOCK_OK, have_token = 0;
     int64_t token = 0;
-    int have_token = 0;
-    PGresult *res;
-    while ((res = PQgetResult(conn)) != NULL) {
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-            token = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    for (int i = 0; i < nres; i++) {
+        ExecStatusType st = PQresultStatus(res[i]);
+        if (st == PGRES_TUPLES_OK && PQntuples(res[i]) == 1) {
+            token = strtoll(PQgetvalue(res[i], 0, 0), NULL, 10);
             have_token = 1;
         } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
                    rc == PGLOCK_OK) {
-            const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-            rc = fail(err, PQstatus(conn) == CONNECTION_OK ? PGLOCK_ESERVER
-                                                           : PGLOCK_ECONNLOST,
-                      state, PQresultErrorMessage(res));
+            const char *state = PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
+            char line[400];
+            pglock__first_line(line, sizeof line, PQresultErrorMessage(res[i]));
+            rc = pglock__err_set(err, pglock__code_for_sqlstate(state), state,
+                                 "%s", line);
         }
-        PQclear(res);
+    }
+    pglock__clear_results(res, nres);
+
+    if (cancelled || (w->deadline >= 0 && pglock_now_ms() > w->deadline))
+        return pglock__err_set(err, cancelled == PGLOCK_EINTR ? PGLOCK_EINTR
+                                                              : PGLOCK_ETIMEDOUT,
+                               NULL, cancelled == PGLOCK_EINTR
+                                   ? "interrupted (a token that came back "
+                                     "anyway is discarded)"
+                                   : "no answer in time (a token that came "
+                                     "back late is discarded)");
+    if (end != PGLOCK__WAIT_DONE || PQstatus(conn) != CONNECTION_OK) {
+        char line[400];
+        pglock__first_line(line, sizeof line, PQerrorMessage(conn));
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
     }
     if (rc != PGLOCK_OK)
         return rc;
     if (PQtransactionStatus(conn) != PQTRANS_IDLE || !have_token)
-        return fail(err, PGLOCK_ESERVER, NULL,
-                    "could not commit the fencing token's transaction");
+        return pglock__err_set(err, PGLOCK_ESERVER, NULL,
+                               "could not commit the fencing token's "
+                               "transaction");
     *out = token;
     return PGLOCK_OK;
 }
 
-int pglock_client_fencing_token(pglock_client *c, int64_t *out)
+/* After a failed token on a connection that stays open: leave no open or
+ * aborted transaction behind (an error inside the string keeps its BEGIN's
+ * transaction open).  0, or -1 when conn must be given up. */
+static int end_transaction(PGconn *conn, long timeout_ms)
 {
-    if (!c || !out)
+    if (PQtransactionStatus(conn) == PQTRANS_IDLE)
+        return 0;
+    pglock__wait_end end;
+    PGresult *r = pglock__exec_bounded(conn, "ROLLBACK", 0, NULL, timeout_ms,
+                                       &end);
+    int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK &&
+             PQtransactionStatus(conn) == PQTRANS_IDLE;
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
+/* The token on conn (idle), by w.  *abandoned as for collect(), or when
+ * the connection was left unusable. */
+static int token_on(PGconn *conn, const pglock__wait *w, int64_t *out,
+                    int *abandoned, pglock_error *err)
+{
+    *abandoned = 0;
+    if (PQstatus(conn) != CONNECTION_OK)
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+                               "the connection is not open");
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
+                               "cannot take a fencing token inside an open "
+                               "transaction");
+    /* One round trip: the statements go in one Query message. */
+    if (!PQsendQuery(conn, token_sql)) {
+        char line[400];
+        pglock__first_line(line, sizeof line, PQerrorMessage(conn));
+        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
+    }
+    int rc = collect(conn, w, out, abandoned, err);
+    if (rc != PGLOCK_OK && !*abandoned && PQstatus(conn) == CONNECTION_OK &&
+        end_transaction(conn, w->cancel_timeout_ms) < 0)
+        *abandoned = 1;
+    return rc;
+}
+
+int pglock_fencing_token(PGconn *conn, int64_t *out, long timeout_ms,
+                         volatile sig_atomic_t *interrupt, pglock_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof *err);
+    if (!conn || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
+        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
+    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
+                      .interrupt = interrupt,
+                      .interrupt_fd = -1,
+                      .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    int abandoned;
+    int rc = token_on(conn, &w, out, &abandoned, err);
+    if (abandoned) {
+        /* As pglock_xact_lock(): the caller must PQfinish() it. */
+        shutdown(PQsocket(conn), SHUT_RDWR);
+        if (rc == PGLOCK_OK)
+            rc = PGLOCK_ECONNLOST;
+    }
+    return rc;
+}
+
+/* A second connection with the client's parameters, opened without
+ * blocking past w's deadline or interrupt.  NULL with err set. */
+static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
+                               pglock_error *err)
+{
+    PGconn *t = PQconnectStartParams((const char *const *)c->conn_keywords,
+                                     (const char *const *)c->conn_values, 1);
+    if (!t) {
+        pglock__err_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+    while (PQstatus(t) != CONNECTION_BAD && ps != PGRES_POLLING_OK &&
+           ps != PGRES_POLLING_FAILED) {
+        int64_t now = pglock_now_ms();
+        if ((w->interrupt && *w->interrupt) ||
+            (w->deadline >= 0 && now >= w->deadline)) {
+            int intr = w->interrupt && *w->interrupt;
+            pglock__err_set(err, intr ? PGLOCK_EINTR : PGLOCK_ETIMEDOUT, NULL,
+                            intr ? "interrupted while connecting"
+                                 : "could not connect in time");
+            PQfinish(t);
+            return NULL;
+        }
+        struct pollfd p[2] = {
+            {PQsocket(t), ps == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0},
+            {w->interrupt_fd, POLLIN, 0}};
+        int ms = w->deadline < 0 ? PGLOCK__INTERRUPT_POLL_MS
+                                 : (int)(w->deadline - now);
+        if (w->interrupt && ms > PGLOCK__INTERRUPT_POLL_MS)
+            ms = PGLOCK__INTERRUPT_POLL_MS;
+        int n = poll(p, 2, ms);
+        if (n > 0 && p[1].revents) {
+            pglock__err_set(err, PGLOCK_EINTR, NULL,
+                            "interrupted while connecting");
+            PQfinish(t);
+            return NULL;
+        }
+        if (n > 0)
+            ps = PQconnectPoll(t);
+    }
+    if (PQstatus(t) != CONNECTION_OK) {
+        char line[400];
+        pglock__first_line(line, sizeof line, PQerrorMessage(t));
+        pglock__err_set(err, PGLOCK_ECONNECT, NULL, "%s", line);
+        PQfinish(t);
+        return NULL;
+    }
+    return t;
+}
+
+int pglock_client_fencing_token(pglock_client *c, int64_t *out,
+                                long timeout_ms)
+{
+    if (!c || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
         return c ? pglock__fail(c, PGLOCK_EINVAL, "invalid argument")
                  : PGLOCK_EINVAL;
     int ready = pglock__client_ready(c);
@@ -91,28 +212,33 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out)
         return ready;
     pglock_error err;
     memset(&err, 0, sizeof err);
-    int rc;
+    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
+                      .interrupt = c->opts.interrupt,
+                      .interrupt_fd = c->opts.interrupt_fd,
+                      .cancel_timeout_ms = c->opts.cancel_timeout_ms};
+    int rc, abandoned = 0;
     if (c->hold == PGLOCK_HOLD_SESSION) {
-        rc = pglock_fencing_token(c->conn, out, &err);
-        if (rc == PGLOCK_ECONNLOST)
+        rc = token_on(c->conn, &w, out, &abandoned, &err);
+        if (abandoned || rc == PGLOCK_ECONNLOST) {
+            /* The lock connection cannot be trusted any more: its locks
+             * go with it. */
             pglock__client_drop(c);
-    } else {
-        /* Never inside the holding transaction, which must keep no xid. */
-        PGconn *t = pglock__client_connect_again(c);
-        if (!t)
-            return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-        if (PQstatus(t) != CONNECTION_OK) {
-            char line[400];
-            pglock__first_line(line, sizeof line, PQerrorMessage(t));
-            PQfinish(t);
-            return pglock__fail(c, PGLOCK_ECONNECT,
-                                "could not connect for a fencing token: %s",
-                                line);
+            if (rc == PGLOCK_OK)
+                rc = PGLOCK_ECONNLOST;
         }
-        rc = pglock_fencing_token(t, out, &err);
-        PQfinish(t);
+    } else {
+        /* Never inside the holding transaction, which must keep no xid;
+         * and never waiting past the deadline for a pooled server
+         * connection that may not come. */
+        PGconn *t = connect_bounded(c, &w, &err);
+        rc = t ? token_on(t, &w, out, &abandoned, &err) : err.code;
+        if (t) {
+            if (abandoned)
+                shutdown(PQsocket(t), SHUT_RDWR);
+            PQfinish(t);
+        }
         if (rc == PGLOCK_ECONNLOST)
-            rc = err.code = PGLOCK_ESERVER; /* the lock connection is fine */
+            rc = PGLOCK_ESERVER; /* the lock connection is fine */
     }
     if (rc) {
         pglock__fail(c, rc, "could not take a fencing token: %s",

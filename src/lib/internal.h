@@ -82,9 +82,6 @@ void pglock__client_drop(pglock_client *c);
 int pglock__client_ready(pglock_client *c);
 /* Forgets every counted hold. */
 void pglock__holds_clear(pglock_client *c);
-/* A new connection with the client's parameters (PQconnectdbParams: the
- * caller checks PQstatus and PQfinish()es it). */
-PGconn *pglock__client_connect_again(const pglock_client *c);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 

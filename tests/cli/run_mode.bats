@@ -45,10 +45,10 @@ none_on_server() { [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ] &&
 }
 
 @test "--mode=xact runs the command with a fencing token through the pooler; --mode=auto too" {
-    run -0 "$PGLOCK_BIN" run --mode=xact -d "$P" "$K" -- sh -c 'echo "token=$PGLOCK_FENCING_TOKEN"'
+    run -0 "$PGLOCK_BIN" run --fencing-token --mode=xact -d "$P" "$K" -- sh -c 'echo "token=$PGLOCK_FENCING_TOKEN"'
     [[ "$output" =~ token=[0-9]+ ]]
     local t1=${output#token=}
-    run -0 "$PGLOCK_BIN" run -d "$P" "$K" -- sh -c 'echo "token=$PGLOCK_FENCING_TOKEN"'
+    run -0 "$PGLOCK_BIN" run --fencing-token -d "$P" "$K" -- sh -c 'echo "token=$PGLOCK_FENCING_TOKEN"'
     [ "${output#token=}" -gt "$t1" ]
     none_on_server
 }

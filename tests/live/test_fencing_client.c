@@ -29,7 +29,7 @@ static int64_t acquire_token(const char *conninfo, pglock_hold_mode hold,
     pglock_key_int64(&key, k);
     assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);
     int64_t token = 0;
-    int rc = pglock_client_fencing_token(c, &token);
+    int rc = pglock_client_fencing_token(c, &token, PGLOCK_WAIT_FOREVER);
     if (rc != 0)
         fail_msg("fencing token: %s", pglock_client_error(c));
     assert_int_equal(pglock_held(c, &key, PGLOCK_EXCLUSIVE), 1);
@@ -81,8 +81,8 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);
     int pid = pglock_client_backend_pid(c);
     int64_t a = 0, b = 0;
-    assert_int_equal(pglock_client_fencing_token(c, &a), 0);
-    assert_int_equal(pglock_client_fencing_token(c, &b), 0);
+    assert_int_equal(pglock_client_fencing_token(c, &a, 5000), 0);
+    assert_int_equal(pglock_client_fencing_token(c, &b, 5000), 0);
     assert_true(b > a);
     assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
                                         " WHERE pid = %d"
