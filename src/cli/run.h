@@ -1,6 +1,13 @@
 /*
- * run.h — what `pglock run`'s files share: the lease arithmetic and the
- * watchdog that supervises the job.  Internal to the CLI.
+ * run.h — what the files of `pglock run` and `pglock lead` share.  Internal
+ * to the CLI.  One file per concern:
+ *   run_options.c     the options, their defaults and --help
+ *   run_session.c     checks, key, lock connection, the job's environment
+ *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
+ *   run_signals.c     the signal self-pipe and the stop flag
+ *   run_supervisor.c  heartbeats, signal forwarding, Ctrl-Z, loss
+ *   run_watchdog.c    the forked process that runs and outlives the job
+ *   cmd_run.c, cmd_lead.c   the two commands' stories
  */
 #ifndef PGLOCK_CLI_RUN_H
 #define PGLOCK_CLI_RUN_H
@@ -9,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "cli.h"
 #include "pglock.h"
 
 /* Help text that pglock run and pglock lead share, word for word (one
@@ -126,9 +134,32 @@ extern const int run_handled_signals[];
  * Returns how many processes were signalled. */
 int run_signal_descendants(int signo);
 
-/* ----------------------------------- run's flow, shared with lead */
+/* ------------------------------------------------------- the signals */
 
-#include "cli.h"
+/* Set in a stop-signal byte read from run_event_fd() when the kernel sent
+ * the signal (a terminal's ^C, ^\\, ^Z) rather than kill(). */
+#define RUN_FROM_TERMINAL 0x80
+
+/* Records the dispositions and mask pglock started with (the job gets them
+ * back), opens the pipes and catches the stop signals and SIGCHLD.  0, or
+ * -1 with errno. */
+int run_signals_init(run_job *job);
+/* Also catches SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2 and SIGWINCH (to forward
+ * them), once the job is about to start. */
+void run_signals_catch_job_control(const run_job *job);
+/* The stop signal received (INT, TERM, HUP, QUIT), or 0. */
+int run_stop_signal(void);
+/* The flag behind run_stop_signal(), for pglock_options.interrupt. */
+volatile sig_atomic_t *run_stop_flag(void);
+/* Readable when any handled signal arrived: one byte per signal, the
+ * signal number | RUN_FROM_TERMINAL (drain it). */
+int run_event_fd(void);
+/* Readable when a stop signal arrived: pglock_options.interrupt_fd. */
+int run_interrupt_fd(void);
+/* The four ends of both pipes, which the watchdog must not keep. */
+void run_signal_pipes(int out[4]);
+
+/* ----------------------------------- run's flow, shared with lead */
 
 typedef struct run_args {
     const char *command;      /* "run" or "lead": for messages */
@@ -191,10 +222,6 @@ int run_parse_args(int argc, char **argv, run_args *a);
  * left to free). */
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
                 run_job *job, pglock_key *key);
-/* The stop signal received (INT, TERM, HUP, QUIT), or 0. */
-int run_stop_signal(void);
-/* Readable when any handled signal arrived (drain it). */
-int run_event_fd(void);
 /* Opens st->client (connect_timeout: seconds as text, or NULL) and
  * resolves a legacy key; 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
@@ -226,6 +253,8 @@ int run_confirm_now(run_state *st, int64_t deadline);
 /* The exit status for a wait status (128+N for signal N). */
 int run_exit_status_of(int status);
 /* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
-void run_application_name(char buf[64], const char *key);
+void run_application_name(char buf[64], const char *command, const char *key);
+/* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
+int run_exit_code_for_open(int rc);
 
 #endif

@@ -12,6 +12,11 @@ bats_require_minimum_version 1.5.0
 setup() { setup_run; }
 teardown() {
     teardown_run
+    # PgBouncer keeps its server connections, named after their last client
+    # ("pglock run KEY"): end them, so no later test mistakes them for a
+    # pglock left behind (the pooler replaces them as needed).
+    q "select count(pg_terminate_backend(pid)) from pg_stat_activity
+       where application_name like 'pglock % $K%' and pid <> pg_backend_pid()" >/dev/null
     if [ -n "${sync_set:-}" ]; then
         q "alter system reset synchronous_standby_names" >/dev/null
         q "select pg_reload_conf()" >/dev/null

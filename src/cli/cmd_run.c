@@ -1,0 +1,136 @@
+/*
+ * pglock run — flock(1) across hosts: run a command while holding a lock,
+ * with a lease, so that the command never runs without it.
+ *
+ * The flow: parse and check everything (64), connect (69), take the lock
+ * (75 when busy or timed out), take the fencing token if asked and set the
+ * job's environment (69, the command not run, when that cannot finish in
+ * time), run the job under the supervisor (run_supervisor.c, with the
+ * watchdog of run_watchdog.c), confirm ownership once more, hold until
+ * --min-hold, release.  A loss stops the job and exits 74.  The lock
+ * connection is closed only after the watchdog has exited, and the
+ * watchdog exits only when no process of the job remains.
+ */
+#include <stdio.h>
+#include "cli.h"
+#include "run.h"
+
+static int run_locked(run_state *st, run_job *job);
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    run_state st;
+    run_job job;
+    pglock_key key;
+    run_args_init(&a, "run", NULL);
+    int rc = run_prepare(argc, argv, &a, &st, &job, &key);
+    if (rc >= 0)
+        return rc;
+
+    rc = run_connect(&st, &key, NULL);
+    if (rc < 0) {
+        int code = run_exit_code_for_open(rc);
+        if (run_stop_signal())
+            code = 128 + run_stop_signal();
+        cli_error(code, "%s", st.error);
+        if (rc == PGLOCK_EPOOLER)
+            cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
+                     "transaction through a transaction-mode pooler.");
+        cli_registry_free(st.registry);
+        return code;
+    }
+    const char *db = pglock_client_database(st.client);
+
+    /* Take the lock. */
+    cli_verbose("acquiring %s lock \"%s\" (%s) in database \"%s\"",
+                a.mode == PGLOCK_SHARED ? "shared" : "exclusive",
+                a.key_text, st.key_id, db);
+    rc = pglock_lock(st.client, &key, a.mode, a.timeout_ms);
+    if (rc < 0) {
+        int code;
+        if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
+            code = a.conflict_code;
+            if (!cli_quiet)
+                fprintf(stderr, "pglock: lock \"%s\" in database \"%s\" is %s; "
+                        "the command was not run\n", a.key_text, db,
+                        rc == PGLOCK_EBUSY ? "held by another session"
+                                           : "still held after the wait");
+        } else if (rc == PGLOCK_EINTR && run_stop_signal()) {
+            code = 128 + run_stop_signal();
+            cli_verbose("interrupted while waiting: the wait was cancelled");
+        } else if (rc == PGLOCK_EINTR) {
+            /* Not our signal: someone cancelled the wait on the server
+             * (pg_cancel_backend).  Say so; 130 would claim a Ctrl-C. */
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
+                             "cancelled on the server: %s", a.key_text,
+                             pglock_client_error(st.client));
+        } else if (rc == PGLOCK_ECONNLOST) {
+            /* e.g. the server restarted, or pglock was stopped (Ctrl-Z)
+             * past the lease while waiting: the command never ran */
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
+                             "\"%s\"; the command was not run: %s", a.key_text,
+                             pglock_client_error(st.client));
+        } else {
+            code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
+                   : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
+            cli_error(code, "%s", pglock_client_error(st.client));
+        }
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return code;
+    }
+    st.acquired_at = pglock_now_ms();
+    cli_verbose("acquired \"%s\" (%s), backend pid %d", a.key_text, st.key_id,
+                pglock_client_backend_pid(st.client));
+
+    if ((rc = run_job_env(&st)) < 0) {
+        int code = run_job_env_failed(&st, rc, 0);
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return code;
+    }
+
+    rc = run_locked(&st, &job);
+    cli_registry_free(st.registry);
+    return rc;
+}
+
+/* Runs the job under the held lock and releases it; returns the exit
+ * status. */
+static int run_locked(run_state *st, run_job *job)
+{
+    const run_args *a = st->args;
+    int code = run_job_term(st, job);
+    if (code >= 0) {
+        pglock_client_close(st->client);
+        return code;
+    }
+    if (st->lost) {
+        code = cli_error(a->lost_code, "lock \"%s\" lost: %s; the command was stopped",
+                         st->key_label, st->lost_reason);
+    } else {
+        code = run_term_status(st);
+        /* The command ran to its end: prove the lock was still ours. */
+        if (st->fatal || st->exec_errno) {
+            /* it did not run, or the watchdog died: already reported */
+        } else if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
+                                st->lease.client_ms) < 0) {
+            code = cli_error(a->lost_code, "lock \"%s\" lost while the command ran: %s",
+                             st->key_label, st->lost_reason);
+        } else if (a->min_hold_ms > 0 &&
+                   pglock_now_ms() < st->acquired_at + a->min_hold_ms) {
+            cli_verbose("holding until --min-hold ends");
+            run_supervise(st, st->acquired_at + a->min_hold_ms);
+            if (st->lost && !cli_quiet)
+                fprintf(stderr, "pglock: warning: lock \"%s\" lost during --min-hold: %s\n",
+                        st->key_label, st->lost_reason);
+            else if (run_stop_signal())
+                code = 128 + run_stop_signal();
+        }
+    }
+    pglock_client_close(st->client);
+    cli_verbose("released");
+    return code;
+}
+

@@ -1,0 +1,224 @@
+/*
+ * Getting `pglock run` and `pglock lead` to the point where the job can
+ * start: options checked against the lease rule, the key (and registry),
+ * the lock connection, and the job's environment (with the fencing token,
+ * bounded by the client deadline).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cli.h"
+#include "run.h"
+
+/* "pglock run KEY", cut at 63 bytes (NAMEDATALEN - 1) on a UTF-8
+ * character boundary, so that the server keeps it whole. */
+void run_application_name(char buf[64], const char *command, const char *key)
+{
+    char full[64 + 8];
+    snprintf(full, sizeof full, "pglock %s %s", command, key);
+    size_t n = strlen(full);
+    if (n > 63) {
+        /* Back up to the first byte of the character that straddles. */
+        n = 63;
+        while (n > 0 && ((unsigned char)full[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(buf, full, n);
+    buf[n] = '\0';
+}
+
+int run_exit_code_for_open(int rc)
+{
+    switch (rc) {
+    case PGLOCK_ENOMEM:
+        return CLI_EXIT_SOFTWARE;
+    case PGLOCK_EINVAL:
+        return CLI_EXIT_USAGE;
+    default:
+        return CLI_EXIT_UNAVAILABLE;
+    }
+}
+
+static int is_legacy(const pglock_key *key)
+{
+    return key->kind == PGLOCK_KEY_HASHTEXT ||
+           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
+}
+static int prepare(int argc, char **argv, run_args *a, run_state *st,
+                   run_job *job, pglock_key *key)
+{
+    memset(st, 0, sizeof *st);
+    int rc = run_parse_args(argc, argv, a);
+    if (rc >= 0)
+        return rc;
+
+    st->args = a;
+    st->key_label = a->key_text;
+    st->ctl_fd = st->report_fd = -1;
+    char err[512];
+    if (run_lease_derive(&st->lease, a->lease_ms, a->kill_after_ms, err, sizeof err) < 0) {
+        cli_error(CLI_EXIT_USAGE, "%s", err);
+        if (a->lease_ms >= RUN_LEASE_MIN_MS) {
+            char t[32];
+            run_format_ms(a->lease_ms / 6, t, sizeof t);
+            char l[32];
+            run_format_ms(a->lease_ms, l, sizeof l);
+            cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",
+                     l, t);
+        }
+        fprintf(stderr, "Try \"pglock %s --help\" for more information.\n",
+                a->command);
+        return CLI_EXIT_USAGE;
+    }
+
+    if (a->keys_file || a->key_text[0] == '@') {
+        if (cli_registry_load(&st->registry, a->keys_file, err, sizeof err) < 0)
+            return cli_usage_error(a->command, "%s", err);
+    }
+    if (cli_parse_key(a->key_text, st->registry, key, err, sizeof err) < 0)
+        return cli_usage_error(a->command, "%s", err);
+
+    /* Signals: stop signals interrupt the wait and later go to the job. */
+    memset(job, 0, sizeof *job);
+    job->argv = a->argv;
+    job->shell_command = a->shell_command;
+    job->foreground = a->foreground;
+    job->foreground_pgrp = getpgrp();
+    job->kill_after_ms = st->lease.kill_after_ms;
+    if (run_signals_init(job) < 0)
+        return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
+    return -1;
+}
+
+int run_prepare(int argc, char **argv, run_args *a, run_state *st,
+                run_job *job, pglock_key *key)
+{
+    int rc = prepare(argc, argv, a, st, job, key);
+    if (rc >= 0) { /* done before anything ran: the caller frees nothing */
+        cli_registry_free(st->registry);
+        st->registry = NULL;
+    }
+    return rc;
+}
+
+int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
+{
+    const run_args *a = st->args;
+    char appname[64];
+    run_application_name(appname, a->command, a->key_text);
+    const char *kw[12], *val[12];
+    int nkw = 0;
+    if (connect_timeout) {
+        /* first, so that the user's own connect_timeout wins */
+        kw[nkw] = "connect_timeout";
+        val[nkw++] = connect_timeout;
+    }
+    cli_conn_params(&a->conn, NULL, kw + nkw, val + nkw);
+    while (kw[nkw])
+        nkw++;
+    kw[nkw] = "application_name";
+    val[nkw++] = appname;
+    kw[nkw] = NULL;
+    val[nkw] = NULL;
+    pglock_options opts;
+    pglock_options_init(&opts);
+    opts.lease_ms = st->lease.server_ms;
+    opts.application_name = appname;
+    opts.interrupt = run_stop_flag();
+    opts.interrupt_fd = run_interrupt_fd();
+    opts.hold = a->hold;
+    cli_verbose("connecting");
+    int rc = pglock_client_open_params(&st->client, kw, val, &opts);
+    if (rc < 0) {
+        snprintf(st->error, sizeof st->error, "%s",
+                 st->client ? pglock_client_error(st->client) : pglock_strerror(rc));
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return rc;
+    }
+    const char *db = pglock_client_database(st->client);
+    PGconn *pc = pglock_client_conn(st->client);
+    cli_verbose("connected: database \"%s\" on %s port %s, %s",
+                db, pc && PQhost(pc) ? PQhost(pc) : "?",
+                pc && PQport(pc) ? PQport(pc) : "?",
+                pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT
+                    ? "through a pooler: the lock is held in a transaction"
+                    : "session lock on a direct connection");
+
+    if (is_legacy(key) && !key->resolved) {
+        pglock_error perr;
+        memset(&perr, 0, sizeof perr);
+        rc = pglock_key_resolve(key, pc, &perr);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "%s", perr.message);
+            pglock_client_close(st->client);
+            st->client = NULL;
+            return rc;
+        }
+    }
+    if (pglock_key_format(key, st->key_id, sizeof st->key_id) < 0)
+        snprintf(st->key_id, sizeof st->key_id, "?");
+    return 0;
+}
+
+int run_job_env(run_state *st)
+{
+    const run_args *a = st->args;
+    char pidbuf[16], tokbuf[24];
+    st->token = 0;
+    if (a->fencing_token) {
+        /* A step taken while the lock is held: bounded by the client
+         * deadline, like every other (a commit waiting for synchronous
+         * replication, a pooler with no free server connection). */
+        int64_t left = pglock_client_confirmed_at(st->client) +
+                       st->lease.client_ms - pglock_now_ms();
+        int rc = pglock_client_fencing_token(st->client, &st->token,
+                                             left > 0 ? (long)left : 0);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "%s",
+                     pglock_client_error(st->client));
+            return rc;
+        }
+        snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)st->token);
+        setenv("PGLOCK_FENCING_TOKEN", tokbuf, 1);
+        cli_verbose("fencing token %lld", (long long)st->token);
+    } else {
+        /* never one inherited from an outer pglock */
+        unsetenv("PGLOCK_FENCING_TOKEN");
+    }
+    snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st->client));
+    const char *db = pglock_client_database(st->client);
+    setenv("PGLOCK_KEY", a->key_text, 1);
+    setenv("PGLOCK_KEY_ID", st->key_id, 1);
+    setenv("PGLOCK_DATABASE", db ? db : "", 1);
+    setenv("PGLOCK_BACKEND_PID", pidbuf, 1);
+    return 0;
+}
+
+int run_job_env_failed(run_state *st, int rc, int warn_only)
+{
+    if (rc == PGLOCK_EINTR && run_stop_signal()) {
+        cli_verbose("interrupted while taking the fencing token");
+        return 128 + run_stop_signal();
+    }
+    if (warn_only)
+        cli_warning("lock \"%s\" acquired, but %s; released, contending again",
+                    st->key_label, st->error);
+    else
+        cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" acquired, but %s; the command "
+                  "was not run", st->key_label, st->error);
+    if (rc == PGLOCK_ETIMEDOUT && !warn_only)
+        cli_hint("The fencing token must be committed within the client deadline "
+                 "(2/3 of --lease).  Is synchronous_standby_names waiting for a "
+                 "standby that is not there, or is a pooler out of server "
+                 "connections (the token needs a second one)?");
+    return CLI_EXIT_UNAVAILABLE;
+}

@@ -1,0 +1,389 @@
+/*
+ * The supervisor of `pglock run` and `pglock lead`, on pglock's side: it
+ * starts the watchdog (run_watchdog.c) that runs the job, heartbeats the
+ * lease (run_lease.c) in a poll() loop, forwards signals (run_signals.c),
+ * handles Ctrl-Z (suspend(): the job is stopped first, ownership is
+ * re-verified before it continues) and declares the lock lost — the job is
+ * then stopped — when ownership cannot be confirmed in time.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cli.h"
+#include "run.h"
+
+static void send_ctl(run_state *st, int op, int arg, int64_t value)
+{
+    run_msg m = {op, arg, value};
+    if (st->ctl_fd >= 0 && write(st->ctl_fd, &m, sizeof m) < 0) {
+        /* the watchdog is gone; its exit is handled by the loop */
+    }
+}
+
+static void tell_deadline(run_state *st)
+{
+    send_ctl(st, RUN_CTL_DEADLINE, 0,
+             pglock_client_confirmed_at(st->client) + st->lease.client_ms);
+}
+
+/* Declares the lock lost (once) and has the watchdog stop the job. */
+static void lose(run_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void lose(run_state *st, const char *fmt, ...)
+{
+    if (st->lost)
+        return;
+    st->lost = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->lost_reason, sizeof st->lost_reason, fmt, ap);
+    va_end(ap);
+    cli_verbose("lost: %s", st->lost_reason);
+    if (st->watchdog)
+        send_ctl(st, st->job_stopped ? RUN_CTL_KILL : RUN_CTL_TERMINATE, 0, 0);
+}
+
+static void read_reports(run_state *st)
+{
+    run_msg m;
+    ssize_t n;
+    while ((n = read(st->report_fd, &m, sizeof m)) == (ssize_t)sizeof m) {
+        switch (m.op) {
+        case RUN_REP_EXEC_FAILED:
+            st->exec_errno = m.arg;
+            break;
+        case RUN_REP_EXITED:
+            st->job_exited = 1;
+            st->job_status = m.arg;
+            cli_verbose("command exited (%s %d)",
+                        WIFSIGNALED(m.arg) ? "signal" : "status",
+                        WIFSIGNALED(m.arg) ? WTERMSIG(m.arg) : WEXITSTATUS(m.arg));
+            break;
+        case RUN_REP_DEADLINE:
+            lose(st, "ownership not confirmed within the client deadline (watchdog)");
+            break;
+        case RUN_REP_STOPPED:
+            break;
+        case RUN_REP_TTY_STOPPED:
+            fprintf(stderr, "pglock: warning: the command is stopped: it tried to %s the "
+                    "terminal, which only --foreground lets it use\n",
+                    m.arg == SIGTTIN ? "read from" : "write to");
+            break;
+        case RUN_REP_DONE:
+            st->job_done = 1;
+            break;
+        }
+    }
+}
+
+/* Reaps children: the watchdog, and orphans when pglock is PID 1 or the
+ * watchdog died and its orphans came to us (pglock is a subreaper too). */
+static void reap_children(run_state *st)
+{
+    for (;;) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p <= 0)
+            return;
+        if (p == st->watchdog) {
+            st->watchdog = 0;
+            read_reports(st);
+            if (!st->job_done) {
+                /* The watchdog died (killed by someone): its orphans are
+                 * ours now.  Kill them and reap them before going on. */
+                st->fatal = 1;
+                for (;;) {
+                    run_signal_descendants(SIGKILL);
+                    pid_t q = waitpid(-1, NULL, 0);
+                    if (q < 0 && errno == ECHILD)
+                        break;
+                }
+                st->job_done = 1;
+            }
+        }
+    }
+}
+
+static void start_heartbeat(run_state *st, int64_t now)
+{
+    int rc = pglock_heartbeat_send(st->client);
+    if (rc < 0) {
+        lose(st, "%s", pglock_client_error(st->client));
+        return;
+    }
+    st->hb_inflight = 1;
+    st->hb_sent_at = now;
+    st->next_hb = now + st->lease.heartbeat_ms;
+}
+
+static void poll_heartbeat(run_state *st)
+{
+    int rc = pglock_heartbeat_poll(st->client);
+    if (rc == PGLOCK_EAGAIN)
+        return;
+    st->hb_inflight = 0;
+    if (rc < 0) {
+        lose(st, "%s", pglock_client_error(st->client));
+        return;
+    }
+    int64_t took = pglock_now_ms() - st->hb_sent_at;
+    if (took > st->lease.heartbeat_ms)
+        cli_verbose("heartbeat late: confirmed after %lldms", (long long)took);
+    else if (cli_verbosity > 1)
+        cli_verbose("heartbeat confirmed in %lldms", (long long)took);
+    tell_deadline(st);
+}
+
+/* Waits for the heartbeat in flight until deadline. */
+static void wait_heartbeat(run_state *st, int64_t deadline)
+{
+    while (st->hb_inflight && !st->lost) {
+        int64_t now = pglock_now_ms();
+        if (now >= deadline) {
+            char t[32];
+            run_format_ms(st->lease.client_ms, t, sizeof t);
+            lose(st, "ownership not confirmed within %s", t);
+            return;
+        }
+        struct pollfd p = {pglock_client_socket(st->client), POLLIN, 0};
+        if (p.fd < 0 || poll(&p, 1, (int)(deadline - now)) > 0)
+            poll_heartbeat(st);
+    }
+}
+
+/* Proves ownership now: waits for any heartbeat in flight (it was sent
+ * earlier), then sends one more and waits for its answer, both by
+ * deadline.  0 when confirmed; else the lock is declared lost. */
+int run_confirm_now(run_state *st, int64_t deadline)
+{
+    wait_heartbeat(st, deadline);
+    if (!st->lost) {
+        start_heartbeat(st, pglock_now_ms());
+        wait_heartbeat(st, deadline);
+    }
+    return st->lost ? -1 : 0;
+}
+
+/* Ctrl-Z: stop the job, then pglock itself.  On resume, re-verify
+ * ownership before the job may continue; if it cannot be confirmed the
+ * job is killed, never resumed. */
+static void suspend(run_state *st)
+{
+    if (st->lost || !st->watchdog)
+        return;
+    send_ctl(st, RUN_CTL_STOP, 0, 0);
+    st->job_stopped = 1;
+    /* Wait (briefly) for the watchdog's answer so the job is stopped
+     * before the shell sees us stopped. */
+    int64_t until = pglock_now_ms() + 1000;
+    for (;;) {
+        struct pollfd p = {st->report_fd, POLLIN, 0};
+        int64_t now = pglock_now_ms();
+        if (now >= until || poll(&p, 1, (int)(until - now)) <= 0)
+            break;
+        run_msg m;
+        ssize_t n = read(st->report_fd, &m, sizeof m);
+        if (n != (ssize_t)sizeof m)
+            break;
+        if (m.op == RUN_REP_STOPPED)
+            break;
+        if (m.op == RUN_REP_EXITED) {
+            st->job_exited = 1;
+            st->job_status = m.arg;
+        } else if (m.op == RUN_REP_DONE) {
+            st->job_done = 1;
+        } else if (m.op == RUN_REP_EXEC_FAILED) {
+            st->exec_errno = m.arg;
+        } else if (m.op == RUN_REP_DEADLINE) {
+            lose(st, "ownership not confirmed within the client deadline (watchdog)");
+        }
+    }
+    if (st->lost)
+        return; /* the job is being stopped for good: nothing to resume */
+    cli_verbose("suspended");
+    raise(SIGSTOP);
+    cli_verbose("resumed: verifying ownership");
+    /* Any heartbeat in flight was sent before the stop; confirm afresh,
+     * with the deadline counted from now (the job was not running). */
+    if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0) {
+        st->job_stopped = 0;
+        tell_deadline(st);
+        send_ctl(st, RUN_CTL_CONT, 0, 0);
+        cli_verbose("ownership confirmed: the command continues");
+    } else {
+        send_ctl(st, RUN_CTL_KILL, 0, 0);
+    }
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The heartbeat loop.  Runs until the watchdog has exited (the job is
+ * entirely gone), or with hold_until > 0 (the job already gone) until
+ * that time. */
+void run_supervise(run_state *st, int64_t hold_until)
+{
+    for (;;) {
+        if (!st->watchdog && st->job_done &&
+            (st->lost || hold_until == 0 || pglock_now_ms() >= hold_until))
+            return;
+        if (!st->watchdog && run_stop_signal() && !st->lost)
+            return; /* interrupted during --min-hold */
+        int64_t now = pglock_now_ms();
+        int64_t deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
+        if (!st->lost && !st->job_stopped && now >= deadline) {
+            char t[32];
+            run_format_ms(st->lease.client_ms, t, sizeof t);
+            lose(st, "ownership not confirmed within %s (the client deadline of a %lds lease)",
+                 t, st->lease.server_ms / 1000);
+        }
+        if (!st->lost && !st->hb_inflight && now >= st->next_hb)
+            start_heartbeat(st, now);
+
+        int64_t wake = now + 1000;
+        if (!st->lost) {
+            wake = min64(wake, deadline);
+            if (!st->hb_inflight)
+                wake = min64(wake, st->next_hb);
+            if (!st->watchdog && hold_until > 0)
+                wake = min64(wake, hold_until);
+        }
+        struct pollfd p[3];
+        int n = 0;
+        p[n++] = (struct pollfd){run_event_fd(), POLLIN, 0};
+        /* At end-of-file once the watchdog is gone: not polled then. */
+        p[n++] = (struct pollfd){st->watchdog ? st->report_fd : -1, POLLIN, 0};
+        int sock = st->lost ? -1 : pglock_client_socket(st->client);
+        if (sock >= 0)
+            p[n++] = (struct pollfd){sock, POLLIN, 0};
+        int timeout = wake > now ? (int)(wake - now) : 0;
+        int r = poll(p, (nfds_t)n, timeout);
+        if (r < 0 && errno != EINTR) {
+            st->fatal = 1;
+            lose(st, "poll failed: %s", strerror(errno));
+            continue;
+        }
+        if (r <= 0)
+            continue;
+        if (p[1].revents)
+            read_reports(st);
+        if (n == 3 && p[2].revents && !st->lost) {
+            if (st->hb_inflight)
+                poll_heartbeat(st);
+            else
+                /* Something arrived unasked: most likely the server's
+                 * FATAL before it closes (pg_terminate_backend, shutdown).
+                 * A heartbeat now finds out at once. */
+                start_heartbeat(st, pglock_now_ms());
+        }
+        if (p[0].revents) {
+            unsigned char sig[64];
+            ssize_t k;
+            while ((k = read(run_event_fd(), sig, sizeof sig)) > 0) {
+                for (ssize_t i = 0; i < k; i++) {
+                    int s = sig[i] & ~RUN_FROM_TERMINAL;
+                    int from_terminal = (sig[i] & RUN_FROM_TERMINAL) != 0;
+                    if (s == SIGCHLD) {
+                        reap_children(st);
+                    } else if (s == SIGTSTP) {
+                        suspend(st);
+                    } else if (s == SIGCONT) {
+                        /* resumed: handled in suspend() */
+                    } else if (from_terminal && st->args->foreground) {
+                        /* The terminal sent it to its whole foreground
+                         * process group, the job included: not twice. */
+                    } else if (st->watchdog) {
+                        cli_verbose("forwarding signal %d to the command", s);
+                        send_ctl(st, RUN_CTL_SIGNAL, s, 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+int run_job_term(run_state *st, run_job *job)
+{
+    st->job_done = st->job_exited = st->job_status = 0;
+    st->exec_errno = st->job_stopped = 0;
+    /* A long wait, or a pglock stopped while waiting, may have been
+     * granted the lock long ago: confirm ownership before starting. */
+    st->next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+    if (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
+            st->lease.heartbeat_ms &&
+        run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0) {
+        /* Nothing ran without the lock: not 74, which says a command was
+         * stopped. */
+        return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
+                         "started: %s; the command was not run",
+                         st->key_label, st->lost_reason);
+    }
+    if (run_stop_signal())
+        return 128 + run_stop_signal();
+
+    int ctl[2], rep[2];
+    if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)
+        return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
+    fcntl(rep[0], F_SETFL, O_NONBLOCK);
+    /* The watchdog's orphans come to us if it dies; and as PID 1 we reap
+     * whatever else is reparented here. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    run_signals_catch_job_control(job);
+    int close_in_child[] = {ctl[1], rep[0], -1, -1, -1, -1, -1};
+    run_signal_pipes(close_in_child + 2);
+    st->watchdog = run_watchdog_start(job, ctl[0], rep[1], close_in_child);
+    close(ctl[0]);
+    close(rep[1]);
+    st->ctl_fd = ctl[1];
+    st->report_fd = rep[0];
+    if (st->watchdog < 0) {
+        st->watchdog = 0;
+        close(st->ctl_fd);
+        close(st->report_fd);
+        st->ctl_fd = st->report_fd = -1;
+        return cli_error(CLI_EXIT_SOFTWARE, "could not fork: %s", strerror(errno));
+    }
+    tell_deadline(st);
+    if (run_stop_signal())
+        send_ctl(st, RUN_CTL_SIGNAL, run_stop_signal(), 0);
+    cli_verbose("command started (watchdog pid %d)", (int)st->watchdog);
+
+    run_supervise(st, 0);
+    close(st->ctl_fd);
+    close(st->report_fd);
+    st->ctl_fd = st->report_fd = -1;
+    return -1;
+}
+
+int run_term_status(run_state *st)
+{
+    const run_args *a = st->args;
+    if (st->fatal)
+        return cli_error(CLI_EXIT_SOFTWARE, "the watchdog died; the command was killed");
+    if (st->exec_errno) {
+        int code = st->exec_errno == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
+        return cli_error(code, "could not execute \"%s\": %s",
+                         a->shell_command ? "/bin/sh" : a->argv[0], strerror(st->exec_errno));
+    }
+    return st->job_exited ? run_exit_status_of(st->job_status) : CLI_EXIT_SOFTWARE;
+}
+
+int run_exit_status_of(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return CLI_EXIT_SOFTWARE;
+}
+
