@@ -5,8 +5,10 @@
 #ifndef PGLOCK_CLI_H
 #define PGLOCK_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "pglock.h"
 
 /* Exit codes (sysexits.h values; DESIGN.md's table). */
@@ -29,10 +31,15 @@ int cli_error(int code, const char *fmt, ...)
 void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "pglock: hint: MESSAGE\n" on stderr. */
 void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* cli_error(CLI_EXIT_USAGE, ...) followed by
- * `Try "pglock COMMAND --help" for more information.` */
+/* cli_error(CLI_EXIT_USAGE, ...) followed by cli_try_help(command). */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* `Try "pglock COMMAND --help" for more information.` on stderr; returns
+ * CLI_EXIT_USAGE (after an error and hints of one's own). */
+int cli_try_help(const char *command);
+/* "pglock: MESSAGE\n" on stderr, unless -q: an expected outcome that is
+ * neither an error nor a warning (the lock is busy). */
+void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Set by -q: cli_verbose() prints nothing, errors still print. */
 extern int cli_quiet;
@@ -61,35 +68,64 @@ PGconn *cli_connect(const cli_conn *conn, const char *application_name,
                     const char *client_encoding, char *err, size_t errlen);
 
 /*
- * Option parsing shared by the subcommands (options.c), for getopt_long
- * with opterr = 0.  CLI_CONN_LONGOPTS goes into a longopts table; a
- * subcommand's switch hands 'h', 'p', 'U' and 'd' to cli_conn_option().
+ * Options, declared once in tables (opt.c): the parser and --help both
+ * read them.  A table is an array ended by CLI_OPT_END; an entry without
+ * long_name is a group heading (its help is the heading's text); an entry
+ * without help is parsed but not shown.
  */
-#define CLI_CONN_LONGOPTS                                                   \
-    {"host", required_argument, NULL, 'h'},                                 \
-    {"port", required_argument, NULL, 'p'},                                 \
-    {"username", required_argument, NULL, 'U'},                             \
-    {"dbname", required_argument, NULL, 'd'}
+enum { CLI_OPT_NO_VALUE, CLI_OPT_VALUE, CLI_OPT_OPTIONAL };
+#define CLI_OPT_HELP 1000 /* the id of -? and --help */
+typedef struct cli_opt {
+    int id;                 /* what cli_opt_next() returns for it */
+    char short_name;        /* 0: long only */
+    const char *long_name;
+    int value;              /* CLI_OPT_NO_VALUE, _VALUE or _OPTIONAL */
+    const char *value_name; /* "DURATION", for --help */
+    const char *help;       /* lines separated by '\n' */
+} cli_opt;
+#define CLI_OPT_END {0, 0, NULL, 0, NULL, NULL}
+
+/* -h -p -U -d (ids 'h' 'p' 'U' 'd', see cli_conn_option()), under the
+ * "Connection" heading; -q -v under "Output"; -V and -?/--help last. */
+extern const cli_opt cli_conn_opts[];
+extern const cli_opt cli_output_opts[];
+extern const cli_opt cli_help_opts[];
+
+typedef struct cli_opt_parser {
+    const char *command;
+    int argc;
+    char **argv;
+    const cli_opt *const *tables;
+    struct option longopts[48];
+    char shorts[96];
+} cli_opt_parser;
+
+/* Prepares to parse argv[1..] against tables (NULL-terminated).
+ * stop_at_operand: options end at the first operand (run's KEY), else
+ * operands and options may mix.  0, or -1 if the tables are too big. */
+int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
+                 char **argv, const cli_opt *const *tables,
+                 int stop_at_operand);
+/* The next option's id, its value in *value (NULL if none); 0 when the
+ * options end (optind is then the first operand); or -64 after printing
+ * the usage error (an unknown option, a missing or unwanted value). */
+int cli_opt_next(cli_opt_parser *p, const char **value);
+/* Prints the tables' entries: headings, then "  -x, --name=VALUE" with
+ * the description in one column, for every command alike. */
+void cli_opt_help(FILE *out, const cli_opt *const *tables);
+
 /* Stores arg in conn if c is 'h', 'p', 'U' or 'd'.  Returns 1 if it was
  * one of them, else 0. */
 int cli_conn_option(cli_conn *conn, int c, const char *arg);
-/* Help lines for -h -p -U -d, descriptions in column 25 (status, doctor). */
-#define CLI_HELP_CONNECTION                                                 \
-    "  -h, --host=HOST        database server host or socket directory\n"  \
-    "  -p, --port=PORT        database server port\n"                      \
-    "  -U, --username=USER    database user name\n"                        \
-    "  -d, --dbname=DBNAME    database name, conninfo string or URI\n"
 /* 1 if -? or --help comes before any "--" in argv[1..]: help is asked
  * for wherever it is, as PostgreSQL's tools do. */
 int cli_help_asked(int argc, char **argv);
 /* Makes the next getopt_long() start afresh: main or a test may have used
  * getopt before. */
 void cli_getopt_reset(void);
-/* The usage error for what getopt_long() refused (it returned '?'):
- * valued_shorts lists the short options that take a value.  Returns
- * CLI_EXIT_USAGE, having printed why. */
-int cli_option_error(const char *command, char **argv,
-                     const char *valued_shorts);
+/* "pglock VERSION (libpglock VERSION, libpq N)" on stdout: -V, --version
+ * of every command. */
+void cli_print_version(void);
 
 /* Copies text into out (outlen > 5) for a one-line message: control bytes
  * as \xNN, with quotes also '"' and '\\' escaped by a backslash; cut

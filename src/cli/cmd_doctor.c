@@ -6,7 +6,6 @@
  * doctor is meant to run through a pooler, where a SET would leak to the
  * pool's other clients.
  */
-#include <getopt.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -423,46 +422,51 @@ static void print_json(const report *r, PGconn *conn)
 
 /* ------------------------------------------------ the command */
 
+enum { OPT_JSON = 256 };
+
+static const cli_opt doctor_opts[] = {
+    {0, 0, NULL, 0, NULL, "Options:"},
+    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "one JSON document (schema in pglock(1))"},
+    CLI_OPT_END};
+
+static const cli_opt *const doctor_tables[] = {
+    doctor_opts, cli_conn_opts, cli_help_opts, NULL};
+
 static void print_help(void)
 {
     printf("pglock doctor checks the server and the path to it.\n\n"
            "Usage:\n"
            "  pglock doctor [OPTION]...\n\n"
            "Each finding is ok, warning or problem, with the reason and the fix.\n"
-           "Only read-only statements are sent (safe through a pooler).\n\n"
-           "Options:\n"
-           "      --json             one JSON document (schema in pglock(1))\n\n"
-           "Connection options:\n"
-           CLI_HELP_CONNECTION "\n"
-           "  -?, --help             show this help, then exit\n\n"
-           "Exit status: 0 with no problem, 1 with a problem, 64 for bad\n"
+           "Only read-only statements are sent (safe through a pooler).\n\n");
+    cli_opt_help(stdout, doctor_tables);
+    printf("\nExit status: 0 with no problem, 1 with a problem, 64 for bad\n"
            "options, 69 when it could not connect.\n");
 }
 
-enum { OPT_JSON = 256 };
-
 int cmd_doctor(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_CONN_LONGOPTS,
-        {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, '?'},
-        {NULL, 0, NULL, 0},
-    };
     cli_conn cc = {0};
-    int json = 0, c;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-?") || !strcmp(argv[i], "--help")) {
-            print_help();
+    int json = 0, id;
+    if (cli_help_asked(argc, argv)) {
+        print_help();
+        return 0;
+    }
+    cli_opt_parser p;
+    const char *value;
+    cli_opt_init(&p, "doctor", argc, argv, doctor_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        if (id < 0)
+            return -id;
+        if (id == 'V') {
+            cli_print_version();
             return 0;
         }
-    }
-    cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
-        if (c == OPT_JSON)
+        if (id == OPT_JSON)
             json = 1;
-        else if (!cli_conn_option(&cc, c, optarg))
-            return cli_option_error("doctor", argv, "hpUd");
+        else
+            cli_conn_option(&cc, id, value);
     }
     if (optind < argc)
         return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);

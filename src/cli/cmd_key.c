@@ -3,16 +3,38 @@
  * SQL any client can run to take the same lock.  Needs a server only for
  * the hashtext forms, whose value the server computes.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 
+enum { OPT_SQL = 256, OPT_JSON, OPT_SHARED, OPT_XACT, OPT_KEYS };
+
+static const cli_opt key_opts_table[] = {
+    {0, 0, NULL, 0, NULL, "Options:"},
+    {OPT_SQL, 0, "sql", CLI_OPT_NO_VALUE, NULL,
+     "also print the SQL that takes the same lock"},
+    {OPT_SHARED, 0, "shared", CLI_OPT_NO_VALUE, NULL,
+     "the SQL takes a shared lock"},
+    {OPT_XACT, 0, "xact", CLI_OPT_NO_VALUE, NULL,
+     "the SQL takes a transaction-level lock"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "the key registry (default: $PGLOCK_KEYS)"},
+    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "print a JSON array (bigints as strings)"},
+    {0, 0, NULL, 0, NULL, "(only hashtext keys need a server)"},
+    CLI_OPT_END};
+
+static const cli_opt *const key_tables[] = {
+    key_opts_table, cli_conn_opts, cli_help_opts, NULL};
+
 static void usage(FILE *to)
 {
-    fputs("Usage: pglock key [OPTION]... KEY...\n"
-          "Show how each KEY maps to a bigint or pair, to pg_locks, and to SQL.\n"
+    fputs("pglock key shows how each KEY maps to a bigint or pair, to pg_locks,\n"
+          "and to SQL.\n"
+          "\n"
+          "Usage:\n"
+          "  pglock key [OPTION]... KEY...\n"
           "\n"
           "Keys:\n"
           "  123, int:-5              a 64-bit integer\n"
@@ -23,25 +45,10 @@ static void usage(FILE *to)
           "  @NAME                    NAME looked up in the registry\n"
           "A key that starts with a digit, '-', '+' or ':' must be an integer or\n"
           "NS:ID; write text:KEY for such a name.\n"
-          "\n"
-          "Options:\n"
-          "      --sql                also print the SQL that takes the same lock\n"
-          "      --shared             the SQL takes a shared lock\n"
-          "      --xact               the SQL takes a transaction-level lock\n"
-          "      --keys=FILE          the key registry (default: $PGLOCK_KEYS)\n"
-          "      --json               print a JSON array (bigints as strings)\n"
-          "\n"
-          "Connection options (only hashtext keys need a server):\n"
-          "  -h, --host=HOSTNAME      database server host or socket directory\n"
-          "  -p, --port=PORT          database server port\n"
-          "  -U, --username=USERNAME  database user name\n"
-          "  -d, --dbname=DBNAME      database name, conninfo string or URI\n"
-          "\n"
-          "  -?, --help               show this help, then exit\n"
-          "\n"
-          "Exit status: 0 ok, 64 bad key or option, 69 server needed but\n"
-          "unavailable.\n",
-          to);
+          "\n", to);
+    cli_opt_help(to, key_tables);
+    fputs("\nExit status: 0 ok, 64 bad key or option, 69 server needed but\n"
+          "unavailable.\n", to);
 }
 
 /* Prints s with control characters escaped, so one key stays one line. */
@@ -233,46 +240,34 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
 
 int cmd_key(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"sql", no_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"shared", no_argument, NULL, 'S'},
-        {"xact", no_argument, NULL, 'x'},
-        {"keys", required_argument, NULL, 'k'},
-        CLI_CONN_LONGOPTS,
-                {NULL, 0, NULL, 0}};
     key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
     cli_conn conn = {NULL, NULL, NULL, NULL};
-    const char *keys_file = NULL;
-    int c;
+    const char *keys_file = NULL, *value;
+    int id;
 
     if (cli_help_asked(argc, argv)) {
         usage(stdout);
         return 0;
     }
-    cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, ":h:p:U:d:", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's': o.sql = 1; break;
-        case 'j': o.json = 1; break;
-        case 'S': o.mode = PGLOCK_SHARED; break;
-        case 'x': o.scope = PGLOCK_XACT; break;
-        case 'k': keys_file = optarg; break;
-        case ':':
-            return cli_usage_error("key", "option \"%s\" needs a value",
-                                   argv[optind - 1]);
+    /* "-5" would be an unknown option: say what was meant. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9')
+            return cli_usage_error("key", "unrecognized option \"%s\" (for a "
+                                   "negative key write int:-N)", argv[i]);
+    cli_opt_parser p;
+    cli_opt_init(&p, "key", argc, argv, key_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        switch (id) {
+        case OPT_SQL: o.sql = 1; break;
+        case OPT_JSON: o.json = 1; break;
+        case OPT_SHARED: o.mode = PGLOCK_SHARED; break;
+        case OPT_XACT: o.scope = PGLOCK_XACT; break;
+        case OPT_KEYS: keys_file = value; break;
+        case 'V': cli_print_version(); return 0;
         default:
-            if (cli_conn_option(&conn, c, optarg))
-                break;
-            if (optopt >= '0' && optopt <= '9')
-                return cli_usage_error("key", "invalid option \"-%c\" "
-                                       "(for a negative key write int:-N)",
-                                       optopt);
-            if (optopt)
-                return cli_usage_error("key", "invalid option \"-%c\"",
-                                       optopt);
-            return cli_usage_error("key", "invalid option \"%s\"",
-                                   argv[optind - 1]);
+            if (id < 0)
+                return -id;
+            cli_conn_option(&conn, id, value);
         }
     }
     if (optind >= argc)

@@ -25,38 +25,49 @@
 #define BACKOFF_MIN_MS 100L
 #define BACKOFF_MAX_MS 5000L
 
-static void print_help(void)
+enum { OPT_RESTART = 300, OPT_REFUSED };
+
+static const cli_opt lead_opts[] = {
+    {0, 0, NULL, 0, NULL, "Leadership:"},
+    {OPT_RESTART, 0, "restart", CLI_OPT_OPTIONAL, "DELAY",
+     "when the command exits, run it again after DELAY\n"
+     "(default 0) while still leader; without it,\n"
+     "pglock exits with the command's status"},
+    /* run's, refused with a reason rather than "unrecognized" */
+    {'n', 'n', "try", CLI_OPT_NO_VALUE, NULL, NULL},
+    {'w', 'w', "wait", CLI_OPT_VALUE, NULL, NULL},
+    {OPT_REFUSED, 0, "min-hold", CLI_OPT_VALUE, NULL, NULL},
+    CLI_OPT_END};
+
+static int lead_option(run_args *a, int id, const char *value)
 {
-    printf(
-"pglock lead runs a command whenever this host is the leader: while it\n"
-"holds a PostgreSQL advisory lock.\n\n"
-"Usage:\n"
-"  pglock lead [OPTION]... KEY -- COMMAND [ARG]...\n"
-"  pglock lead [OPTION]... KEY -c STRING\n\n"
-"Leadership:\n"
-"      --restart[=DELAY]      when the command exits, run it again after DELAY\n"
-"                             (default 0) while still leader; without it,\n"
-"                             pglock exits with the command's status\n"
-"  -s, --shared               (rarely useful) contend for a shared lock\n"
-RUN_HELP_LEASE
-"      --mode=MODE            session, xact or auto (default; xact behind a\n"
-"                             pooler): see pglock run --help\n"
-"Command:\n"
-"  -c, --command=STRING       run STRING with /bin/sh -c\n"
-"      --foreground           keep the command in pglock's process group\n"
-RUN_HELP_CONNECTION
-"Output:\n"
-"  -q, --quiet                print errors only\n"
-"  -v, --verbose              print every transition with a timestamp\n"
-RUN_HELP_VERSION_HELP
-"The command gets PGLOCK_LEADER=1 and PGLOCK_FENCING_TOKEN (a number that\n"
-"grows with each leadership), besides run's PGLOCK_KEY and friends.\n"
-"Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
-"could not be run, 128+N when pglock was stopped by signal N, 74 leadership\n"
-"lost in the command's last moments (a loss while it runs restarts the\n"
-"contention instead), 69 connection refused for good (a pooler with\n"
-"--mode=session, a server older than 14), 64 usage.\n");
+    switch (id) {
+    case OPT_RESTART:
+        a->restart_ms = 0;
+        return value ? run_duration_option("lead", "--restart", value, &a->restart_ms)
+                     : -1;
+    case 'n':
+    case 'w':
+    case OPT_REFUSED:
+        return cli_usage_error("lead", "--try, --wait and --min-hold are for "
+                               "pglock run: a leader waits as long as it takes");
+    default:
+        return -2;
+    }
 }
+
+static const run_command lead_cmd = {
+    "lead",
+    "pglock lead runs a command whenever this host is the leader: while it\n"
+    "holds a PostgreSQL advisory lock.",
+    "The command gets PGLOCK_LEADER=1 and PGLOCK_FENCING_TOKEN (a number that\n"
+    "grows with each leadership), besides run's PGLOCK_KEY and friends.\n"
+    "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
+    "could not be run, 128+N when pglock was stopped by signal N, 74 leadership\n"
+    "lost in the command's last moments (a loss while it runs restarts the\n"
+    "contention instead), 69 connection refused for good (a pooler with\n"
+    "--mode=session, a server older than 14), 64 usage.\n",
+    lead_opts, lead_option};
 
 /* Waits ms, or less if a stop signal arrives.  Returns the stop signal or
  * 0.  Other signals' bytes (SIGCHLD of a reaped job) are drained. */
@@ -225,16 +236,11 @@ int cmd_lead(int argc, char **argv)
     run_state st;
     run_job job;
     pglock_key key;
-    run_args_init(&a, "lead", print_help);
+    run_args_init(&a, &lead_cmd);
     a.fencing_token = 1; /* a new leadership is exactly what to fence */
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
     if (rc >= 0)
         return rc;
-    if (a.timeout_ms != PGLOCK_WAIT_FOREVER || a.min_hold_ms) {
-        cli_registry_free(st.registry);
-        return cli_usage_error("lead", "--try, --wait and --min-hold are for "
-                               "pglock run: a leader waits as long as it takes");
-    }
     if ((rc = check_conninfo(&a.conn))) {
         cli_registry_free(st.registry);
         return rc;

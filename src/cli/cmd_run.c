@@ -11,9 +11,71 @@
  * connection is closed only after the watchdog has exited, and the
  * watchdog exits only when no process of the job remains.
  */
+#include <limits.h>
 #include <stdio.h>
 #include "cli.h"
 #include "run.h"
+
+enum { OPT_MIN_HOLD = 300, OPT_CONFLICT, OPT_FENCING_TOKEN };
+
+static const cli_opt run_opts[] = {
+    {0, 0, NULL, 0, NULL, "Locking:"},
+    {'n', 'n', "try", CLI_OPT_NO_VALUE, NULL,
+     "do not wait: if the lock is held, exit 75"},
+    {'w', 'w', "wait", CLI_OPT_VALUE, "DURATION",
+     "wait at most DURATION, then exit 75\n"
+     "(default: wait as long as it takes)"},
+    {OPT_MIN_HOLD, 0, "min-hold", CLI_OPT_VALUE, "DURATION",
+     "keep the lock at least this long from acquisition"},
+    {OPT_CONFLICT, 0, "conflict-exit-code", CLI_OPT_VALUE, "N",
+     "exit status when busy or timed out (default 75)"},
+    {OPT_FENCING_TOKEN, 0, "fencing-token", CLI_OPT_NO_VALUE, NULL,
+     "give the command PGLOCK_FENCING_TOKEN, a number\n"
+     "that grows with each acquisition (costs a WAL\n"
+     "flush; behind a pooler, a second connection)"},
+    CLI_OPT_END};
+
+static int run_option(run_args *a, int id, const char *value)
+{
+    switch (id) {
+    case 'n':
+    case 'w':
+        /* "Do not wait" and "wait up to" contradict each other: say so
+         * rather than let the last one silently win. */
+        if (a->timeout_option && a->timeout_option != id)
+            return cli_usage_error("run", "--try and --wait cannot be used together");
+        a->timeout_option = id;
+        if (id == 'n') {
+            a->timeout_ms = PGLOCK_TRY;
+            return -1;
+        }
+        int rc = run_duration_option("run", "--wait", value, &a->timeout_ms);
+        /* the library takes waits up to INT_MAX ms: say so here, before
+         * connecting, rather than fail the lock call */
+        if (rc < 0 && a->timeout_ms > INT_MAX)
+            return cli_usage_error("run", "invalid value for --wait: \"%s\" is "
+                                   "out of range (at most 24 days)", value);
+        return rc;
+    case OPT_MIN_HOLD:
+        return run_duration_option("run", "--min-hold", value, &a->min_hold_ms);
+    case OPT_CONFLICT:
+        return run_exit_code_option("run", "--conflict-exit-code", value,
+                                    &a->conflict_code);
+    case OPT_FENCING_TOKEN:
+        a->fencing_token = 1;
+        return -1;
+    default:
+        return -2;
+    }
+}
+
+static const run_command run_cmd = {
+    "run",
+    "pglock run runs a command while holding a PostgreSQL advisory lock.",
+    "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
+    "could not be run, 75 busy, 74 lock lost, 69 server unavailable or the\n"
+    "command not run (no fencing token in time), 64 usage.\n",
+    run_opts, run_option};
 
 static int run_locked(run_state *st, run_job *job);
 
@@ -23,7 +85,7 @@ int cmd_run(int argc, char **argv)
     run_state st;
     run_job job;
     pglock_key key;
-    run_args_init(&a, "run", NULL);
+    run_args_init(&a, &run_cmd);
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
     if (rc >= 0)
         return rc;
@@ -51,11 +113,10 @@ int cmd_run(int argc, char **argv)
         int code;
         if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
             code = a.conflict_code;
-            if (!cli_quiet)
-                fprintf(stderr, "pglock: lock \"%s\" in database \"%s\" is %s; "
-                        "the command was not run\n", a.key_text, db,
-                        rc == PGLOCK_EBUSY ? "held by another session"
-                                           : "still held after the wait");
+            cli_notice("lock \"%s\" in database \"%s\" is %s; the command was "
+                       "not run", a.key_text, db,
+                       rc == PGLOCK_EBUSY ? "held by another session"
+                                          : "still held after the wait");
         } else if (rc == PGLOCK_EINTR && run_stop_signal()) {
             code = 128 + run_stop_signal();
             cli_verbose("interrupted while waiting: the wait was cancelled");
@@ -122,9 +183,9 @@ static int run_locked(run_state *st, run_job *job)
                    pglock_now_ms() < st->acquired_at + a->min_hold_ms) {
             cli_verbose("holding until --min-hold ends");
             run_supervise(st, st->acquired_at + a->min_hold_ms);
-            if (st->lost && !cli_quiet)
-                fprintf(stderr, "pglock: warning: lock \"%s\" lost during --min-hold: %s\n",
-                        st->key_label, st->lost_reason);
+            if (st->lost)
+                cli_warning("lock \"%s\" lost during --min-hold: %s",
+                            st->key_label, st->lost_reason);
             else if (run_stop_signal())
                 code = 128 + run_stop_signal();
         }

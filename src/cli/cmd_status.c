@@ -8,7 +8,6 @@
  * a tree, a JSON document, or a live --watch view.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,21 +51,31 @@ static void on_interrupt(int sig)
     interrupted = 1;
 }
 
+enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES };
+
+static const cli_opt status_opts[] = {
+    {0, 0, NULL, 0, NULL, "Options:"},
+    {OPT_ALL_DATABASES, 0, "all-databases", CLI_OPT_NO_VALUE, NULL,
+     "every database, not only the current one"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "registry of key names (default: $PGLOCK_KEYS)"},
+    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "one JSON document (schema in pglock(1))"},
+    {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
+     "redraw every INTERVAL (default 2s) until ^C"},
+    CLI_OPT_END};
+
+static const cli_opt *const status_tables[] = {
+    status_opts, cli_conn_opts, cli_help_opts, NULL};
+
 static void print_help(void)
 {
     printf("pglock status shows who holds and who waits for advisory locks.\n\n"
            "Usage:\n"
            "  pglock status [OPTION]... [KEY]...\n\n"
-           "With no KEY, every advisory lock held or awaited in the database.\n\n"
-           "Options:\n"
-           "      --all-databases    every database, not only the current one\n"
-           "      --keys=FILE        registry of key names (default: $PGLOCK_KEYS)\n"
-           "      --json             one JSON document (schema in pglock(1))\n"
-           "      --watch[=INTERVAL] redraw every INTERVAL (default 2s) until ^C\n\n"
-           "Connection options:\n"
-           CLI_HELP_CONNECTION "\n"
-           "  -?, --help             show this help, then exit\n\n"
-           "Exit status: 0 when it could look, 64 for bad options or keys,\n"
+           "With no KEY, every advisory lock held or awaited in the database.\n\n");
+    cli_opt_help(stdout, status_tables);
+    printf("\nExit status: 0 when it could look, 64 for bad options or keys,\n"
            "69 when it could not connect.\n");
 }
 
@@ -456,8 +465,8 @@ static void print_collision(const char *a, const char *b, const pglock_key *key,
     inspect_key_text(key, k, sizeof k);
     clean(a, ca, sizeof ca);
     clean(b, cb, sizeof cb);
-    fprintf((FILE *)arg, "warning: registry names \"%s\" and \"%s\" are the same "
-            "key %s\n", ca, cb, k);
+    (void)arg;
+    cli_warning("registry names \"%s\" and \"%s\" are the same key %s", ca, cb, k);
 }
 
 static int render_text(FILE *out, const lock_view *views, int nv,
@@ -771,46 +780,41 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 
 /* ------------------------------------------------------ options */
 
-enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES };
-
 static int parse_options(int argc, char **argv, status_options *o,
                          int *help)
 {
-    static const struct option longopts[] = {
-        CLI_CONN_LONGOPTS,
-        {"keys", required_argument, NULL, OPT_KEYS},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"watch", optional_argument, NULL, OPT_WATCH},
-        {"all-databases", no_argument, NULL, OPT_ALL_DATABASES},
-        {"help", no_argument, NULL, '?'},
-        {NULL, 0, NULL, 0},
-    };
     char err[256];
-    int c;
     if (cli_help_asked(argc, argv)) {
         *help = 1;
         return 0;
     }
-    cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, "h:p:U:d:", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_KEYS: o->keys_path = optarg; break;
+    cli_opt_parser p;
+    const char *value;
+    int id;
+    cli_opt_init(&p, "status", argc, argv, status_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        switch (id) {
+        case OPT_KEYS: o->keys_path = value; break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
         case OPT_WATCH:
             o->watch = 1;
-            if (optarg) {
-                if (cli_parse_duration(optarg, &o->watch_ms, err, sizeof err))
+            if (value) {
+                if (cli_parse_duration(value, &o->watch_ms, err, sizeof err))
                     return cli_usage_error("status", "invalid --watch interval: %s", err);
                 if (o->watch_ms < 100)
                     return cli_usage_error("status", "invalid --watch interval \"%s\": "
-                                           "less than 100ms", optarg);
+                                           "less than 100ms", value);
             }
             break;
+        case 'V':
+            cli_print_version();
+            *help = -1;
+            return 0;
         default:
-            if (cli_conn_option(&o->conn, c, optarg))
-                break;
-            return cli_option_error("status", argv, "hpUd");
+            if (id < 0)
+                return -id;
+            cli_conn_option(&o->conn, id, value);
         }
     }
     return 0;
@@ -840,7 +844,8 @@ int cmd_status(int argc, char **argv)
     if (rc)
         return rc;
     if (help) {
-        print_help();
+        if (help > 0)
+            print_help();
         return 0;
     }
     char err[512];

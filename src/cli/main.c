@@ -59,8 +59,7 @@ int main(int argc, char **argv)
         return finish_stdout(0);
     }
     if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
-        printf("pglock %s (libpglock %s, libpq %d)\n", PGLOCK_VERSION,
-               pglock_version(), PQlibVersion());
+        cli_print_version();
         return finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

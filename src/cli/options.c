@@ -1,5 +1,6 @@
 /* Option parsing that every subcommand shares (see cli.h). */
 #include <getopt.h>
+#include <stdio.h>
 #include <string.h>
 #include "cli.h"
 
@@ -32,19 +33,8 @@ void cli_getopt_reset(void)
     opterr = 0;
 }
 
-int cli_option_error(const char *command, char **argv,
-                     const char *valued_shorts)
+void cli_print_version(void)
 {
-    const char *arg = argv[optind - 1];
-    if (strncmp(arg, "--", 2) != 0) { /* a short option: optopt is it */
-        if (optopt && optopt < 256 && strchr(valued_shorts, optopt))
-            return cli_usage_error(command, "option -%c needs a value", optopt);
-        return cli_usage_error(command, "unrecognized option \"-%c\"", optopt);
-    }
-    /* A long option: optopt is its value in longopts, 0 if unknown. */
-    if (optopt && strchr(arg, '='))
-        return cli_usage_error(command, "option \"%s\" takes no value", arg);
-    if (optopt)
-        return cli_usage_error(command, "option \"%s\" needs a value", arg);
-    return cli_usage_error(command, "unrecognized option \"%s\"", arg);
+    printf("pglock %s (libpglock %s, libpq %d)\n", PGLOCK_VERSION,
+           pglock_version(), PQlibVersion());
 }

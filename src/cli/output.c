@@ -41,15 +41,32 @@ void cli_hint(const char *fmt, ...)
     va_end(ap);
 }
 
+void cli_notice(const char *fmt, ...)
+{
+    if (cli_quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pglock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_try_help(const char *command)
+{
+    fprintf(stderr, "Try \"pglock %s%s--help\" for more information.\n",
+            command ? command : "", command ? " " : "");
+    return CLI_EXIT_USAGE;
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     print_prefixed("error", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "Try \"pglock %s%s--help\" for more information.\n",
-            command ? command : "", command ? " " : "");
-    return CLI_EXIT_USAGE;
+    return cli_try_help(command);
 }
 
 void cli_verbose(const char *fmt, ...)

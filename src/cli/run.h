@@ -19,26 +19,6 @@
 #include "cli.h"
 #include "pglock.h"
 
-/* Help text that pglock run and pglock lead share, word for word (one
- * option parser serves both), descriptions in column 30. */
-#define RUN_HELP_LEASE                                                      \
-"      --lease=DURATION       the server frees the lock this long after pglock\n" \
-"                             goes silent; the command is stopped before\n"  \
-"                             (default 30s)\n"                               \
-"      --kill-after=DURATION  grace between SIGTERM and SIGKILL when the\n"  \
-"                             command must stop (at most lease / 6;\n"       \
-"                             default: that, capped at 10s)\n"
-#define RUN_HELP_CONNECTION                                                 \
-"Connection (otherwise libpq's PG* variables and service files apply):\n"  \
-"  -h, --host=HOST            database server host or socket directory\n"   \
-"  -p, --port=PORT            database server port\n"                       \
-"  -U, --username=USER        database user name\n"                         \
-"  -d, --dbname=DBNAME        database name, conninfo string or URI\n"      \
-"      --keys=FILE            key registry for @NAME keys (or PGLOCK_KEYS)\n"
-#define RUN_HELP_VERSION_HELP                                               \
-"  -V, --version              output version information, then exit\n"      \
-"  -?, --help                 show this help, then exit\n\n"
-
 /*
  * The lease, all in ms.  One --lease sets T_s (the server's
  * idle_session_timeout); the rest derive from it:
@@ -161,9 +141,24 @@ void run_signal_pipes(int out[4]);
 
 /* ----------------------------------- run's flow, shared with lead */
 
-typedef struct run_args {
-    const char *command;      /* "run" or "lead": for messages */
-    void (*help)(void);       /* --help; NULL: run's */
+typedef struct run_args run_args;
+
+/* What makes `pglock run` or `pglock lead` itself: its own options (a
+ * table whose first entry is the group heading), handled by its own
+ * function, and its help text around the tables. */
+typedef struct run_command {
+    const char *name;         /* "run" or "lead" */
+    const char *summary;      /* --help's first line */
+    const char *epilogue;     /* --help's last lines (exit status) */
+    const cli_opt *opts;
+    /* One option: -1 to go on, an exit status to stop with, or -2 when
+     * id is not one of opts. */
+    int (*option)(run_args *a, int id, const char *value);
+} run_command;
+
+struct run_args {
+    const run_command *cmd;
+    const char *command;      /* cmd->name: for messages */
     const char *key_text;
     pglock_mode mode;
     long timeout_ms;          /* PGLOCK_TRY, PGLOCK_WAIT_FOREVER or ms */
@@ -180,7 +175,8 @@ typedef struct run_args {
     pglock_hold_mode hold;    /* --mode (default auto) */
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
-} run_args;
+    int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
+};
 
 typedef struct run_state {
     const run_args *args;
@@ -211,11 +207,19 @@ typedef struct run_state {
     int fatal;                /* internal error: exit 70 */
 } run_state;
 
-/* Defaults for command ("run" or "lead"); help prints its --help. */
-void run_args_init(run_args *a, const char *command, void (*help)(void));
-/* Parses the options, KEY and COMMAND.  -1 to go on, else the exit
- * status (0 after --help). */
+/* Defaults for cmd. */
+void run_args_init(run_args *a, const run_command *cmd);
+/* Parses the options (cmd's and the shared ones), KEY and COMMAND.  -1
+ * to go on, else the exit status (0 after --help). */
 int run_parse_args(int argc, char **argv, run_args *a);
+/* cmd's --help, from the option tables. */
+void run_print_help(const run_command *cmd);
+/* Option values, for a command's option function: -1 when text is valid
+ * (stored in *out), else the usage error's exit status (printed). */
+int run_duration_option(const char *command, const char *name,
+                        const char *text, long *out);
+int run_exit_code_option(const char *command, const char *name,
+                         const char *text, int *out);
 /* run_parse_args(), then the lease arithmetic, the key (and registry) and
  * the signal handling; fills st, job and key.  -1 to go on (the caller
  * frees st->registry), else the exit status (the message printed, nothing

@@ -1,9 +1,9 @@
 /*
- * The options of `pglock run` and `pglock lead`: their --help, defaults
- * and parser.
+ * The options that `pglock run` and `pglock lead` share, and the parser
+ * and --help both commands use with their own options added (cmd_run.c,
+ * cmd_lead.c); the operands (KEY, then -- COMMAND or -c STRING).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +11,54 @@
 #include "cli.h"
 #include "run.h"
 
-void run_args_init(run_args *a, const char *command, void (*help)(void))
+enum {
+    OPT_LEASE = 256,
+    OPT_KILL_AFTER,
+    OPT_LOST,
+    OPT_KEYS,
+    OPT_FOREGROUND,
+    OPT_MODE
+};
+
+/* After the command's own options (its table has the group heading). */
+static const cli_opt lease_opts[] = {
+    {'s', 's', "shared", CLI_OPT_NO_VALUE, NULL,
+     "take a shared lock instead of an exclusive one"},
+    {OPT_LEASE, 0, "lease", CLI_OPT_VALUE, "DURATION",
+     "the server frees the lock this long after pglock\n"
+     "goes silent; the command is stopped before\n"
+     "(default 30s)"},
+    {OPT_KILL_AFTER, 0, "kill-after", CLI_OPT_VALUE, "DURATION",
+     "grace between SIGTERM and SIGKILL when the\n"
+     "command must stop (at most lease / 6;\n"
+     "default: that, capped at 10s)"},
+    {OPT_LOST, 0, "lost-exit-code", CLI_OPT_VALUE, "N",
+     "exit status when the lock was lost (default 74)"},
+    {OPT_MODE, 0, "mode", CLI_OPT_VALUE, "MODE",
+     "session, xact (hold the lock in a transaction, for\n"
+     "PgBouncer in transaction mode) or auto (default:\n"
+     "xact behind a pooler, else session)"},
+    CLI_OPT_END};
+
+static const cli_opt command_opts[] = {
+    {0, 0, NULL, 0, NULL, "Command:"},
+    {'c', 'c', "command", CLI_OPT_VALUE, "STRING",
+     "run STRING with /bin/sh -c"},
+    {OPT_FOREGROUND, 0, "foreground", CLI_OPT_NO_VALUE, NULL,
+     "keep the command in pglock's process group, so\n"
+     "that it can read the terminal (see pglock(1))"},
+    CLI_OPT_END};
+
+static const cli_opt keys_opts[] = {
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "key registry for @NAME keys (or PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+void run_args_init(run_args *a, const run_command *cmd)
 {
     memset(a, 0, sizeof *a);
-    a->command = command;
-    a->help = help;
+    a->cmd = cmd;
+    a->command = cmd->name;
     a->mode = PGLOCK_EXCLUSIVE;
     a->timeout_ms = PGLOCK_WAIT_FOREVER;
     a->lease_ms = RUN_LEASE_DEFAULT_MS;
@@ -26,67 +69,44 @@ void run_args_init(run_args *a, const char *command, void (*help)(void))
     a->restart_ms = -1;
 }
 
-static void print_help(void)
+/* Every table, in --help's order. */
+static void tables_of(const run_command *cmd, const cli_opt *t[8])
 {
-    printf(
-"pglock run runs a command while holding a PostgreSQL advisory lock.\n\n"
-"Usage:\n"
-"  pglock run [OPTION]... KEY -- COMMAND [ARG]...\n"
-"  pglock run [OPTION]... KEY -c STRING\n\n"
-"Locking:\n"
-"  -n, --try                  do not wait: if the lock is held, exit 75\n"
-"  -w, --wait=DURATION        wait at most DURATION, then exit 75\n"
-"                             (default: wait as long as it takes)\n"
-"  -s, --shared               take a shared lock instead of an exclusive one\n"
-RUN_HELP_LEASE
-"      --min-hold=DURATION    keep the lock at least this long from acquisition\n"
-"      --conflict-exit-code=N exit status when busy or timed out (default 75)\n"
-"      --lost-exit-code=N     exit status when the lock was lost (default 74)\n"
-"      --fencing-token        give the command PGLOCK_FENCING_TOKEN, a number\n"
-"                             that grows with each acquisition (costs a WAL\n"
-"                             flush; behind a pooler, a second connection)\n"
-"      --mode=MODE            session, xact (hold the lock in a transaction, for\n"
-"                             PgBouncer in transaction mode) or auto (default:\n"
-"                             xact behind a pooler, else session)\n"
-"Command:\n"
-"  -c, --command=STRING       run STRING with /bin/sh -c\n"
-"      --foreground           keep the command in pglock's process group, so\n"
-"                             that it can read the terminal (see pglock(1))\n"
-RUN_HELP_CONNECTION
-"Output:\n"
-"  -q, --quiet                print errors only\n"
-"  -v, --verbose              print each step with a timestamp on stderr\n"
-RUN_HELP_VERSION_HELP
-"KEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
-"DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n"
-"Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
-"could not be run, 75 busy, 74 lock lost, 69 server unavailable, 64 usage.\n");
+    int n = 0;
+    t[n++] = cmd->opts;
+    t[n++] = lease_opts;
+    t[n++] = command_opts;
+    t[n++] = cli_conn_opts;
+    t[n++] = keys_opts;
+    t[n++] = cli_output_opts;
+    t[n++] = cli_help_opts;
+    t[n] = NULL;
 }
 
-enum {
-    OPT_LEASE = 256,
-    OPT_KILL_AFTER,
-    OPT_MIN_HOLD,
-    OPT_CONFLICT,
-    OPT_LOST,
-    OPT_KEYS,
-    OPT_FOREGROUND,
-    OPT_MODE,
-    OPT_RESTART,
-    OPT_FENCING_TOKEN
-};
+void run_print_help(const run_command *cmd)
+{
+    const cli_opt *t[8];
+    tables_of(cmd, t);
+    printf("%s\n\nUsage:\n"
+           "  pglock %s [OPTION]... KEY -- COMMAND [ARG]...\n"
+           "  pglock %s [OPTION]... KEY -c STRING\n\n",
+           cmd->summary, cmd->name, cmd->name);
+    cli_opt_help(stdout, t);
+    printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
+           "DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n%s", cmd->epilogue);
+}
 
-static int parse_duration_opt(const char *command, const char *name,
-                              const char *text, long *out)
+int run_duration_option(const char *command, const char *name,
+                        const char *text, long *out)
 {
     char err[256];
     if (cli_parse_duration(text, out, err, sizeof err) < 0)
         return cli_usage_error(command, "invalid value for %s: %s", name, err);
-    return 0;
+    return -1;
 }
 
-static int parse_exit_code(const char *command, const char *name,
-                           const char *text, int *out)
+int run_exit_code_option(const char *command, const char *name,
+                         const char *text, int *out)
 {
     char *end;
     errno = 0;
@@ -96,142 +116,80 @@ static int parse_exit_code(const char *command, const char *name,
         return cli_usage_error(command, "invalid value for %s: \"%s\" (expected 0 to 255)",
                                name, text);
     *out = (int)v;
-    return 0;
+    return -1;
+}
+
+/* One of the shared options: -1 to go on, else an exit status. */
+static int shared_option(run_args *a, int id, const char *value)
+{
+    const char *command = a->command;
+    switch (id) {
+    case 's':
+        a->mode = PGLOCK_SHARED;
+        return -1;
+    case OPT_LEASE:
+        return run_duration_option(command, "--lease", value, &a->lease_ms);
+    case OPT_KILL_AFTER:
+        return run_duration_option(command, "--kill-after", value, &a->kill_after_ms);
+    case OPT_LOST:
+        return run_exit_code_option(command, "--lost-exit-code", value, &a->lost_code);
+    case OPT_MODE:
+        if (strcmp(value, "session") == 0)
+            a->hold = PGLOCK_HOLD_SESSION;
+        else if (strcmp(value, "xact") == 0)
+            a->hold = PGLOCK_HOLD_XACT;
+        else if (strcmp(value, "auto") == 0)
+            a->hold = PGLOCK_HOLD_AUTO;
+        else
+            return cli_usage_error(command, "invalid value for --mode: "
+                                   "\"%s\" (expected session, xact or auto)", value);
+        return -1;
+    case 'c':
+        a->shell_command = value;
+        return -1;
+    case OPT_FOREGROUND:
+        a->foreground = 1;
+        return -1;
+    case OPT_KEYS:
+        a->keys_file = value;
+        return -1;
+    case 'q':
+        cli_quiet = 1;
+        return -1;
+    case 'v':
+        cli_verbosity++;
+        return -1;
+    case 'V':
+        cli_print_version();
+        return 0;
+    case CLI_OPT_HELP:
+        run_print_help(a->cmd);
+        return 0;
+    default:
+        cli_conn_option(&a->conn, id, value);
+        return -1;
+    }
 }
 
 int run_parse_args(int argc, char **argv, run_args *a)
 {
     const char *command_name = a->command;
-    static const struct option longopts[] = {
-        {"try", no_argument, NULL, 'n'},
-        {"wait", required_argument, NULL, 'w'},
-        {"shared", no_argument, NULL, 's'},
-        {"lease", required_argument, NULL, OPT_LEASE},
-        {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-        {"min-hold", required_argument, NULL, OPT_MIN_HOLD},
-        {"conflict-exit-code", required_argument, NULL, OPT_CONFLICT},
-        {"lost-exit-code", required_argument, NULL, OPT_LOST},
-        {"command", required_argument, NULL, 'c'},
-        {"foreground", no_argument, NULL, OPT_FOREGROUND},
-        {"mode", required_argument, NULL, OPT_MODE},
-        {"restart", optional_argument, NULL, OPT_RESTART},
-        {"fencing-token", no_argument, NULL, OPT_FENCING_TOKEN},
-        CLI_CONN_LONGOPTS,
-        {"keys", required_argument, NULL, OPT_KEYS},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, '?'},
-        {NULL, 0, NULL, 0}};
-    int saw_try = 0, saw_wait = 0;
-    int c, rc;
-    opterr = 0;
-    optind = 1;
-    /* "+": stop at the first non-option (KEY), so that the command's own
-     * options are never ours; ":" so that a missing argument is ':'. */
-    while ((c = getopt_long(argc, argv, "+:nw:sc:h:p:U:d:qvV?", longopts,
-                            NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            saw_try = 1;
-            a->timeout_ms = PGLOCK_TRY;
-            break;
-        case 'w':
-            if ((rc = parse_duration_opt(command_name, "--wait", optarg, &a->timeout_ms)))
-                return rc;
-            /* the library takes waits up to INT_MAX ms: say so here, before
-             * connecting, rather than fail the lock call */
-            if (a->timeout_ms > INT_MAX)
-                return cli_usage_error(command_name, "invalid value for --wait: \"%s\" is "
-                                       "out of range (at most 24 days)", optarg);
-            saw_wait = 1;
-            break;
-        case 's':
-            a->mode = PGLOCK_SHARED;
-            break;
-        case OPT_LEASE:
-            if ((rc = parse_duration_opt(command_name, "--lease", optarg, &a->lease_ms)))
-                return rc;
-            break;
-        case OPT_KILL_AFTER:
-            if ((rc = parse_duration_opt(command_name, "--kill-after", optarg, &a->kill_after_ms)))
-                return rc;
-            break;
-        case OPT_MIN_HOLD:
-            if ((rc = parse_duration_opt(command_name, "--min-hold", optarg, &a->min_hold_ms)))
-                return rc;
-            break;
-        case OPT_CONFLICT:
-            if ((rc = parse_exit_code(command_name, "--conflict-exit-code", optarg, &a->conflict_code)))
-                return rc;
-            break;
-        case OPT_LOST:
-            if ((rc = parse_exit_code(command_name, "--lost-exit-code", optarg, &a->lost_code)))
-                return rc;
-            break;
-        case 'c':
-            a->shell_command = optarg;
-            break;
-        case OPT_FOREGROUND:
-            a->foreground = 1;
-            break;
-        case OPT_MODE:
-            if (strcmp(optarg, "session") == 0)
-                a->hold = PGLOCK_HOLD_SESSION;
-            else if (strcmp(optarg, "xact") == 0)
-                a->hold = PGLOCK_HOLD_XACT;
-            else if (strcmp(optarg, "auto") == 0)
-                a->hold = PGLOCK_HOLD_AUTO;
-            else
-                return cli_usage_error(command_name, "invalid value for --mode: "
-                                       "\"%s\" (expected session, xact or auto)",
-                                       optarg);
-            break;
-        case OPT_RESTART:
-            if (strcmp(command_name, "lead") != 0)
-                return cli_usage_error(command_name, "unrecognized option \"%s\"",
-                                       argv[optind - 1]);
-            a->restart_ms = 0;
-            if (optarg && (rc = parse_duration_opt(command_name, "--restart", optarg, &a->restart_ms)))
-                return rc;
-            break;
-        case OPT_KEYS:
-            a->keys_file = optarg;
-            break;
-        case OPT_FENCING_TOKEN:
-            a->fencing_token = 1;
-            break;
-        case 'q':
-            cli_quiet = 1;
-            break;
-        case 'v':
-            cli_verbosity++;
-            break;
-        case 'V':
-            printf("pglock %s\n", PGLOCK_VERSION);
-            return 0;
-        case ':':
-            return cli_usage_error(command_name, "option \"%s\" needs a value",
-                                   argv[optind - 1]);
-        case '?':
-            if ((optopt == 0 && strcmp(argv[optind - 1], "--help") == 0) ||
-                optopt == '?' || strcmp(argv[optind - 1], "-?") == 0) {
-                (a->help ? a->help : print_help)();
-                return 0;
-            }
-            if (optopt)
-                return cli_usage_error(command_name, "unrecognized option \"-%c\"", optopt);
-            return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
-        default:
-            if (cli_conn_option(&a->conn, c, optarg))
-                break;
-            return cli_usage_error(command_name, "unrecognized option \"%s\"", argv[optind - 1]);
-        }
+    const cli_opt *t[8];
+    tables_of(a->cmd, t);
+    cli_opt_parser p;
+    if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
+        return cli_error(CLI_EXIT_SOFTWARE, "too many options");
+    const char *value;
+    int id, rc;
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        if (id < 0)
+            return -id;
+        rc = a->cmd->option(a, id, value);
+        if (rc == -2)
+            rc = shared_option(a, id, value);
+        if (rc >= 0)
+            return rc;
     }
-    /* "Do not wait" and "wait up to" contradict each other: say so rather
-     * than let the last one silently win. */
-    if (saw_try && saw_wait)
-        return cli_usage_error(command_name, "--try and --wait cannot be used together");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
     a->key_text = argv[optind++];

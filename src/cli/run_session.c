@@ -74,9 +74,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
             cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",
                      l, t);
         }
-        fprintf(stderr, "Try \"pglock %s --help\" for more information.\n",
-                a->command);
-        return CLI_EXIT_USAGE;
+        return cli_try_help(a->command);
     }
 
     if (a->keys_file || a->key_text[0] == '@') {

@@ -73,9 +73,9 @@ static void read_reports(run_state *st)
         case RUN_REP_STOPPED:
             break;
         case RUN_REP_TTY_STOPPED:
-            fprintf(stderr, "pglock: warning: the command is stopped: it tried to %s the "
-                    "terminal, which only --foreground lets it use\n",
-                    m.arg == SIGTTIN ? "read from" : "write to");
+            cli_warning("the command is stopped: it tried to %s the terminal, "
+                        "which only --foreground lets it use",
+                        m.arg == SIGTTIN ? "read from" : "write to");
             break;
         case RUN_REP_DONE:
             st->job_done = 1;

@@ -109,7 +109,7 @@ finding() {
     [ "$status" -eq 64 ]
     [[ "$output" == *'unrecognized option "-x"'* ]]
     run "$PGLOCK_BIN" doctor -d
-    [[ "$output" == *"option -d needs a value"* ]]
+    [[ "$output" == *'option "-d" needs a value'* ]]
     run "$PGLOCK_BIN" doctor --json=yes
     [[ "$output" == *'option "--json=yes" takes no value'* ]]
     run "$PGLOCK_BIN" doctor --help

@@ -123,7 +123,8 @@ field() {
 @test "--help goes to stdout and exits 0" {
     run --separate-stderr "$PGLOCK_BIN" key --help
     [ "$status" -eq 0 ]
-    [[ "${lines[0]}" == "Usage: pglock key"* ]]
+    [[ "${lines[0]}" == "pglock key shows"* ]]
+    [[ "$output" == *"  pglock key [OPTION]... KEY..."* ]]
     [ -z "$stderr" ]
 }
 

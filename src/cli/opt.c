@@ -1,0 +1,147 @@
+/*
+ * Options declared once, in tables (cli.h, struct cli_opt): the parser and
+ * every command's --help are both driven by them, as libgit2's CLI does,
+ * so the help cannot drift from what is parsed.  The parsing itself is
+ * getopt_long's.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+/* Help descriptions start in this column, everywhere. */
+#define HELP_COLUMN 29
+
+const cli_opt cli_conn_opts[] = {
+    {0, 0, NULL, 0, NULL,
+     "Connection (otherwise libpq's PG* variables and service files apply):"},
+    {'h', 'h', "host", CLI_OPT_VALUE, "HOST",
+     "database server host or socket directory"},
+    {'p', 'p', "port", CLI_OPT_VALUE, "PORT", "database server port"},
+    {'U', 'U', "username", CLI_OPT_VALUE, "USER", "database user name"},
+    {'d', 'd', "dbname", CLI_OPT_VALUE, "DBNAME",
+     "database name, conninfo string or URI"},
+    CLI_OPT_END};
+
+const cli_opt cli_output_opts[] = {
+    {0, 0, NULL, 0, NULL, "Output:"},
+    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
+    {'v', 'v', "verbose", CLI_OPT_NO_VALUE, NULL,
+     "print each step with a timestamp on stderr"},
+    CLI_OPT_END};
+
+const cli_opt cli_help_opts[] = {
+    {0, 0, NULL, 0, NULL, "Other:"},
+    {'V', 'V', "version", CLI_OPT_NO_VALUE, NULL,
+     "output version information, then exit"},
+    {CLI_OPT_HELP, '?', "help", CLI_OPT_NO_VALUE, NULL,
+     "show this help, then exit"},
+    CLI_OPT_END};
+
+int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
+                 char **argv, const cli_opt *const *tables,
+                 int stop_at_operand)
+{
+    memset(p, 0, sizeof *p);
+    p->command = command;
+    p->argc = argc;
+    p->argv = argv;
+    p->tables = tables;
+    size_t nl = 0, ns = 0;
+    /* "+": stop at the first operand (run's KEY: the command's own options
+     * are never ours); ":": a missing value is ':', not '?'. */
+    if (stop_at_operand)
+        p->shorts[ns++] = '+';
+    p->shorts[ns++] = ':';
+    for (const cli_opt *const *t = tables; *t; t++) {
+        for (const cli_opt *o = *t; o->long_name || o->help; o++) {
+            if (!o->long_name)
+                continue;
+            if (nl + 1 >= sizeof p->longopts / sizeof p->longopts[0] ||
+                ns + 3 >= sizeof p->shorts)
+                return -1;
+            p->longopts[nl++] = (struct option){
+                o->long_name,
+                o->value == CLI_OPT_VALUE      ? required_argument
+                : o->value == CLI_OPT_OPTIONAL ? optional_argument
+                                               : no_argument,
+                NULL, o->id};
+            if (o->short_name && o->short_name != '?') {
+                p->shorts[ns++] = o->short_name;
+                if (o->value == CLI_OPT_VALUE)
+                    p->shorts[ns++] = ':';
+            }
+        }
+    }
+    /* -? is left out of shorts: getopt then refuses it with optopt '?',
+     * which tells it apart from other refusals (cli_opt_next()). */
+    cli_getopt_reset();
+    return 0;
+}
+
+/* The usage error for what getopt_long() refused. */
+static int refused(const cli_opt_parser *p, int c)
+{
+    const char *arg = p->argv[optind - 1];
+    int is_long = strncmp(arg, "--", 2) == 0;
+    char shown[8];
+    snprintf(shown, sizeof shown, "-%c", optopt);
+    const char *name = is_long ? arg : shown;
+    if (c == ':')
+        return cli_usage_error(p->command, "option \"%s\" needs a value", name);
+    /* A long option that takes no value, given one, has optopt set. */
+    if (is_long && optopt && strchr(arg, '='))
+        return cli_usage_error(p->command, "option \"%s\" takes no value", arg);
+    return cli_usage_error(p->command, "unrecognized option \"%s\"", name);
+}
+
+int cli_opt_next(cli_opt_parser *p, const char **value)
+{
+    int c = getopt_long(p->argc, p->argv, p->shorts, p->longopts, NULL);
+    *value = optarg;
+    if (c == -1)
+        return 0;
+    if (c == '?' && optopt == '?')
+        return CLI_OPT_HELP; /* -? */
+    if (c == '?' || c == ':')
+        return -refused(p, c);
+    return c;
+}
+
+/* Prints "  -x, --name=VALUE" padded to HELP_COLUMN, then the help, whose
+ * '\n'-separated lines continue in that column. */
+static void print_option(FILE *out, const cli_opt *o)
+{
+    char left[64], sh[8] = "    ";
+    const char *help = o->help;
+    if (o->short_name)
+        snprintf(sh, sizeof sh, "-%c, ", o->short_name);
+    snprintf(left, sizeof left, "  %s--%s%s%s%s", sh, o->long_name,
+             o->value == CLI_OPT_OPTIONAL ? "[=" : o->value ? "=" : "",
+             o->value_name && o->value ? o->value_name : "",
+             o->value == CLI_OPT_OPTIONAL ? "]" : "");
+    int len = fprintf(out, "%s", left);
+    for (;;) {
+        size_t n = strcspn(help, "\n");
+        if (len >= HELP_COLUMN) {
+            fputc('\n', out);
+            len = 0;
+        }
+        fprintf(out, "%*s%.*s\n", HELP_COLUMN - len, "", (int)n, help);
+        len = 0;
+        if (!help[n])
+            break;
+        help += n + 1;
+    }
+}
+
+void cli_opt_help(FILE *out, const cli_opt *const *tables)
+{
+    for (const cli_opt *const *t = tables; *t; t++)
+        for (const cli_opt *o = *t; o->long_name || o->help; o++) {
+            if (!o->long_name)
+                fprintf(out, "%s\n", o->help);
+            else if (o->help)
+                print_option(out, o);
+        }
+}
