@@ -230,6 +230,45 @@ static int check_conninfo(const cli_conn *conn)
     return cli_error(CLI_EXIT_UNAVAILABLE, "invalid connection string: %s", msg);
 }
 
+/* Contends, leads, and contends again after a loss, until lead must
+ * exit: returns that exit status.  The registry stays the caller's. */
+static int lead(run_state *st, run_job *job, pglock_key *key)
+{
+    const run_args *a = st->args;
+    /* A blackholed network must not hang a reconnect: give up on it
+     * within a third of the lease (libpq counts whole seconds). */
+    char connect_timeout[24];
+    long ct = st->lease.server_ms / 3000;
+    snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
+
+    long base = BACKOFF_MIN_MS;
+    for (;;) {
+        int rc = contend(st, key, connect_timeout);
+        if (rc > 0)
+            return rc;
+        if (rc == 0) {
+            base = BACKOFF_MIN_MS;
+            cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
+                        a->key_text, st->key_id,
+                        pglock_client_backend_pid(st->client), (long long)st->token);
+            rc = lead_term(st, job);
+            pglock_client_close(st->client);
+            st->client = NULL;
+            if (rc >= 0) {
+                cli_verbose("released leadership");
+                return rc;
+            }
+            /* Lost: the command is gone; contend again. */
+            st->hb_inflight = 0;
+        }
+        long wait = next_backoff(&base);
+        cli_verbose("contending again in %ldms", wait);
+        int sig = pause_ms(wait);
+        if (sig)
+            return 128 + sig;
+    }
+}
+
 int cmd_lead(int argc, char **argv)
 {
     run_args a;
@@ -241,54 +280,12 @@ int cmd_lead(int argc, char **argv)
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
     if (rc >= 0)
         return rc;
-    if ((rc = check_conninfo(&a.conn))) {
-        cli_registry_free(st.registry);
-        return rc;
+    rc = check_conninfo(&a.conn);
+    if (rc == 0) {
+        setenv("PGLOCK_LEADER", "1", 1);
+        srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+        rc = lead(&st, &job, &key);
     }
-    setenv("PGLOCK_LEADER", "1", 1);
-    srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
-    /* A blackholed network must not hang a reconnect: give up on it
-     * within a third of the lease (libpq counts whole seconds). */
-    char connect_timeout[24];
-    long ct = st.lease.server_ms / 3000;
-    snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
-
-    long base = BACKOFF_MIN_MS;
-    for (;;) {
-        rc = contend(&st, &key, connect_timeout);
-        if (rc > 0) {
-            cli_registry_free(st.registry);
-            return rc;
-        }
-        if (rc < 0) {
-            long wait = next_backoff(&base);
-            cli_verbose("contending again in %ldms", wait);
-            int sig = pause_ms(wait);
-            if (sig) {
-                cli_registry_free(st.registry);
-                return 128 + sig;
-            }
-            continue;
-        }
-        base = BACKOFF_MIN_MS;
-        cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
-                    a.key_text, st.key_id, pglock_client_backend_pid(st.client),
-                    (long long)st.token);
-        rc = lead_term(&st, &job);
-        if (rc >= 0) {
-            pglock_client_close(st.client);
-            cli_verbose("released leadership");
-            cli_registry_free(st.registry);
-            return rc;
-        }
-        /* Lost: the command is gone; drop this connection and contend. */
-        pglock_client_close(st.client);
-        st.client = NULL;
-        st.hb_inflight = 0;
-        int sig = pause_ms(next_backoff(&base));
-        if (sig) {
-            cli_registry_free(st.registry);
-            return 128 + sig;
-        }
-    }
+    cli_registry_free(st.registry);
+    return rc;
 }
