@@ -41,6 +41,14 @@ waiting_on() { [ "$(advisory_count "$(name_sql "$1")" f)" -ge 1 ]; }
 held() { [ "$(advisory_count "$(name_sql "$1")" t)" -ge 1 ]; }
 not_held() { ! held "$1"; }
 
+# gone PID: PID no longer runs (a zombie does not run).  Assert with this,
+# not with `! alive`: bats' set -e ignores a negated command, so a `! cmd`
+# that is not a test's last line can never fail it (shellcheck SC2314).
+gone() {
+    [[ $1 =~ ^[0-9]+$ ]] || { echo "gone: \"$1\" is not a pid"; return 1; }
+    ! alive "$1"
+}
+
 # bg NAME ARGS...: runs `pglock ARGS...` in the background; output in
 # $out/NAME.out / .err, pid in $out/NAME.pid.  SIGINT and SIGQUIT, which a
 # shell without job control ignores in background commands, are restored

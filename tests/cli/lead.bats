@@ -78,7 +78,7 @@ start_three() {
     date +%s%N >"$out/kill"
     kill -KILL "$(pid_of "$first")"
     wait_until 10 leaders_at_least 2
-    ! alive "$job"
+    gone "$job"
     [ ! -e "$out/overlap" ]
     [ "$(last_leader)" != "$first" ]
     tokens_increase
@@ -121,7 +121,7 @@ start_three() {
     date +%s%N >"$out/cut"
     proxy_cmd cut
     wait_until 15 leaders_at_least 2
-    ! alive "$job"
+    gone "$job"
     [ ! -e "$out/overlap" ]
     local second=$(last_leader)
     [ "$second" != a ]
@@ -168,6 +168,6 @@ start_three() {
     kill -TERM "$(pid_of a)"
     finish a 10
     [ "$(status_of a)" = 143 ]
-    ! alive "$job"
+    gone "$job"
     not_held "$K"
 }

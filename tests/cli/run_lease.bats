@@ -54,7 +54,7 @@ backend_gone() {
     finish h 10
     [ "$(status_of h)" = 74 ]
     grep -q 'lock ".*" lost: .*the command was stopped' "$out/h.err"
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     finish w 10
     [ "$(status_of w)" = 0 ]
     report "terminate -> holder's job last ran at +$(ms_between "$out/terminated" "$out/h.alive") ms;" \
@@ -72,7 +72,7 @@ backend_gone() {
     "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
     finish h 15
     [ "$(status_of h)" = 74 ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     # The queued waiter lost its connection too: it never ran.
     finish w 15
     [ "$(status_of w)" = 69 ]
@@ -96,7 +96,7 @@ backend_gone() {
     kill -CONT "$(pid_of h)"
     finish h 10
     [ "$(status_of h)" = 74 ]
-    ! alive "$job"
+    gone "$job"
     [ "$(cat "$out/h.alive")" = "$before" ]
 }
 
@@ -132,7 +132,7 @@ backend_gone() {
     q "select pg_terminate_backend($(cat "$out/backend"))" >/dev/null
     finish h 10
     [ "$(status_of h)" = 74 ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
 }
 
 @test "pglock frozen (SIGSTOP): the watchdog stops the job before the lease ends; exit 74 on resume" {
@@ -145,7 +145,7 @@ backend_gone() {
     finish w 15
     [ "$(status_of w)" = 0 ]
     [ ! -e "$out/w.overlap" ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     local stopped=$(ms_between "$out/frozen" "$out/h.alive")
     local started=$(ms_between "$out/frozen" "$out/w.start")
     [ "$started" -gt "$stopped" ]
