@@ -5,13 +5,14 @@
 # The harness's primitives: need, q, wait_until, alive, proxy_cmd.
 load ../support/harness
 
-# Per test: a scratch dir and a key nobody else uses.
+# Per test: a scratch dir and a key nobody else uses (exported, for the
+# tests that use them and for the commands they run).
 setup_run() {
     need PGLOCK_TEST_PRIMARY PGLOCK_BIN
     out=$BATS_TEST_TMPDIR
     K="run-test-$BATS_TEST_NUMBER-$$-$RANDOM"
     DB=$PGLOCK_TEST_PRIMARY
-    export out
+    export out K DB
 }
 
 # Kills what a test started and left running (by recorded pid only).

@@ -12,7 +12,7 @@ setup() { setup_run; }
 teardown() {
     local f
     for f in "$out"/*.jobpid "$out"/*.bgpid; do
-        [ -e "$f" ] && kill -KILL $(cat "$f") 2>/dev/null
+        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
     done
     teardown_run
 }

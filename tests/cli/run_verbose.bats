@@ -23,7 +23,8 @@ in_order() {
     "$PGLOCK_BIN" run -v -d "$DB" "$K" -- sh -c 'echo $PGLOCK_BACKEND_PID' >"$out/stdout" 2>"$out/stderr"
     # Every line of stderr is "pglock: HH:MM:SS.mmm step".
     run ! grep -vE '^pglock: [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} ' "$out/stderr"
-    local pid=$(cat "$out/stdout")
+    local pid
+    pid=$(cat "$out/stdout")
     in_order "$out/stderr" ' connecting$' 'connected: database "postgres"' \
         "acquired \"$K\" .*backend pid $pid\$" 'command started' \
         'command exited \(status 0\)' ' released$'
