@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all check check-fast check-valgrind demo bench fuzz install clean
+.PHONY: all lint check check-fast check-valgrind demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -15,10 +15,14 @@ $(BUILD)/Makefile:
 $(BUILD_ASAN)/Makefile:
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGLOCK_SANITIZE=ON >/dev/null
 
-# Every test, against throwaway servers the harness starts and stops:
-# once on the normal build, once under AddressSanitizer + UBSan, and the
-# C tests once more under valgrind.
-check: all $(BUILD_ASAN)/Makefile
+# shellcheck over every shell script and bats file (tests/lint.sh).
+lint:
+	@tests/lint.sh
+
+# The lint, then every test, against throwaway servers the harness starts
+# and stops: once on the normal build, once under AddressSanitizer + UBSan,
+# and the C tests once more under valgrind.
+check: lint all $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 	@tests/run.sh $(BUILD) $(BUILD_ASAN) valgrind:$(BUILD)
 
