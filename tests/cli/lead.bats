@@ -60,6 +60,7 @@ exactly_one_job() { [ "$(running_jobs)" -eq 1 ]; }
 # advisory locks on K: granted (t) or waiting (f)
 on_key() { advisory_count "$(name_sql "$K")" "$1"; }
 one_holder_two_waiters() { [ "$(on_key t)" -eq 1 ] && [ "$(on_key f)" -eq 2 ]; }
+one_holder_one_waiter() { [ "$(on_key t)" -eq 1 ] && [ "$(on_key f)" -eq 1 ]; }
 
 start_three() {
     local n
@@ -83,7 +84,8 @@ start_three() {
     [ ! -e "$out/overlap" ]
     [ "$(last_leader)" != "$first" ]
     tokens_increase
-    wait_until 10 one_holder_two_waiters || [ "$(on_key f)" -eq 1 ]
+    # Two contenders are left: one leads, the other waits.
+    wait_until 10 one_holder_one_waiter
     [ "$(running_jobs)" -eq 1 ]
     local second
     second=$(last_leader)
