@@ -2,23 +2,31 @@
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# The project's own builds treat warnings as errors (PGLOCK_WERROR; a
+# plain cmake build does not).
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all check check-fast check-valgrind demo bench fuzz install clean
+.PHONY: all lint check check-fast check-valgrind demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
 
-$(BUILD)/Makefile:
+# (Configured again when this file changes, so a build directory made
+# before picks up new flags.)
+$(BUILD)/Makefile: Makefile
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
-$(BUILD_ASAN)/Makefile:
-	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGLOCK_SANITIZE=ON >/dev/null
+$(BUILD_ASAN)/Makefile: Makefile
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGLOCK_SANITIZE=ON -DPGLOCK_WERROR=ON >/dev/null
 
-# Every test, against throwaway servers the harness starts and stops:
-# once on the normal build, once under AddressSanitizer + UBSan, and the
-# C tests once more under valgrind.
-check: all $(BUILD_ASAN)/Makefile
+# shellcheck over every shell script and bats file (tests/lint.sh).
+lint:
+	@tests/lint.sh
+
+# The lint, then every test, against throwaway servers the harness starts
+# and stops: once on the normal build, once under AddressSanitizer + UBSan,
+# and the C tests once more under valgrind.
+check: lint all $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 	@tests/run.sh $(BUILD) $(BUILD_ASAN) valgrind:$(BUILD)
 
@@ -37,7 +45,7 @@ bench: all
 	@bench/run.sh $(BUILD)
 
 fuzz:
-	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGLOCK_FUZZ=ON -DPGLOCK_TESTS=OFF >/dev/null
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGLOCK_FUZZ=ON -DPGLOCK_TESTS=OFF -DPGLOCK_WERROR=ON >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
 	@tests/fuzz/run.sh build-fuzz
 

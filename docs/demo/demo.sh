@@ -28,8 +28,8 @@ section_library() {
 
 PGLOCK="$BUILD/pglock"
 stamp() { date +%H:%M:%S.%N | cut -c1-12; }
-# conn_args: -d CONNINFO when the demo has one, else libpq's PG* variables.
-conn_args() { if [ -n "${PGLOCK_DEMO_CONNINFO:-}" ]; then printf '%s\n' "-d" "$PGLOCK_DEMO_CONNINFO"; fi; }
+# Every pglock run below passes ${PGLOCK_DEMO_CONNINFO:+-d "$PGLOCK_DEMO_CONNINFO"}:
+# -d CONNINFO when the demo has one, else libpq's PG* variables decide.
 
 # Three cron hosts fire at 02:00; exactly one runs tonight's billing.
 section_cli_race() {
@@ -38,10 +38,7 @@ section_cli_race() {
     for host in alpha bravo charlie; do
         (
             set +e
-            # shellcheck disable=SC2046
-            IFS='
-'
-            "$PGLOCK" run --try --min-hold=2s $(conn_args) nightly-billing -- \
+            "$PGLOCK" run --try --min-hold=2s ${PGLOCK_DEMO_CONNINFO:+-d "$PGLOCK_DEMO_CONNINFO"} nightly-billing -- \
                 sh -c "echo \"  [$host] billing runs (lock \$PGLOCK_KEY = \$PGLOCK_KEY_ID)\"; sleep 1"
             echo "  [$host] pglock exited $?"
         ) 2>&1 | sed 's/^pglock:/  ['"$host"'] pglock:/' >"$tmp/$host" &
@@ -57,16 +54,12 @@ section_cli_race() {
 section_cli_mutex() {
     say "pglock run 1:CUSTOMER: one report rebuild per customer at a time"
     tmp=$(mktemp -d)
-    IFS_SAVE=$IFS
-    IFS='
-'
     for w in "w1 7" "w2 7" "w3 8"; do
         name=${w% *} customer=${w#* }
-        "$PGLOCK" run $(conn_args) "1:$customer" -- sh -c \
+        "$PGLOCK" run ${PGLOCK_DEMO_CONNINFO:+-d "$PGLOCK_DEMO_CONNINFO"} "1:$customer" -- sh -c \
             "echo \"  \$(date +%H:%M:%S.%N | cut -c1-12) [$name] rebuilding customer $customer\"; sleep 1; echo \"  \$(date +%H:%M:%S.%N | cut -c1-12) [$name] done\"" \
             >"$tmp/$name" 2>&1 &
     done
-    IFS=$IFS_SAVE
     wait
     sort "$tmp"/w* | sed 's/^/ /'
     echo "  -> customer 7's two rebuilds ran one after the other; customer 8's ran alongside."
@@ -78,18 +71,14 @@ section_cli_mutex() {
 section_cli_takeover() {
     say "pglock run: the holder is killed, the waiter takes over, the old job is gone first"
     tmp=$(mktemp -d)
-    IFS_SAVE=$IFS
-    IFS='
-'
-    "$PGLOCK" run --lease=3s $(conn_args) nightly-billing -- sh -c \
+    "$PGLOCK" run --lease=3s ${PGLOCK_DEMO_CONNINFO:+-d "$PGLOCK_DEMO_CONNINFO"} nightly-billing -- sh -c \
         "sleep 1000 & echo \$! > $tmp/bg; echo \$\$ > $tmp/job; while :; do sleep 0.05; done" \
         >/dev/null 2>&1 &
     holder=$!
     while [ ! -s "$tmp/bg" ]; do sleep 0.05; done
-    "$PGLOCK" run --lease=3s $(conn_args) nightly-billing -- sh -c \
+    "$PGLOCK" run --lease=3s ${PGLOCK_DEMO_CONNINFO:+-d "$PGLOCK_DEMO_CONNINFO"} nightly-billing -- sh -c \
         "t=\$(date +%H:%M:%S.%N | cut -c1-12); for p in \$(cat $tmp/job $tmp/bg); do if [ -e /proc/\$p ]; then s=\$(sed 's/.*) //' /proc/\$p/stat | cut -c1); else s=gone; fi; echo \"  \$t [bravo] starts; alpha's process \$p: \$s\"; done" &
     waiter=$!
-    IFS=$IFS_SAVE
     sleep 1
     echo "  $(stamp) [alpha] holds nightly-billing (job $(cat "$tmp/job"), background child $(cat "$tmp/bg")); bravo waits"
     echo "  $(stamp) kill -9 alpha's pglock (pid $holder)"

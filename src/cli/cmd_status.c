@@ -234,6 +234,9 @@ static int width(const char *s)
 
 enum { COL_SESSION, COL_USER, COL_CLIENT, COL_FOR, COL_SINCE, COL_APP, NCOLS };
 #define CELL 160
+/* The longest session cell after its tree prefix: "└─ waits " (13 bytes),
+ * a pid (at most 11), " (exclusive)" (12). */
+#define SESSION_REST 36
 
 /* snprintf into a table cell; long values are cut. */
 static void cellf(char *cell, const char *fmt, ...)
@@ -369,9 +372,13 @@ static int add_subtree(text_table *t, const lock_view *v, const int *parent,
              depth == 0 ? "" : (last ? "└─ " : "├─ "), what, pid, mode);
     fill_session_cells(r, e, t);
 
+    /* The rows below start with child_prefix.  A chain too deep for them
+     * to fit a cell is cut here, as a chain deeper than 32 is, rather than
+     * printed cut short (maybe inside a character). */
     char child_prefix[CELL];
-    snprintf(child_prefix, sizeof child_prefix, "%s%s", prefix,
-             depth == 0 ? "" : (last ? "   " : "│  "));
+    int len = snprintf(child_prefix, sizeof child_prefix, "%s%s", prefix,
+                       depth == 0 ? "" : (last ? "   " : "│  "));
+    int deeper = depth < 32 && len >= 0 && len + SESSION_REST < CELL;
     int nchildren = 0, seen = 0;
     for (int k = 0; k < v->n; k++)
         nchildren += parent[k] == idx;
@@ -379,7 +386,7 @@ static int add_subtree(text_table *t, const lock_view *v, const int *parent,
         if (parent[k] != idx)
             continue;
         seen++;
-        if (depth >= 32) /* a pathological chain: keep it readable */
+        if (!deeper) /* a pathological chain: keep it readable */
             continue;
         if (add_subtree(t, v, parent, k, child_prefix, seen == nchildren,
                         depth + 1))

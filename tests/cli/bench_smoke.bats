@@ -22,5 +22,5 @@ setup() {
     grep -qF "| pglock_lock (try) + pglock_unlock |" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 2 \| none \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 1 \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
-    ! grep -q "bench: error" <<<"$output"
+    [[ "$output" != *"bench: error"* ]]
 }

@@ -5,13 +5,14 @@
 # The harness's primitives: need, q, wait_until, alive, proxy_cmd.
 load ../support/harness
 
-# Per test: a scratch dir and a key nobody else uses.
+# Per test: a scratch dir and a key nobody else uses (exported, for the
+# tests that use them and for the commands they run).
 setup_run() {
     need PGLOCK_TEST_PRIMARY PGLOCK_BIN
     out=$BATS_TEST_TMPDIR
     K="run-test-$BATS_TEST_NUMBER-$$-$RANDOM"
     DB=$PGLOCK_TEST_PRIMARY
-    export out
+    export out K DB
 }
 
 # Kills what a test started and left running (by recorded pid only).
@@ -40,6 +41,14 @@ waiting_on() { [ "$(advisory_count "$(name_sql "$1")" f)" -ge 1 ]; }
 # held NAME: true while someone holds the text key NAME.
 held() { [ "$(advisory_count "$(name_sql "$1")" t)" -ge 1 ]; }
 not_held() { ! held "$1"; }
+
+# gone PID: PID no longer runs (a zombie does not run).  Assert with this,
+# not with `! alive`: bats' set -e ignores a negated command, so a `! cmd`
+# that is not a test's last line can never fail it (shellcheck SC2314).
+gone() {
+    [[ $1 =~ ^[0-9]+$ ]] || { echo "gone: \"$1\" is not a pid"; return 1; }
+    ! alive "$1"
+}
 
 # bg NAME ARGS...: runs `pglock ARGS...` in the background; output in
 # $out/NAME.out / .err, pid in $out/NAME.pid.  SIGINT and SIGQUIT, which a

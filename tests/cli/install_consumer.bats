@@ -39,8 +39,11 @@ install_to() {
 @test "the installed header compiles alone, strictly" {
     install_to "$out/prefix"
     printf '#include <pglock.h>\nint f(void);\nint f(void) { return PGLOCK_OK; }\n' >"$out/alone.c"
+    local flags libpq_cflags
+    flags=$(pkg-config --cflags libpq)
+    read -ra libpq_cflags <<<"$flags"
     cc -std=c11 -pedantic -Wall -Wextra -Werror -I"$out/prefix/include" \
-        $(pkg-config --cflags libpq) -c "$out/alone.c" -o "$out/alone.o"
+        "${libpq_cflags[@]}" -c "$out/alone.c" -o "$out/alone.o"
 }
 
 @test "pkg-config: a consumer builds against the installed pglock.pc and locks" {
@@ -53,8 +56,11 @@ install_to() {
     # The flags point into the prefix we installed to, not the configured one.
     [[ "$(pkg-config --cflags pglock)" == *"$out/prefix"* ]] ||
         [[ "$(pkg-config --cflags pglock)" == *"$pcdir/"* ]]
+    local flags pglock_flags
+    flags=$(pkg-config --cflags --libs pglock)
+    read -ra pglock_flags <<<"$flags"
     cc -std=c11 -Wall -Wextra -Werror ${PGLOCK_SANITIZE:+-fsanitize=address,undefined} \
-        -o "$out/consumer" "$CONSUMER/consumer.c" $(pkg-config --cflags --libs pglock)
+        -o "$out/consumer" "$CONSUMER/consumer.c" "${pglock_flags[@]}"
     LD_LIBRARY_PATH=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)") \
         run "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
     echo "$output"

@@ -108,7 +108,7 @@ field() {
     run --separate-stderr "$PGLOCK_BIN" key --keys "$TMP/keys" @missing
     [ "$status" -eq 64 ]
     [ "$stderr" = "pglock: error: unknown key \"@missing\": not in registry \"$TMP/keys\"" ]
-    PGLOCK_KEYS= run --separate-stderr "$PGLOCK_BIN" key @missing
+    PGLOCK_KEYS='' run --separate-stderr "$PGLOCK_BIN" key @missing
     [ "$status" -eq 64 ]
     [[ "$stderr" == *"no registry given"* ]]
 }

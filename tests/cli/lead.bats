@@ -60,11 +60,12 @@ exactly_one_job() { [ "$(running_jobs)" -eq 1 ]; }
 # advisory locks on K: granted (t) or waiting (f)
 on_key() { advisory_count "$(name_sql "$K")" "$1"; }
 one_holder_two_waiters() { [ "$(on_key t)" -eq 1 ] && [ "$(on_key f)" -eq 2 ]; }
+one_holder_one_waiter() { [ "$(on_key t)" -eq 1 ] && [ "$(on_key f)" -eq 1 ]; }
 
 start_three() {
     local n
     for n in a b c; do
-        bg "$n" lead -v -d "${1:-$DB}" --lease=3s "$K" -c "$(leader_job "$n")"
+        bg "$n" lead -v -d "$DB" --lease=3s "$K" -c "$(leader_job "$n")"
     done
 }
 
@@ -73,18 +74,21 @@ start_three() {
     wait_until 10 leaders_at_least 1
     wait_until 10 one_holder_two_waiters
     [ "$(running_jobs)" -eq 1 ]
-    local first=$(last_leader)
-    local job=$(cat "$out/$first.jobpid")
+    local first job
+    first=$(last_leader)
+    job=$(cat "$out/$first.jobpid")
     date +%s%N >"$out/kill"
     kill -KILL "$(pid_of "$first")"
     wait_until 10 leaders_at_least 2
-    ! alive "$job"
+    gone "$job"
     [ ! -e "$out/overlap" ]
     [ "$(last_leader)" != "$first" ]
     tokens_increase
-    wait_until 10 one_holder_two_waiters || [ "$(on_key f)" -eq 1 ]
+    # Two contenders are left: one leads, the other waits.
+    wait_until 10 one_holder_one_waiter
     [ "$(running_jobs)" -eq 1 ]
-    local second=$(last_leader)
+    local second
+    second=$(last_leader)
     report "SIGKILL -> new leader's job started after $(ms_between "$out/kill" "$out/$second.start") ms;" \
         "old job last ran $(ms_between "$out/$first.alive" "$out/$second.start") ms before"
 }
@@ -94,7 +98,8 @@ start_three() {
     start_three
     wait_until 10 leaders_at_least 1
     wait_until 10 one_holder_two_waiters
-    local first=$(last_leader)
+    local first
+    first=$(last_leader)
     date +%s%N >"$out/restart"
     "$PGLOCK_TEST_HARNESS" restart-primary
     # The leader's session is gone with the server: it stops its job and
@@ -104,7 +109,8 @@ start_three() {
     exactly_one_job
     [ ! -e "$out/overlap" ]
     tokens_increase
-    local second=$(last_leader)
+    local second
+    second=$(last_leader)
     report "restart -> a leader's job (${second}, was ${first}) started after" \
         "$(ms_between "$out/restart" "$out/$second.start") ms"
 }
@@ -117,13 +123,15 @@ start_three() {
     bg c lead -v -d "$DB" --lease=3s "$K" -c "$(leader_job c)"
     wait_until 10 one_holder_two_waiters
     [ "$(last_leader)" = a ]
-    local job=$(cat "$out/a.jobpid")
+    local job
+    job=$(cat "$out/a.jobpid")
     date +%s%N >"$out/cut"
     proxy_cmd cut
     wait_until 15 leaders_at_least 2
-    ! alive "$job"
+    gone "$job"
     [ ! -e "$out/overlap" ]
-    local second=$(last_leader)
+    local second
+    second=$(last_leader)
     [ "$second" != a ]
     # a's job last ran before the new leader's started
     [ "$(cat "$out/a.alive")" -lt "$(cat "$out/$second.start")" ]
@@ -164,10 +172,11 @@ start_three() {
 @test "a leader stopped by SIGTERM stops its job and frees the lock" {
     bg a lead --lease=3s "$K" -c "$(leader_job a)"
     wait_until 10 leaders_at_least 1
-    local job=$(cat "$out/a.jobpid")
+    local job
+    job=$(cat "$out/a.jobpid")
     kill -TERM "$(pid_of a)"
     finish a 10
     [ "$(status_of a)" = 143 ]
-    ! alive "$job"
+    gone "$job"
     not_held "$K"
 }

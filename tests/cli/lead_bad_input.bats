@@ -47,7 +47,7 @@ teardown() { teardown_run; }
     alive "$(pid_of s)"
     # the same reason is not repeated at every retry
     [ "$(grep -c warning "$out/p.err")" -eq 1 ]
-    ! grep -q wrong-secret "$out/p.err"
+    run ! grep -q wrong-secret "$out/p.err"
     kill -TERM "$(pid_of p)" "$(pid_of s)"
     finish p 10
     finish s 10

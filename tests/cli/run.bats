@@ -149,7 +149,7 @@ teardown() { teardown_run; }
     [ "$status" -eq 0 ]
     local p
     for p in $(cat "$out/bg.jobpid"); do
-        ! alive "$p"
+        gone "$p"
     done
 }
 
@@ -163,8 +163,8 @@ teardown() { teardown_run; }
     finish w 15
     [ "$(status_of w)" = 0 ]
     [ ! -e "$out/w.overlap" ]
-    ! alive "$(cat "$out/h.jobpid")"
-    ! alive "$(cat "$out/h.bgpid")"
+    gone "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.bgpid")"
     report "SIGKILL -> waiter's job starts: $(ms_between "$out/killed" "$out/w.start") ms;" \
         "holder's job last ran $(ms_between "$out/h.alive" "$out/w.start") ms before"
     finish h 5 || true
@@ -240,5 +240,5 @@ teardown() { teardown_run; }
     (sleep 1; printf '\003') | timeout 20 script -qec \
         "$PGLOCK_BIN run -d '$DB' '$K' -- sh -c 'read a; echo answer=\$a'" /dev/null >"$out/bg" 2>&1 || true
     grep -q "tried to read from the terminal, which only --foreground lets it use" "$out/bg"
-    ! grep -q "answer=" "$out/bg"
+    run ! grep -q "answer=" "$out/bg"
 }

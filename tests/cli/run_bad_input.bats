@@ -143,7 +143,7 @@ usage_64() {
     finish l 10
     [ "$(status_of l)" = 0 ]
     grep -q lost "$out/l.err"
-    ! alive "$(cat "$out/l.jobpid")"
+    gone "$(cat "$out/l.jobpid")"
 }
 
 # interrupted SIG CODE: a waiter given SIG while queued behind a holder

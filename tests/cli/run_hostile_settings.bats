@@ -20,16 +20,17 @@ waits_and_holds() {
     PGOPTIONS=$HOSTILE bg w run --mode="$1" -d "$DB" "$K" -c "$(stamp_job w)"
     wait_until 10 waiting_on "$K"
     # Queued well past lock_timeout and statement_timeout: still waiting.
-    local t0=$(now_ms)
-    wait_until 5 eval '[ $(($(now_ms) - t0)) -ge 500 ]'
+    local deadline
+    deadline=$(($(now_ms) + 500))
+    wait_until 5 eval "[ \$(now_ms) -ge $deadline ]"
     waiting_on "$K"
     alive "$(pid_of w)"
     touch "$out/h.release"
     finish h 10
     wait_until 10 file_exists "$out/w.start"
     # Held well past idle_session_timeout / idle_in_transaction_session_timeout.
-    t0=$(now_ms)
-    wait_until 5 eval '[ $(($(now_ms) - t0)) -ge 700 ]'
+    deadline=$(($(now_ms) + 700))
+    wait_until 5 eval "[ \$(now_ms) -ge $deadline ]"
     held "$K"
     alive "$(cat "$out/w.jobpid")"
     touch "$out/w.release"

@@ -35,8 +35,9 @@ backend_gone() {
     finish w 15
     [ "$(status_of w)" = 0 ]
     [ ! -e "$out/w.overlap" ]
-    local stopped=$(ms_between "$out/cut" "$out/h.alive")
-    local started=$(ms_between "$out/cut" "$out/w.start")
+    local stopped started
+    stopped=$(ms_between "$out/cut" "$out/h.alive")
+    started=$(ms_between "$out/cut" "$out/w.start")
     # The job stopped well inside the 3 s lease; the waiter came after.
     [ "$stopped" -lt 3000 ]
     [ "$started" -gt "$stopped" ]
@@ -54,7 +55,7 @@ backend_gone() {
     finish h 10
     [ "$(status_of h)" = 74 ]
     grep -q 'lock ".*" lost: .*the command was stopped' "$out/h.err"
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     finish w 10
     [ "$(status_of w)" = 0 ]
     report "terminate -> holder's job last ran at +$(ms_between "$out/terminated" "$out/h.alive") ms;" \
@@ -72,7 +73,7 @@ backend_gone() {
     "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
     finish h 15
     [ "$(status_of h)" = 74 ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     # The queued waiter lost its connection too: it never ran.
     finish w 15
     [ "$(status_of w)" = 69 ]
@@ -84,33 +85,37 @@ backend_gone() {
 @test "Ctrl-Z past the lease, then SIGCONT: the job never runs again; exit 74" {
     bg h run -v -d "$DB" --lease=2s "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
-    local job=$(cat "$out/h.jobpid")
+    local job
+    job=$(cat "$out/h.jobpid")
     job_stopped() { stopped "$job"; }
     pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 job_stopped || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     wait_until 5 pglock_stopped
-    local before=$(cat "$out/h.alive")
+    local before
+    before=$(cat "$out/h.alive")
     # The server ends the silent session after the 2 s lease.
     wait_until 10 backend_gone "$(cat "$out/backend")"
     kill -CONT "$(pid_of h)"
     finish h 10
     [ "$(status_of h)" = 74 ]
-    ! alive "$job"
+    gone "$job"
     [ "$(cat "$out/h.alive")" = "$before" ]
 }
 
 @test "Ctrl-Z briefly, then SIGCONT: ownership re-verified, the job continues" {
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
-    local job=$(cat "$out/h.jobpid")
+    local job
+    job=$(cat "$out/h.jobpid")
     pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 stopped "$job" || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     # As a shell's "fg": only once pglock itself is stopped.
     wait_until 5 pglock_state T
     kill -CONT "$(pid_of h)"
-    local before=$(cat "$out/h.alive")
+    local before
+    before=$(cat "$out/h.alive")
     changed() { [ "$(cat "$out/h.alive")" != "$before" ]; }
     wait_until 5 changed
     touch "$out/h.release"
@@ -132,7 +137,7 @@ backend_gone() {
     q "select pg_terminate_backend($(cat "$out/backend"))" >/dev/null
     finish h 10
     [ "$(status_of h)" = 74 ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
 }
 
 @test "pglock frozen (SIGSTOP): the watchdog stops the job before the lease ends; exit 74 on resume" {
@@ -145,9 +150,10 @@ backend_gone() {
     finish w 15
     [ "$(status_of w)" = 0 ]
     [ ! -e "$out/w.overlap" ]
-    ! alive "$(cat "$out/h.jobpid")"
-    local stopped=$(ms_between "$out/frozen" "$out/h.alive")
-    local started=$(ms_between "$out/frozen" "$out/w.start")
+    gone "$(cat "$out/h.jobpid")"
+    local stopped started
+    stopped=$(ms_between "$out/frozen" "$out/h.alive")
+    started=$(ms_between "$out/frozen" "$out/w.start")
     [ "$started" -gt "$stopped" ]
     kill -CONT "$(pid_of h)"
     finish h 10
@@ -166,7 +172,8 @@ backend_gone() {
 @test "a job continued behind suspended pglock's back is stopped again" {
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
-    local job=$(cat "$out/h.jobpid")
+    local job
+    job=$(cat "$out/h.jobpid")
     pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 stopped "$job"

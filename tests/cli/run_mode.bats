@@ -75,6 +75,6 @@ none_on_server() { [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ] &&
     q "select pg_terminate_backend($pid)" >/dev/null
     finish h 10
     [ "$(status_of h)" = 74 ]
-    ! alive "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.jobpid")"
     none_on_server
 }

@@ -12,7 +12,7 @@ setup() { setup_run; }
 teardown() {
     local f
     for f in "$out"/*.jobpid "$out"/*.bgpid; do
-        [ -e "$f" ] && kill -KILL $(cat "$f") 2>/dev/null
+        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
     done
     teardown_run
 }
@@ -31,8 +31,8 @@ teardown() {
     finish w 20
     [ "$(status_of w)" = 0 ]
     [ ! -e "$out/w.overlap" ] || { echo "still running at the waiter's start: $(cat "$out/w.overlap")"; false; }
-    ! alive "$(cat "$out/h.jobpid")"
-    ! alive "$(cat "$out/h.bgpid")"
+    gone "$(cat "$out/h.jobpid")"
+    gone "$(cat "$out/h.bgpid")"
     # Timestamps from both sides agree.
     [ "$(cat "$out/h.alive")" -lt "$(cat "$out/w.start")" ]
     [ "$(cat "$out/bg.alive")" -lt "$(cat "$out/w.start")" ]

@@ -22,8 +22,9 @@ in_order() {
 @test "-v: every step, timestamped, in order; the backend pid is the job's" {
     "$PGLOCK_BIN" run -v -d "$DB" "$K" -- sh -c 'echo $PGLOCK_BACKEND_PID' >"$out/stdout" 2>"$out/stderr"
     # Every line of stderr is "pglock: HH:MM:SS.mmm step".
-    ! grep -vE '^pglock: [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} ' "$out/stderr"
-    local pid=$(cat "$out/stdout")
+    run ! grep -vE '^pglock: [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} ' "$out/stderr"
+    local pid
+    pid=$(cat "$out/stdout")
     in_order "$out/stderr" ' connecting$' 'connected: database "postgres"' \
         "acquired \"$K\" .*backend pid $pid\$" 'command started' \
         'command exited \(status 0\)' ' released$'

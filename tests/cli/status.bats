@@ -276,7 +276,7 @@ waiting() { # APP: APP waits for an advisory lock
     wait "$pid" || status=$?
     [ "$status" -eq 0 ]
     # not a tty: plain frames, no escape sequences
-    ! grep -q $'\033' "$TMP/watch"
+    run ! grep -q $'\033' "$TMP/watch"
 }
 
 @test "--watch on a tty homes the cursor, clears to end of line, restores the cursor" {

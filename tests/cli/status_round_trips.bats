@@ -45,7 +45,9 @@ roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
     [ "$(status_of s)" = 0 ]
     # Each frame was drawn after its own query; a query may have been sent
     # for a frame the interrupt cut short.
-    local rt=$(roundtrips) n=$(frames)
+    local rt n
+    rt=$(roundtrips)
+    n=$(frames)
     echo "frames $n, round trips $rt"
     [ "$rt" -ge "$n" ]
     [ "$rt" -le $((n + 1)) ]

@@ -280,13 +280,16 @@ start_proxy() {
 
 # Writes $T/env: one `export NAME='value'` per variable.
 write_env() {
-    local conn="user=postgres dbname=postgres"
+    local conn="user=postgres dbname=postgres" version
+    version=$(psql_q "host=$T port=$PPORT $conn" -c 'show server_version_num') ||
+        fail "could not read the primary's server_version_num"
     {
         echo "# written by $HARNESS"
         emit PGLOCK_TEST_HARNESS "$HARNESS"
         emit PGLOCK_TEST_DIR "$T"
         emit PGLOCK_TEST_PGDATA "$T/data"
         emit PGLOCK_TEST_PRIMARY "host=$T port=$PPORT $conn"
+        emit PGLOCK_TEST_SERVER_VERSION_NUM "$version"
         emit PGLOCK_TEST_PRIMARY_TCP "host=127.0.0.1 port=$PPORT $conn"
         emit PGLOCK_TEST_OTHER_DB "host=$T port=$PPORT user=postgres dbname=pglock_other"
         emit PGLOCK_TEST_ORDINARY "host=$T port=$PPORT user=pglock_user dbname=postgres"
@@ -334,14 +337,11 @@ make_dir() {
 # Starts everything into $T (a new temp dir if unset) and writes $T/env.
 start_all() {
     local build=$1 proxy
+    proxy=$(find_proxy "$build")
+    [ -n "$proxy" ] || fail "pglock_test_proxy is not built (build the tests: make)"
     [ -n "${T:-}" ] || T=$(make_dir)
     start_primary_server
-    proxy=$(find_proxy "$build")
-    if [ -n "$proxy" ]; then
-        start_proxy "$proxy"
-    else
-        say "warning: pglock_test_proxy not built; PGLOCK_TEST_PROXY is unset"
-    fi
+    start_proxy "$proxy"
     start_pooler
     start_standby_server
     write_env
@@ -425,10 +425,12 @@ cmd_run() {
         # conninfo), so that tests relying on libpq's defaults work too.
         local resolved
         resolved=$("$PGBIN/psql" -X -q -A -t "$PGLOCK_TEST_SERVER" \
-            -c '\echo :HOST' -c '\echo :PORT' -c '\echo :USER' -c '\echo :DBNAME' </dev/null) ||
+            -c '\echo :HOST' -c '\echo :PORT' -c '\echo :USER' -c '\echo :DBNAME' \
+            -c 'show server_version_num' </dev/null) ||
             fail "cannot connect to PGLOCK_TEST_SERVER"
-        { read -r PGHOST; read -r PGPORT; read -r PGUSER; read -r PGDATABASE; } <<<"$resolved"
-        export PGHOST PGPORT PGUSER PGDATABASE
+        { read -r PGHOST; read -r PGPORT; read -r PGUSER; read -r PGDATABASE
+          read -r PGLOCK_TEST_SERVER_VERSION_NUM; } <<<"$resolved"
+        export PGHOST PGPORT PGUSER PGDATABASE PGLOCK_TEST_SERVER_VERSION_NUM
         exec "$@"
     fi
     CHILD=
