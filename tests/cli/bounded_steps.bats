@@ -36,7 +36,8 @@ stall_commits() {
 
 @test "a fencing token whose commit waits for a missing synchronous standby: 69 by the client deadline, the command not run, the lock free" {
     stall_commits
-    local t0=$(now_ms)
+    local t0
+    t0=$(now_ms)
     run -69 "$PGLOCK_BIN" run --fencing-token -d "$DB" --lease=3s "$K" -- touch "$out/ran"
     local took=$(($(now_ms) - t0))
     [[ "$output" == *"pglock: error: lock \"$K\" acquired, but could not take a fencing token"*"the command was not run"* ]]

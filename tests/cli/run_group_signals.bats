@@ -14,7 +14,7 @@ setup() { setup_run; }
 teardown() {
     local f
     for f in "$out"/*.jobpid "$out"/*.gpid; do
-        [ -e "$f" ] && kill -KILL $(cat "$f") 2>/dev/null
+        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
     done
     for f in "$out"/*.pgid; do
         [ -e "$f" ] && kill -CONT -- "-$(cat "$f")" 2>/dev/null
@@ -22,9 +22,6 @@ teardown() {
     done
     teardown_run
 }
-
-# gone PID: PID no longer runs (a zombie does not run).
-gone() { ! alive "$1"; }
 
 # descendants PID: every process below PID (by parent pids in /proc).
 descendants() {
@@ -160,7 +157,9 @@ started_setsid() {
     kill -TERM "$(pid_of h)"
     # every process of the unit: pglock, its watchdog, the job, the
     # grandchild (systemd would find them in the cgroup)
-    local all="$(pid_of h) $(descendants "$(pid_of h)") $(cat "$out/h.gpid")"
+    local all
+    all="$(pid_of h) $(descendants "$(pid_of h)") $(cat "$out/h.gpid")"
+    # shellcheck disable=SC2086 # a list of pids
     kill -KILL $all 2>/dev/null || true
     no_overlap w
     local p
@@ -174,7 +173,8 @@ started_setsid() {
     wait_until 10 file_exists "$out/h.galive"
     waiter w
     kill -TSTP "$(pid_of h)"
-    local g=$(cat "$out/h.gpid")
+    local g
+    g=$(cat "$out/h.gpid")
     wait_until 5 stopped "$g"
     kill -CONT "$g"
     no_overlap w
