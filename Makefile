@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all check check-fast check-valgrind demo bench fuzz install clean
+.PHONY: all check check-fast check-valgrind chaos demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -29,6 +29,12 @@ check-fast: all
 # The C tests (library, parsers, live locking) under valgrind's memcheck.
 check-valgrind: all
 	@tests/run.sh valgrind:$(BUILD)
+
+# Random faults against run and lead, and a checker (tests/chaos/README.md):
+# make chaos [SEED=N] [DURATION=60s|10m|30m]; the same SEED and DURATION
+# replay the same schedule.
+chaos: all
+	@tests/chaos/chaos.sh $(if $(SEED),--seed $(SEED)) $(if $(DURATION),--duration $(DURATION)) $(BUILD)
 
 demo: all
 	@docs/demo/demo.sh $(BUILD)
