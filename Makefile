@@ -31,10 +31,10 @@ check-valgrind: all
 	@tests/run.sh valgrind:$(BUILD)
 
 # Random faults against run and lead, and a checker (tests/chaos/README.md):
-# make chaos [SEED=N] [DURATION=60s|10m|30m]; the same SEED and DURATION
-# replay the same schedule.
+# make chaos [SEED=N] [DURATION=60s|10m|30m] [FAULTS="kill stop ..."]; the
+# same SEED, DURATION and FAULTS replay the same schedule.
 chaos: all
-	@tests/chaos/chaos.sh $(if $(SEED),--seed $(SEED)) $(if $(DURATION),--duration $(DURATION)) $(BUILD)
+	@tests/chaos/chaos.sh $(if $(SEED),--seed $(SEED)) $(if $(DURATION),--duration $(DURATION)) $(if $(FAULTS),--faults "$(FAULTS)") $(BUILD)
 
 demo: all
 	@docs/demo/demo.sh $(BUILD)

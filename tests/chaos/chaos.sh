@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] BUILD
+# tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."] BUILD
 #
 # Random faults against pglock, and a checker that proves no two jobs
 # overlapped (tests/chaos/README.md).  Two scenes, each half of D (default
@@ -18,12 +18,13 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ARGS=("$@")
-TAP=0 SEED="" DURATION=60s
+TAP=0 SEED="" DURATION=60s ONLY=""
 while [ $# -gt 0 ]; do
     case $1 in
     --tap) TAP=1; shift ;;
     --seed) SEED=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
+    --faults) ONLY=$2; shift 2 ;;     # only these kinds (a mutation test)
     -*) echo "chaos: unknown option $1" >&2; exit 64 ;;
     *) break ;;
     esac
@@ -94,7 +95,10 @@ host_loop() {
     local -a args
     RANDOM=$((SEED + $(cksum <<<"$h" | cut -d' ' -f1)))
     while [ ! -e "$stopfile" ]; do
+        # Most jobs are short (0.2-1.5 s), a quarter outlive the lease
+        # (4-10 s): a frozen pglock must not let those run on.
         r=$((RANDOM % 100)) beats=$((4 + RANDOM % 26)) ign=$((RANDOM % 4 == 0 ? 1 : 0))
+        [ $((RANDOM % 4)) != 0 ] || beats=$((80 + RANDOM % 120))
         life=20000
         if [ "$r" -lt 40 ]; then
             mode=try args=(run --try --fencing-token)
@@ -139,12 +143,17 @@ host_loop() {
 SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
 CLIENT_KINDS="kill killpg stop stoppg cut syncrep"
 
-# fault KIND SCENE FALLBACK_HOST: one fault, logged to faults.log.
+# fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
+# target is the pglock that holds the lock when HOLDER is 1 and one does
+# (the last job to start says which), else HOST's current pglock.
 fault() {
-    local kind=$1 scene=$2 h pid t0 ok=ok
-    h=$(cat "$D/holder" 2>/dev/null)
-    case $h in "$scene"*) ;; *) h=$3 ;; esac
-    pid=$(cat "$D/$h.pglock" 2>/dev/null)
+    local kind=$1 scene=$2 h=$3 pid t0 ok=ok holder
+    holder=$(cat "$D/holder" 2>/dev/null)
+    if [ "$4" = 1 ] && [[ $holder = "$scene"* ]] && running "${holder#* }"; then
+        h=${holder%% *} pid=${holder#* }
+    else
+        pid=$(cat "$D/$h.pglock" 2>/dev/null)
+    fi
     t0=$(now_us)
     case $kind in
     kill) kill -KILL "$pid" 2>/dev/null ;;
@@ -168,6 +177,7 @@ fault() {
         "$HARNESS" stop-primary immediate || ok=failed
         "$HARNESS" start-primary || ok=failed ;;
     restart-pooler) "$HARNESS" restart-pooler || ok=failed ;;
+    none) ;;
     syncrep)
         # A commit now waits for a standby that is not there: every token.
         psql_q -c "alter system set synchronous_standby_names = 'nosuch'" -c "select pg_reload_conf()" >/dev/null || ok=failed
@@ -188,9 +198,13 @@ PROXY_PIDS=() HOST_PIDS=()
 
 # scene NAME TARGET_PORT HOSTS SECONDS KIND...
 scene() {
-    local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback
+    local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback holder
     shift 4
-    local -a kinds=("$@")
+    local -a kinds=() k
+    for k in "$@"; do
+        [ -z "$ONLY" ] || [[ " $ONLY " = *" $k "* ]] && kinds+=("$k")
+    done
+    [ ${#kinds[@]} -gt 0 ] || kinds=(none)
     local stopfile=$D/stop-$name
     say "scene $name: $n hosts for ${secs}s, faults: ${kinds[*]}"
     rm -f "$D/holder" "$stopfile"
@@ -217,10 +231,11 @@ connect_timeout=2" "$stopfile" 2>>"$D/hosts.err" &
     local rc=0
     while :; do
         # The schedule: drawn from the seed alone, whatever happens at run time.
-        gap=$((500 + RANDOM % 2500)) kind=${kinds[RANDOM % ${#kinds[@]}]} fallback=$name$((1 + RANDOM % n))
+        gap=$((500 + RANDOM % 2500)) kind=${kinds[RANDOM % ${#kinds[@]}]}
+        fallback=$name$((1 + RANDOM % n)) holder=$((RANDOM % 5 != 0 ? 1 : 0))
         nap "$((gap / 1000)).$(printf %03d $((gap % 1000)))"
         [ $SECONDS -lt $((end - PAST_LEASE - 1)) ] || break
-        fault "$kind" "$name" "$fallback" || { say "fault $kind could not be applied"; rc=1; break; }
+        fault "$kind" "$name" "$fallback" "$holder" || { say "fault $kind could not be applied"; rc=1; break; }
     done
     nap "$((end > SECONDS ? end - SECONDS : 0))"
     scene_stop "$name"
@@ -279,8 +294,9 @@ trap 'cleanup; exit 143' TERM
 
 # ---- main ----------------------------------------------------------------
 
+REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
 [ "$TAP" = 0 ] || echo "1..1"
-say "seed $SEED, duration ${SECS}s (replay: make chaos SEED=$SEED DURATION=${SECS}s); logs in $D"
+say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
 RANDOM=$SEED
 PPORT=$PGPORT
 BPORT=${PGLOCK_TEST_POOLER#*port=}
@@ -296,12 +312,17 @@ syncrep_clear || status=1
 python3 "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
     "$D" >"$D/summary.txt" 2>&1 || status=1
 while IFS= read -r l; do say "$l"; done <"$D/summary.txt"
-if [ "$status" = 0 ]; then
+if [ "$status" = 0 ] && [ -z "${CHAOS_KEEP:-}" ]; then
     mkdir -p "$BUILD/chaos" && cp "$D/summary.txt" "$BUILD/chaos/last-summary.txt"
     rm -rf "$D"
     [ "$TAP" = 0 ] || echo "ok 1 - chaos seed=$SEED duration=${SECS}s"
     exit 0
 fi
-say "FAILED: logs kept in $D (replay: make chaos SEED=$SEED DURATION=${SECS}s)"
+if [ "$status" = 0 ]; then   # CHAOS_KEEP=1: keep the logs of a good run
+    say "logs kept in $D"
+    [ "$TAP" = 0 ] || echo "ok 1 - chaos seed=$SEED duration=${SECS}s"
+    exit 0
+fi
+say "FAILED: logs kept in $D (replay: $REPLAY)"
 [ "$TAP" = 0 ] || echo "not ok 1 - chaos seed=$SEED duration=${SECS}s"
 exit 1

@@ -34,7 +34,7 @@ class Job:
         self.host, self.mode, self.pid = host, mode, pid
         self.token = None if token == "-" else int(token)
         self.first = self.last = t
-        self.lead = "-"
+        self.pglock = "-"
         self.end = None           # "ok", "term" or None (killed)
         self.alive = {}           # earlier job pid -> last time seen alive
         self.alive_gone = {}      # earlier job pid -> first line it was gone
@@ -56,7 +56,7 @@ def parse_jobs(path):
         detail = dict(x.split("=", 1) for x in f[6:] if "=" in x)
         if event == "start":
             j = Job(host, mode, token, pid, t)
-            j.lead = detail.get("lead", "-")
+            j.pglock = detail.get("pglock", "-")
             jobs.append(j)
             current[pid] = j
         j = current.get(pid)
@@ -140,7 +140,7 @@ def main():
         if b.token > aj.token:
             continue
         same_leadership = (aj.mode == b.mode == "lead" and aj.host == b.host
-                           and aj.lead == b.lead and b.token == aj.token)
+                           and aj.pglock == b.pglock and b.token == aj.token)
         if not same_leadership:
             inversions += 1
             violations.append(f"token inversion: {aj.host}/{aj.mode} pid {aj.pid} token {aj.token} "

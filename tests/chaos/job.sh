@@ -5,7 +5,7 @@
 #   TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]
 #
 # EVENT is start, beat (every 50 ms) or end.  A start line names the
-# pglock lead that runs it (lead=PID, for token reuse) and every earlier
+# pglock that runs it (pglock=PID: token reuse by lead) and every earlier
 # job still alive in /proc at this moment (alive=PID,...); later beats
 # repeat alive= until those are gone.  That is how the checker sees a job
 # that outlived its lock even while it writes nothing (stopped, killed
@@ -50,14 +50,12 @@ still_alive() {
 
 me=$(proc_stat $$) || exit 70
 alive=$(still_alive "$CHAOS_DIR"/live/*)
-lead=-
-if [ "$mode" = lead ]; then
-    # Our parent is pglock's watchdog, whose parent is pglock lead.
-    read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ lead _ <<<"$s"
-fi
-line start "lead=$lead" "alive=${alive:--}"
+# Our parent is pglock's watchdog, whose parent is pglock.
+pglock=-
+read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ pglock _ <<<"$s"
+line start "pglock=$pglock" "alive=${alive:--}"
 echo "${me#* }" >"$CHAOS_DIR/live/$$"
-echo "$host" >"$CHAOS_DIR/holder"
+echo "$host $pglock" >"$CHAOS_DIR/holder"    # the faults' usual target
 
 if [ "$ignore_term" = 1 ]; then
     trap '' TERM            # pglock must SIGKILL us after kill-after
