@@ -53,7 +53,7 @@ alive=$(still_alive "$CHAOS_DIR"/live/*)
 # Our parent is pglock's watchdog, whose parent is pglock.
 pglock=-
 read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ pglock _ <<<"$s"
-line start "pglock=$pglock" "alive=${alive:--}"
+line start "pglock=$pglock" "ignore_term=$ignore_term" "alive=${alive:--}"
 echo "${me#* }" >"$CHAOS_DIR/live/$$"
 echo "$host $pglock" >"$CHAOS_DIR/holder"    # the faults' usual target
 
