@@ -122,7 +122,7 @@ def main():
                     f"{aj.host}/{aj.mode} pid {aj.pid} (token {aj.token}) "
                     f"{'ran' if line_overlap else 'still existed'}: {over:.0f} ms")
             if f is not None and f[2] in server_kinds:
-                fdesc = f"after {f[2]} of {f[3]} at +{ms(f[0] - jobs[0].first) / 1000:.1f}s"
+                fdesc = f"after {f[2]} at +{ms(f[0] - jobs[0].first) / 1000:.1f}s"
                 bounded.append((over, f[2], f"{what}, {fdesc}"))
                 if over > bound_ms:
                     violations.append(f"overlap longer than kill-after + 250 ms ({bound_ms} ms): {what}, {fdesc}")
