@@ -309,7 +309,7 @@ scene direct "$PPORT" 4 "$half" $CLIENT_KINDS terminate restart-fast restart-imm
 scene pooler "$BPORT" 3 "$((SECS - half))" $CLIENT_KINDS $SERVER_KINDS || status=1
 syncrep_clear || status=1
 
-python3 "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
+python3 -B "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
     "$D" >"$D/summary.txt" 2>&1 || status=1
 while IFS= read -r l; do say "$l"; done <"$D/summary.txt"
 if [ "$status" = 0 ] && [ -z "${CHAOS_KEEP:-}" ]; then
