@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 # plain cmake build does not).
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all lint check check-fast check-valgrind demo bench fuzz install clean
+.PHONY: all lint check check-fast check-valgrind chaos demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -37,6 +37,12 @@ check-fast: all
 # The C tests (library, parsers, live locking) under valgrind's memcheck.
 check-valgrind: all
 	@tests/run.sh valgrind:$(BUILD)
+
+# Random faults against run and lead, and a checker (tests/chaos/README.md):
+# make chaos [SEED=N] [DURATION=60s|10m|30m] [FAULTS="kill stop ..."]; the
+# same SEED, DURATION and FAULTS replay the same schedule.
+chaos: all
+	@tests/chaos/chaos.sh $(if $(SEED),--seed $(SEED)) $(if $(DURATION),--duration $(DURATION)) $(if $(FAULTS),--faults "$(FAULTS)") $(BUILD)
 
 demo: all
 	@docs/demo/demo.sh $(BUILD)

@@ -3,7 +3,8 @@
 # against the throwaway servers of tests/harness/harness.sh.
 #
 # For each BUILD: every BUILD/tests/test_* cmocka binary (TAP output), then
-# every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock.  Full output goes to
+# every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock, then (normal builds
+# only) a 60 s run of tests/chaos.  Full output goes to
 # BUILD/test-logs/SUITE.log, the servers' logs to BUILD/test-logs/servers/;
 # failures are printed.  The last line is
 # "N passed, N failed, N skipped"; the exit status is nonzero if anything
@@ -139,6 +140,11 @@ for build in "$@"; do
         PGLOCK_BIN=$build/pglock PGLOCK_BUILD=$build \
             run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
     done
+    # 60 s of random faults (tests/chaos), on the normal build only: the
+    # sanitizer builds are too slow for its timing bounds.
+    if [ -z "${PGLOCK_SANITIZE:-}" ] && { [ -z "${TESTS:-}" ] || echo chaos | grep -qE "$TESTS"; }; then
+        run_suite chaos "$logs/chaos.log" "$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build"
+    fi
 done
 
 # The servers' logs, for post-mortems (the harness removes its directory).

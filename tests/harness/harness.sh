@@ -9,7 +9,7 @@
 #   harness.sh start [--build DIR]     start, print the env file's path; the
 #   harness.sh stop [DIR]              servers stay up until `stop`.
 #   harness.sh restart-primary | stop-primary [smart|fast|immediate] |
-#              start-primary | psql [ARG...] | env | pids
+#              start-primary | restart-pooler | psql [ARG...] | env | pids
 #       actions on a running harness, found by $PGLOCK_TEST_DIR.
 #
 # With PGLOCK_TEST_SERVER=CONNINFO nothing is started: only
@@ -499,6 +499,18 @@ main() {
         as_owner setsid -w "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_PGDATA" -l "$T/primary.log" -w -t 30 start \
             >/dev/null || fail "start failed"
         wait_primary_usable ;;
+    restart-pooler)
+        # PgBouncer's immediate shutdown (SIGTERM: every client and server
+        # connection closes), then the same config again, same port.
+        load_running
+        BPORT=${PGLOCK_TEST_POOLER#*port=}
+        BPORT=${BPORT%% *}
+        local bpid
+        bpid=$(cat "$T/pgbouncer.pid" 2>/dev/null || true)
+        [ -z "$bpid" ] || { kill -TERM "$bpid" 2>/dev/null || true; wait_gone "$bpid"; }
+        as_owner setsid -w "$PGBOUNCER" -d "$T/pgbouncer.ini" >>"$T/pgbouncer.out" 2>&1 ||
+            fail "pgbouncer restart failed"
+        wait_for 20 pooler_answers || fail "the pooler does not answer after its restart" ;;
     psql)
         if [ -z "${PGLOCK_TEST_SERVER:-}" ]; then load_running; fi
         exec "$PGBIN/psql" -X "${PGLOCK_TEST_PRIMARY:-$PGLOCK_TEST_SERVER}" "$@" ;;

@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."] BUILD
+#
+# Random faults against pglock, and a checker that proves no two jobs
+# overlapped (tests/chaos/README.md).  Two scenes, each half of D (default
+# 60s; 90, 90s, 10m): hosts talking to the primary directly, then through
+# PgBouncer in transaction mode.  Each simulated host has its own cuttable
+# proxy (the harness's pglock_test_proxy binary) and loops `pglock run
+# --try`, `run --wait` and `lead` on one key; tests/chaos/job.sh writes the
+# jobs' lines.  One fault at a time, at random moments, from a schedule
+# drawn from the seed: the same --seed and --duration replay it.
+#
+# Runs inside tests/harness/harness.sh (starts one when not already in
+# one).  Exit 0 when the checker (check.py) finds nothing; otherwise the
+# logs are kept and their directory printed.  --tap prints TAP for
+# tests/run.sh.
+set -uo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ARGS=("$@")
+TAP=0 SEED="" DURATION=60s ONLY=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --tap) TAP=1; shift ;;
+    --seed) SEED=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --faults) ONLY=$2; shift 2 ;;     # only these kinds (a mutation test)
+    -*) echo "chaos: unknown option $1" >&2; exit 64 ;;
+    *) break ;;
+    esac
+done
+[ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: chaos.sh [--tap] [--seed N] [--duration D] BUILD" >&2; exit 64; }
+BUILD=$(cd "$1" && pwd)
+case $DURATION in
+*m) SECS=$((${DURATION%m} * 60)) ;;
+*s) SECS=${DURATION%s} ;;
+*) SECS=$DURATION ;;
+esac
+[[ $SECS =~ ^[0-9]+$ ]] && [ "$SECS" -ge 10 ] || { echo "chaos: bad duration $DURATION (at least 10s)" >&2; exit 64; }
+[ -n "$SEED" ] || SEED=$((RANDOM * 32768 + RANDOM))
+[[ $SEED =~ ^[0-9]+$ ]] || { echo "chaos: bad seed $SEED" >&2; exit 64; }
+
+if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
+    # Faults need the harness's servers (restarts, PgBouncer, the proxy).
+    [ "$TAP" = 0 ] || echo "1..1"
+    echo "ok 1 - chaos # skip needs the harness's servers, not PGLOCK_TEST_SERVER"
+    exit 0
+fi
+if [ -z "${PGLOCK_TEST_DIR:-}" ]; then
+    exec "$SRC/tests/harness/harness.sh" run --build "$BUILD" -- "$0" "${ARGS[@]}"
+fi
+
+PGLOCK=$BUILD/pglock
+PROXY=$BUILD/tests/pglock_test_proxy
+JOB=$SRC/tests/chaos/job.sh
+HARNESS=$PGLOCK_TEST_HARNESS
+KEY=914142                  # pg_locks: classid=0 objid=914142 objsubid=1
+LEASE=3s KILL_AFTER_MS=500  # T_c 2 s; faults that freeze last PAST_LEASE
+PAST_LEASE=4
+D=$BUILD/chaos/seed-$SEED
+rm -rf "$D"
+mkdir -p "$D/live" || exit 70
+mkfifo "$D/sleep.fifo" || exit 70
+exec 9<>"$D/sleep.fifo"     # read -t on it: a pause without a fork
+
+say() {
+    if [ "$TAP" = 1 ]; then echo "# $*"; else echo "chaos: $*"; fi
+}
+now_us() { echo "${EPOCHREALTIME/./}"; }
+nap() { read -r -t "$1" -u 9 _; }
+psql_q() { "$HARNESS" psql -q -A -t -v ON_ERROR_STOP=1 "$@" </dev/null; }
+
+# A process (not a zombie) exists.
+running() {
+    local s
+    read -r s 2>/dev/null <"/proc/$1/stat" || return 1
+    s=${s##*) }
+    [ "${s%% *}" != Z ]
+}
+
+# Every process that carries our marker: pglock, its watchdog, the jobs.
+marked_pids() {
+    local f
+    for f in /proc/[0-9]*/environ; do
+        grep -qzx "CHAOS_DIR=$D" "$f" 2>/dev/null && { f=${f#/proc/}; echo "${f%/environ}"; }
+    done
+}
+
+# ---- hosts ---------------------------------------------------------------
+
+# host_loop NAME CONNINFO STOPFILE: one simulated host, until STOPFILE.
+host_loop() {
+    local h=$1 conn=$2 stopfile=$3
+    local r mode beats ign life pid t0 el rc termed hang
+    local -a args
+    RANDOM=$((SEED + $(cksum <<<"$h" | cut -d' ' -f1)))
+    while [ ! -e "$stopfile" ]; do
+        # Most jobs are short (0.2-1.5 s), a quarter outlive the lease
+        # (4-10 s): a frozen pglock must not let those run on.
+        r=$((RANDOM % 100)) beats=$((4 + RANDOM % 26)) ign=$((RANDOM % 4 == 0 ? 1 : 0))
+        [ $((RANDOM % 4)) != 0 ] || beats=$((80 + RANDOM % 120))
+        life=20000
+        if [ "$r" -lt 40 ]; then
+            mode=try args=(run --try --fencing-token)
+        elif [ "$r" -lt 75 ]; then
+            mode=wait args=(run --wait=10s --fencing-token)
+        else
+            mode=lead args=(lead)
+            if [ $((RANDOM % 2)) = 1 ]; then
+                args+=("--restart=$((RANDOM % 200))ms") life=$((1500 + RANDOM % 4000))
+            fi
+        fi
+        CHAOS_DIR=$D setsid "$PGLOCK" "${args[@]}" --lease "$LEASE" --kill-after "${KILL_AFTER_MS}ms" \
+            -d "$conn" "$KEY" -- "$JOB" "$h" "$mode" "$beats" "$ign" </dev/null 2>>"$D/$h.err" &
+        pid=$!
+        echo "$pid" >"$D/$h.pglock"
+        t0=$(now_us) termed=0 hang=0
+        while running "$pid"; do
+            nap 0.1
+            el=$((($(now_us) - t0) / 1000))
+            if [ "$termed" = 0 ] && { [ -e "$stopfile" ] || { [ "$mode" = lead ] && [ "$el" -gt "$life" ]; }; }; then
+                kill -TERM "$pid" 2>/dev/null
+                termed=$el
+            elif [ "$termed" = 0 ] && [ "$el" -gt 30000 ]; then
+                echo "$(now_us) $h $mode pid $pid still running after 30 s" >>"$D/hangs.log"
+                kill -TERM "$pid" 2>/dev/null
+                termed=$el hang=1
+            elif [ "$termed" != 0 ] && [ "$hang" != 2 ] && [ $((el - termed)) -gt 8000 ]; then
+                echo "$(now_us) $h $mode pid $pid still running 8 s after SIGTERM" >>"$D/hangs.log"
+                kill -KILL "$pid" 2>/dev/null
+                hang=2
+            fi
+        done
+        wait "$pid"
+        rc=$?
+        echo "$(now_us) $h $mode $pid $rc" >>"$D/exits.log"
+        [ "$mode" != try ] || [ "$rc" != 75 ] || nap "0.$((1 + RANDOM % 3))"
+    done
+}
+
+# ---- faults --------------------------------------------------------------
+
+SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
+CLIENT_KINDS="kill killpg stop stoppg cut syncrep"
+
+# fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
+# target is the pglock that holds the lock when HOLDER is 1 and one does
+# (the last job to start says which), else HOST's current pglock.
+fault() {
+    local kind=$1 scene=$2 h=$3 pid t0 ok=ok holder
+    holder=$(cat "$D/holder" 2>/dev/null)
+    if [ "$4" = 1 ] && [[ $holder = "$scene"* ]] && running "${holder#* }"; then
+        h=${holder%% *} pid=${holder#* }
+    else
+        pid=$(cat "$D/$h.pglock" 2>/dev/null)
+    fi
+    t0=$(now_us)
+    case $kind in
+    kill) kill -KILL "$pid" 2>/dev/null ;;
+    killpg) kill -KILL -- "-$pid" 2>/dev/null ;;
+    stop | stoppg)
+        local target=$pid
+        [ "$kind" = stop ] || target=-$pid
+        kill -STOP -- "$target" 2>/dev/null
+        sleep "$PAST_LEASE"
+        kill -CONT -- "$target" 2>/dev/null ;;
+    cut)
+        "$PROXY" --control "$D/$h.ctl" --send cut >/dev/null || ok=failed
+        sleep "$PAST_LEASE"
+        "$PROXY" --control "$D/$h.ctl" --send heal >/dev/null || ok=failed ;;
+    terminate)
+        psql_q -c "select pg_terminate_backend(pid) from pg_locks
+                   where locktype = 'advisory' and granted
+                     and classid = 0 and objid = $KEY and objsubid = 1" >/dev/null || ok=failed ;;
+    restart-fast) "$HARNESS" restart-primary || ok=failed ;;
+    restart-immediate)
+        "$HARNESS" stop-primary immediate || ok=failed
+        "$HARNESS" start-primary || ok=failed ;;
+    restart-pooler) "$HARNESS" restart-pooler || ok=failed ;;
+    none) ;;
+    syncrep)
+        # A commit now waits for a standby that is not there: every token.
+        psql_q -c "alter system set synchronous_standby_names = 'nosuch'" -c "select pg_reload_conf()" >/dev/null || ok=failed
+        sleep "$PAST_LEASE"
+        syncrep_clear || ok=failed ;;
+    esac
+    echo "$t0 $(now_us) $kind $h $pid $ok" >>"$D/faults.log"
+    [ "$ok" = ok ]
+}
+
+syncrep_clear() {
+    psql_q -c "alter system reset synchronous_standby_names" -c "select pg_reload_conf()" >/dev/null
+}
+
+# ---- scenes --------------------------------------------------------------
+
+PROXY_PIDS=() HOST_PIDS=()
+
+# scene NAME TARGET_PORT HOSTS SECONDS KIND...
+scene() {
+    local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback holder
+    shift 4
+    local -a kinds=() k
+    for k in "$@"; do
+        [ -z "$ONLY" ] || [[ " $ONLY " = *" $k "* ]] && kinds+=("$k")
+    done
+    [ ${#kinds[@]} -gt 0 ] || kinds=(none)
+    local stopfile=$D/stop-$name
+    say "scene $name: $n hosts for ${secs}s, faults: ${kinds[*]}"
+    rm -f "$D/holder" "$stopfile"
+    PROXY_PIDS=() HOST_PIDS=()
+    for ((i = 1; i <= n; i++)); do
+        h=$name$i
+        setsid "$PROXY" --listen 0 --target "$port" --control "$D/$h.ctl" \
+            --port-file "$D/$h.port" </dev/null >>"$D/proxies.log" 2>&1 &
+        PROXY_PIDS+=($!)
+    done
+    for ((i = 1; i <= n; i++)); do
+        h=$name$i
+        local tries
+        for ((tries = 0; tries < 100; tries++)); do [ -s "$D/$h.port" ] && break; nap 0.05; done
+        [ -s "$D/$h.port" ] || { say "proxy of $h did not start"; return 1; }
+    done
+    for ((i = 1; i <= n; i++)); do
+        h=$name$i
+        host_loop "$h" "host=127.0.0.1 port=$(cat "$D/$h.port") user=postgres dbname=postgres \
+connect_timeout=2" "$stopfile" 2>>"$D/hosts.err" &
+        HOST_PIDS+=($!)
+    done
+    end=$((SECONDS + secs))
+    local rc=0
+    while :; do
+        # The schedule: drawn from the seed alone, whatever happens at run time.
+        gap=$((500 + RANDOM % 2500)) kind=${kinds[RANDOM % ${#kinds[@]}]}
+        fallback=$name$((1 + RANDOM % n)) holder=$((RANDOM % 5 != 0 ? 1 : 0))
+        nap "$((gap / 1000)).$(printf %03d $((gap % 1000)))"
+        [ $SECONDS -lt $((end - PAST_LEASE - 1)) ] || break
+        fault "$kind" "$name" "$fallback" "$holder" || { say "fault $kind could not be applied"; rc=1; break; }
+    done
+    nap "$((end > SECONDS ? end - SECONDS : 0))"
+    scene_stop "$name"
+    return "$rc"
+}
+
+# Stops a scene's hosts (each TERMs its pglock) and proxies.
+scene_stop() {
+    local name=$1 p i
+    touch "$D/stop-$name"
+    for p in "${HOST_PIDS[@]}"; do
+        for ((i = 0; i < 300; i++)); do running "$p" || break; nap 0.1; done
+        running "$p" && { echo "$(now_us) host loop $p of scene $name did not stop" >>"$D/hangs.log"; kill -KILL "$p"; }
+        wait "$p" 2>/dev/null
+    done
+    for p in "${PROXY_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    HOST_PIDS=() PROXY_PIDS=()
+    final_state "$name"
+}
+
+# Nothing held, no pglock or job process left (bounded waits).
+final_state() {
+    local name=$1 i left held
+    for ((i = 0; i < 100; i++)); do
+        left=$(marked_pids)
+        [ -z "$left" ] && break
+        nap 0.1
+    done
+    for p in $left; do
+        echo "leftover-process $name $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" >>"$D/final.log"
+        kill -KILL "$p" 2>/dev/null
+    done
+    for ((i = 0; i < 100; i++)); do
+        held=$(psql_q -c "select count(*) from pg_locks where locktype = 'advisory'
+                          and classid = 0 and objid = $KEY and objsubid = 1")
+        [ "$held" = 0 ] && break
+        nap 0.1
+    done
+    [ "$held" = 0 ] || echo "lock-held $name $held" >>"$D/final.log"
+    echo "scene-end $name $(now_us)" >>"$D/final.log"
+}
+
+cleanup() {
+    local f p
+    for f in "$D"/stop-*; do [ -e "$f" ] || touch "$f"; done
+    touch "$D/stop-direct" "$D/stop-pooler"
+    for f in "$D"/*.pglock; do
+        p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && kill -CONT -- "-$p" "$p" 2>/dev/null
+    done
+    for p in "${HOST_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PROXY_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    syncrep_clear 2>/dev/null
+}
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+
+# ---- main ----------------------------------------------------------------
+
+REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
+[ "$TAP" = 0 ] || echo "1..1"
+say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
+RANDOM=$SEED
+PPORT=$PGPORT
+BPORT=${PGLOCK_TEST_POOLER#*port=}
+BPORT=${BPORT%% *}
+half=$((SECS / 2))
+status=0
+# shellcheck disable=SC2086  # word lists
+scene direct "$PPORT" 4 "$half" $CLIENT_KINDS terminate restart-fast restart-immediate || status=1
+# shellcheck disable=SC2086
+scene pooler "$BPORT" 3 "$((SECS - half))" $CLIENT_KINDS $SERVER_KINDS || status=1
+syncrep_clear || status=1
+
+python3 -B "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
+    "$D" >"$D/summary.txt" 2>&1 || status=1
+while IFS= read -r l; do say "$l"; done <"$D/summary.txt"
+if [ "$status" = 0 ] && [ -z "${CHAOS_KEEP:-}" ]; then
+    mkdir -p "$BUILD/chaos" && cp "$D/summary.txt" "$BUILD/chaos/last-summary.txt"
+    rm -rf "$D"
+    [ "$TAP" = 0 ] || echo "ok 1 - chaos seed=$SEED duration=${SECS}s"
+    exit 0
+fi
+if [ "$status" = 0 ]; then   # CHAOS_KEEP=1: keep the logs of a good run
+    say "logs kept in $D"
+    [ "$TAP" = 0 ] || echo "ok 1 - chaos seed=$SEED duration=${SECS}s"
+    exit 0
+fi
+say "FAILED: logs kept in $D (replay: $REPLAY)"
+[ "$TAP" = 0 ] || echo "not ok 1 - chaos seed=$SEED duration=${SECS}s"
+exit 1

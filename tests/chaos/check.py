@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""check.py [--kill-after-ms N] [--server-kinds "K ..."] DIR
+
+The chaos suite's checker.  Reads, from DIR (tests/chaos/chaos.sh):
+
+  jobs.log    TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]   (job.sh)
+  faults.log  START_US END_US KIND HOST PGLOCK_PID ok|failed
+  exits.log   TIME_US HOST MODE PGLOCK_PID STATUS
+  hangs.log   a pglock that did not end when it should have
+  final.log   per scene: leftover-process / lock-held / scene-end
+
+and proves:
+  - no overlap after a silent loss: no job's line, and no job's process
+    (alive= in the next holder's lines, from /proc), falls inside another
+    job's run unless a server-caused fault explains it;
+  - an overlap a server-caused fault explains lasts at most
+    kill-after + 250 ms; each is reported with its fault;
+  - fencing tokens strictly increase in start order (a pglock lead that
+    restarts its command reuses its token: not an inversion);
+  - every pglock exited with a documented status, none hung;
+  - nothing held and no pglock or job process left at the end of a scene.
+Prints the figures; exits 1 on any violation.
+"""
+import argparse
+import collections
+import os
+import sys
+
+ALLOWED_EXITS = {0, 69, 74, 75, 137, 143}
+
+
+class Job:
+    def __init__(self, host, mode, token, pid, t):
+        self.host, self.mode, self.pid = host, mode, pid
+        self.token = None if token == "-" else int(token)
+        self.first = self.last = t
+        self.pglock = "-"
+        self.end = None           # "ok", "term" or None (killed)
+        self.alive = {}           # earlier job pid -> last time seen alive
+        self.alive_gone = {}      # earlier job pid -> first line it was gone
+
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [ln.split() for ln in f if ln.strip()]
+
+
+def parse_jobs(path):
+    jobs, current = [], {}
+    for f in read_lines(path):
+        if len(f) < 6:
+            continue
+        t, host, mode, token, pid, event = int(f[0]), f[1], f[2], f[3], f[4], f[5]
+        detail = dict(x.split("=", 1) for x in f[6:] if "=" in x)
+        if event == "start":
+            j = Job(host, mode, token, pid, t)
+            j.pglock = detail.get("pglock", "-")
+            jobs.append(j)
+            current[pid] = j
+        j = current.get(pid)
+        if j is None:
+            continue
+        j.last = max(j.last, t)
+        if event == "end":
+            j.end = f[6] if len(f) > 6 else "?"
+        alive = detail.get("alive", "-")
+        now = set() if alive == "-" else set(alive.split(","))
+        for p in now:
+            j.alive[p] = t
+        for p in j.alive:
+            if p not in now and p not in j.alive_gone:
+                j.alive_gone[p] = t
+    jobs.sort(key=lambda j: j.first)
+    return jobs
+
+
+def ms(us):
+    return us / 1000.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kill-after-ms", type=int, default=500)
+    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler")
+    ap.add_argument("dir")
+    a = ap.parse_args()
+    server_kinds = set(a.server_kinds.split())
+    bound_ms = a.kill_after_ms + 250
+    d = a.dir
+
+    jobs = parse_jobs(os.path.join(d, "jobs.log"))
+    faults = [(int(f[0]), int(f[1]), f[2], f[3], f[4], f[5]) for f in read_lines(os.path.join(d, "faults.log"))]
+    exits = read_lines(os.path.join(d, "exits.log"))
+    violations = []
+
+    def cause_of(a_job, b_job):
+        """The fault that explains b starting while a still ran: the last one
+        begun before b's start that had not ended before a's start."""
+        best = None
+        for f in faults:
+            if f[0] <= b_job.first and f[1] >= a_job.first - 1_000_000:
+                best = f
+        return best
+
+    # Overlaps, from lines and from /proc.
+    bounded = []
+    by_pid_recent = {}
+    for i, b in enumerate(jobs):
+        for aj in jobs[max(0, i - 50):i]:
+            line_overlap = aj.last > b.first
+            proc_overlap = aj.pid in b.alive and by_pid_recent.get(aj.pid) is aj
+            if not (line_overlap or proc_overlap):
+                continue
+            end = aj.last
+            if proc_overlap:
+                end = max(end, b.alive_gone.get(aj.pid, b.last))
+            over = ms(end - b.first)
+            f = cause_of(aj, b)
+            what = (f"{b.host}/{b.mode} pid {b.pid} (token {b.token}) started while "
+                    f"{aj.host}/{aj.mode} pid {aj.pid} (token {aj.token}) "
+                    f"{'ran' if line_overlap else 'still existed'}: {over:.0f} ms")
+            if f is not None and f[2] in server_kinds:
+                fdesc = f"after {f[2]} at +{ms(f[0] - jobs[0].first) / 1000:.1f}s"
+                bounded.append((over, f[2], f"{what}, {fdesc}"))
+                if over > bound_ms:
+                    violations.append(f"overlap longer than kill-after + 250 ms ({bound_ms} ms): {what}, {fdesc}")
+            else:
+                fdesc = f"after {f[2]} of {f[3]}" if f else "with no fault"
+                violations.append(f"overlap after a silent loss: {what}, {fdesc}")
+        by_pid_recent[b.pid] = b
+
+    # Tokens in start order.
+    inversions = 0
+    for aj, b in zip(jobs, jobs[1:]):
+        if aj.token is None or b.token is None:
+            violations.append(f"job without a token: {(aj if aj.token is None else b).pid}")
+            continue
+        if b.token > aj.token:
+            continue
+        same_leadership = (aj.mode == b.mode == "lead" and aj.host == b.host
+                           and aj.pglock == b.pglock and b.token == aj.token)
+        if not same_leadership:
+            inversions += 1
+            violations.append(f"token inversion: {aj.host}/{aj.mode} pid {aj.pid} token {aj.token} "
+                              f"then {b.host}/{b.mode} pid {b.pid} token {b.token}")
+
+    # Exit statuses, hangs, final state.
+    codes = collections.Counter()
+    for e in exits:
+        mode, rc = e[2], int(e[4])
+        codes[(mode, rc)] += 1
+        if rc not in ALLOWED_EXITS:
+            violations.append(f"pglock {mode} pid {e[3]} on {e[1]} exited {rc}")
+    for h in read_lines(os.path.join(d, "hangs.log")):
+        violations.append("hang: " + " ".join(h[1:]))
+    scenes = 0
+    for f in read_lines(os.path.join(d, "final.log")):
+        if f[0] == "scene-end":
+            scenes += 1
+        else:
+            violations.append("at the end of scene " + f[1] + ": " + " ".join(f))
+
+    # Figures.
+    kinds = collections.Counter(f[2] for f in faults if f[5] == "ok")
+    ends = collections.Counter(j.end or "killed" for j in jobs)
+    modes = collections.Counter(j.mode for j in jobs)
+    print(f"jobs: {len(jobs)} ({', '.join(f'{m} {n}' for m, n in sorted(modes.items()))}); "
+          f"ended: {', '.join(f'{e} {n}' for e, n in sorted(ends.items()))}")
+    print(f"pglock exits: {', '.join(f'{m}:{rc} x{n}' for (m, rc), n in sorted(codes.items()))}")
+    print(f"faults: {sum(kinds.values())} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    silent = sum(1 for v in violations if v.startswith("overlap after a silent loss"))
+    print(f"overlaps after silent losses: {silent}")
+    mx = max((o for o, _, _ in bounded), default=0)
+    print(f"overlaps after server-caused losses: {len(bounded)}, max {mx:.0f} ms (bound {bound_ms} ms)")
+    for _, _, text in bounded:
+        print(f"  {text}")
+    print(f"token inversions: {inversions}")
+    print(f"scenes ended clean: {scenes - sum(1 for v in violations if v.startswith('at the end'))} of {scenes}")
+    if violations:
+        print(f"VIOLATIONS: {len(violations)}")
+        for v in violations:
+            print(f"  {v}")
+        return 1
+    if not jobs:
+        print("no job ran")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

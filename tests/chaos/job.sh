@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# job.sh HOST MODE BEATS IGNORE_TERM — the command every chaos host runs
+# under pglock.  It appends to $CHAOS_DIR/jobs.log one line per event:
+#
+#   TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]
+#
+# EVENT is start, beat (every 50 ms) or end.  A start line names the
+# pglock that runs it (pglock=PID: token reuse by lead) and every earlier
+# job still alive in /proc at this moment (alive=PID,...); later beats
+# repeat alive= until those are gone.  That is how the checker sees a job
+# that outlived its lock even while it writes nothing (stopped, killed
+# late).  No forks in the loop: timestamps come from $EPOCHREALTIME and
+# the 50 ms pause is a read with a timeout on a FIFO nobody writes.
+set -u
+host=$1 mode=$2 beats=$3 ignore_term=$4
+log=$CHAOS_DIR/jobs.log
+token=${PGLOCK_FENCING_TOKEN:--}
+
+line() {
+    printf '%s %s %s %s %s %s\n' "${EPOCHREALTIME/./}" "$host" "$mode" "$token" "$$" "$*" >>"$log"
+}
+
+# Prints "STATE STARTTIME" of a pid from /proc/PID/stat (fails if gone).
+proc_stat() {
+    local s
+    read -r s 2>/dev/null <"/proc/$1/stat" || return 1
+    s=${s##*) }
+    local -a f
+    read -r -a f <<<"$s"
+    # After "comm) ": f[0] is the state, f[19] the start time (field 22).
+    echo "${f[0]} ${f[19]}"
+}
+
+# Earlier jobs that still exist (not zombies).  $CHAOS_DIR/live/PID holds
+# each job's start time, so a reused pid is not mistaken for it.
+still_alive() {
+    local f p want st out=
+    for f in "$@"; do
+        p=${f##*/}
+        [ -f "$CHAOS_DIR/live/$p" ] || continue
+        read -r want <"$CHAOS_DIR/live/$p" || continue
+        if ! st=$(proc_stat "$p") || [ "${st%% *}" = Z ] || [ "${st#* }" != "$want" ]; then
+            rm -f "$CHAOS_DIR/live/$p"      # gone: nobody need look again
+            continue
+        fi
+        out+=${out:+,}$p
+    done
+    echo "$out"
+}
+
+me=$(proc_stat $$) || exit 70
+alive=$(still_alive "$CHAOS_DIR"/live/*)
+# Our parent is pglock's watchdog, whose parent is pglock.
+pglock=-
+read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ pglock _ <<<"$s"
+line start "pglock=$pglock" "ignore_term=$ignore_term" "alive=${alive:--}"
+echo "${me#* }" >"$CHAOS_DIR/live/$$"
+echo "$host $pglock" >"$CHAOS_DIR/holder"    # the faults' usual target
+
+if [ "$ignore_term" = 1 ]; then
+    trap '' TERM            # pglock must SIGKILL us after kill-after
+else
+    trap 'line end term; exit 143' TERM
+fi
+exec 9<>"$CHAOS_DIR/sleep.fifo"
+for ((i = 0; i < beats; i++)); do
+    read -r -t 0.05 -u 9 _
+    if [ -n "$alive" ]; then
+        IFS=, read -r -a was <<<"$alive"
+        alive=$(for p in "${was[@]}"; do echo "$CHAOS_DIR/live/$p"; done | { mapfile -t a; still_alive "${a[@]}"; })
+    fi
+    line beat "alive=${alive:--}"
+done
+line end ok
