@@ -116,11 +116,12 @@ typedef enum pglock__op {
     PGLOCK__OP_UNLOCK   /* pg_advisory_unlock */
 } pglock__op;
 
-/* The function call for key with parameters starting at $first, e.g.
- * "pg_advisory_lock_shared($2::bigint)", and the parameter values
- * (pointing into vbuf, at most 2).  Also the expression for the key's
- * bigint (for legacy keys, so a result can resolve them) or NULL.
- * Returns the number of parameters used. */
+/* pglock__call_make() fills it: the function call for key with
+ * parameters starting at $first, e.g. "pg_advisory_lock_shared($2::int8)";
+ * the parameter values (pointing into vbuf or at the key's name) and
+ * their number, at most 2; and, for an unresolved legacy key, the
+ * expression for its bigint over the same parameters, so that the answer
+ * can resolve it ("" for every other key). */
 typedef struct pglock__call {
     char fn[160];
     char value_expr[96];   /* "" unless legacy */
