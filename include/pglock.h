@@ -94,7 +94,8 @@ PGLOCK_EXPORT const char *pglock_err_name(int code);
  * (given as conninfo, the dbname that libpq expands), every part it
  * quotes is replaced by "***", since it may be the password
  * (postgresql://app:s3cr%ZZet@host: invalid percent-encoded token:
- * "***").  Other messages are kept whole.  Returns buf.
+ * "***"), except a keyword of conninfo (invalid connection option
+ * "bogus").  Other messages are kept whole.  Returns buf.
  * pglock_client_error() is already safe.
  */
 PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,

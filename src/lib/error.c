@@ -185,6 +185,48 @@ static int is_parse_error(const char *msg, const char *conninfo)
     return *first && strstr(msg, first) != NULL;
 }
 
+static int is_word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '_';
+}
+
+/* 1 if the n bytes at name are a word that conninfo uses as a keyword
+ * (followed by '=', as in "bogus_option=1" or "?bogus_option=1"): libpq's
+ * "invalid connection option" names it, and a name is no secret. */
+static int is_keyword_of(const char *name, size_t n, const char *conninfo)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_word_char(name[i]))
+            return 0;
+    for (const char *p = conninfo; *p; p++) {
+        if (strncmp(p, name, n) != 0 ||
+            (p > conninfo && is_word_char(p[-1])))
+            continue;
+        const char *q = p + n;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '=')
+            return 1;
+    }
+    return 0;
+}
+
+/* The quote that closes the one at open: libpq quotes conninfo verbatim,
+ * and a '"' inside it would end the quote too soon, so the farthest '"'
+ * with a piece of conninfo before it wins (else the next one; NULL: none). */
+static const char *quote_end(const char *open, const char *conninfo)
+{
+    const char *next = strchr(open + 1, '"'), *best = NULL;
+    for (const char *q = next; q; q = strchr(q + 1, '"'))
+        if (memmem(conninfo, strlen(conninfo), open + 1,
+                   (size_t)(q - open - 1)))
+            best = q;
+    return best ? best : next;
+}
+
 const char *pglock_conn_error_message(char *buf, size_t len,
                                       const char *message,
                                       const char *conninfo)
@@ -197,27 +239,24 @@ const char *pglock_conn_error_message(char *buf, size_t len,
         snprintf(buf, len, "%s", line);
         return buf;
     }
-    /* Each "quoted part" becomes "***"; the words around it stay. */
+    /* Each "quoted part" becomes "***", unless it is a keyword of
+     * conninfo or libpq's own "="; the words around it stay. */
     size_t o = 0;
-    int quoted = 0;
-    for (const char *p = line; *p && o + 1 < len; p++) {
-        if (*p == '"') {
-            quoted = !quoted;
-            if (!quoted) {
-                const char *mask = "***\"";
-                for (; *mask && o + 1 < len; mask++)
-                    buf[o++] = *mask;
-                continue;
-            }
-        } else if (quoted) {
+    for (const char *p = line; *p && o + 1 < len;) {
+        if (*p != '"') {
+            buf[o++] = *p++;
             continue;
         }
-        buf[o++] = *p;
-    }
-    if (quoted) {
-        const char *mask = "***";
-        for (; *mask && o + 1 < len; mask++)
-            buf[o++] = *mask;
+        const char *end = quote_end(p, conninfo);
+        size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        int keep = (n == 1 && p[1] == '=') || is_keyword_of(p + 1, n, conninfo);
+        const char *shown = keep ? NULL : "***";
+        buf[o++] = '"';
+        for (size_t i = 0; i < (shown ? 3 : n) && o + 1 < len; i++)
+            buf[o++] = shown ? shown[i] : p[1 + i];
+        if (end && o + 1 < len)
+            buf[o++] = '"';
+        p = end ? end + 1 : p + 1 + n;
     }
     buf[o] = '\0';
     return buf;

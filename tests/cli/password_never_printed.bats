@@ -49,6 +49,17 @@ every_command_refuses_without_password() {
         'postgresql://app:hunter2secret@[::1/db' 'hunter2secret'
 }
 
+@test "a '\"' in the password does not end libpq's quote early" {
+    every_command_refuses_without_password \
+        'postgresql://app:a"b%ZZsecret@localhost/db' 'b%ZZsecret'
+}
+
+@test "a misspelt keyword is still named: a name is no secret" {
+    run --separate-stderr "$PGLOCK_BIN" status -d 'host=localhost bogus_option=1 password=s3cret'
+    [ "$status" -eq 69 ]
+    [ "$stderr" = 'pglock: error: invalid connection option "bogus_option"' ]
+}
+
 @test "a server's own refusal is printed whole: it quotes no password" {
     need PGLOCK_TEST_PRIMARY
     run --separate-stderr "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY dbname=pglock_no_such_db"
