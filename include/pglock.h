@@ -92,10 +92,11 @@ PGLOCK_EXPORT const char *pglock_err_name(int code);
  * PQconninfoParse()'s errmsg), made safe to print: its first line, and
  * when it is libpq's complaint about the conninfo string or URI itself
  * (given as conninfo, the dbname that libpq expands), every part it
- * quotes is replaced by "***", since it may be the password
+ * quotes that may hold the password is replaced by "***"
  * (postgresql://app:s3cr%ZZet@host: invalid percent-encoded token:
- * "***"), except a keyword of conninfo (invalid connection option
- * "bogus").  Other messages are kept whole.  Returns buf.
+ * "***"); libpq decides: a part it would not read into a password field
+ * stays (a misspelt keyword, a bad dbname).  Other messages are kept
+ * whole.  Returns buf.
  * pglock_client_error() is already safe.
  */
 PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,

@@ -9,6 +9,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
@@ -227,6 +228,42 @@ static const char *quote_end(const char *open, const char *conninfo)
     return best ? best : next;
 }
 
+/* 1 if the n bytes at part, where they stand in conninfo, may be (or
+ * hold) a secret: libpq itself decides.  Every occurrence of part is
+ * replaced by a marker and the result parsed again; unless it parses and
+ * no secret field (dispchar "*": password, sslpassword) holds the marker,
+ * the part stays hidden. */
+static int may_be_secret(const char *part, size_t n, const char *conninfo)
+{
+    static const char marker[] = "pglockmarker";
+    size_t clen = strlen(conninfo), cap = clen * (sizeof marker) + 1;
+    char *copy = n ? malloc(cap) : NULL;
+    if (!copy)
+        return 1;
+    size_t o = 0;
+    for (const char *p = conninfo; *p;) {
+        if (strncmp(p, part, n) == 0) {
+            memcpy(copy + o, marker, sizeof marker - 1);
+            o += sizeof marker - 1;
+            p += n;
+        } else {
+            copy[o++] = *p++;
+        }
+    }
+    copy[o] = '\0';
+    PQconninfoOption *opts = PQconninfoParse(copy, NULL);
+    free(copy);
+    if (!opts)
+        return 1;
+    int secret = 0;
+    for (PQconninfoOption *opt = opts; opt->keyword; opt++)
+        if (opt->dispchar && opt->dispchar[0] == '*' && opt->val &&
+            strstr(opt->val, marker))
+            secret = 1;
+    PQconninfoFree(opts);
+    return secret;
+}
+
 const char *pglock_conn_error_message(char *buf, size_t len,
                                       const char *message,
                                       const char *conninfo)
@@ -239,8 +276,9 @@ const char *pglock_conn_error_message(char *buf, size_t len,
         snprintf(buf, len, "%s", line);
         return buf;
     }
-    /* Each "quoted part" becomes "***", unless it is a keyword of
-     * conninfo or libpq's own "="; the words around it stay. */
+    /* Each "quoted part" becomes "***", unless it is libpq's own "=", a
+     * keyword of conninfo, or a part that holds no secret; the words
+     * around it stay. */
     size_t o = 0;
     for (const char *p = line; *p && o + 1 < len;) {
         if (*p != '"') {
@@ -249,7 +287,9 @@ const char *pglock_conn_error_message(char *buf, size_t len,
         }
         const char *end = quote_end(p, conninfo);
         size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
-        int keep = (n == 1 && p[1] == '=') || is_keyword_of(p + 1, n, conninfo);
+        int keep = (n == 1 && p[1] == '=') ||
+                   is_keyword_of(p + 1, n, conninfo) ||
+                   !may_be_secret(p + 1, n, conninfo);
         const char *shown = keep ? NULL : "***";
         buf[o++] = '"';
         for (size_t i = 0; i < (shown ? 3 : n) && o + 1 < len; i++)

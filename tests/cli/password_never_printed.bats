@@ -54,6 +54,15 @@ every_command_refuses_without_password() {
         'postgresql://app:a"b%ZZsecret@localhost/db' 'b%ZZsecret'
 }
 
+@test "a bad token outside the password is shown: it holds no secret" {
+    run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://app:s3cret@localhost/db%zz'
+    [ "$status" -eq 69 ]
+    [ "$stderr" = 'pglock: error: invalid percent-encoded token: "db%zz"' ]
+    # the same token as the password too: hidden
+    run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://db%zz:db%zz@localhost/db'
+    [ "$stderr" = 'pglock: error: invalid percent-encoded token: "***"' ]
+}
+
 @test "a misspelt keyword is still named: a name is no secret" {
     run --separate-stderr "$PGLOCK_BIN" status -d 'host=localhost bogus_option=1 password=s3cret'
     [ "$status" -eq 69 ]
