@@ -36,9 +36,10 @@ static int is_word_char(char c)
            (c >= '0' && c <= '9') || c == '_';
 }
 
-/* 1 if the n bytes at name are a word that conninfo uses as a keyword
- * (followed by '=', as in "bogus_option=1" or "?bogus_option=1"): libpq's
- * "invalid connection option" names it, and a name is no secret. */
+/* 1 if the n bytes at name are a word that conninfo uses as a keyword,
+ * and only so: every occurrence is followed by '=' (as in
+ * "bogus_option=1" or "?bogus_option=1").  libpq's "invalid connection
+ * option" names it, and a name is no secret. */
 static int is_keyword_of(const char *name, size_t n, const char *conninfo)
 {
     if (n == 0)
@@ -46,17 +47,18 @@ static int is_keyword_of(const char *name, size_t n, const char *conninfo)
     for (size_t i = 0; i < n; i++)
         if (!is_word_char(name[i]))
             return 0;
-    for (const char *p = conninfo; *p; p++) {
-        if (strncmp(p, name, n) != 0 ||
-            (p > conninfo && is_word_char(p[-1])))
-            continue;
+    int seen = 0;
+    const char *end = conninfo + strlen(conninfo);
+    for (const char *p = conninfo;
+         (p = memmem(p, (size_t)(end - p), name, n)) != NULL; p++) {
         const char *q = p + n;
         while (*q == ' ' || *q == '\t')
             q++;
-        if (*q == '=')
-            return 1;
+        if (*q != '=')
+            return 0;
+        seen = 1;
     }
-    return 0;
+    return seen;
 }
 
 /* The quote that closes the one at open: libpq quotes conninfo verbatim,

@@ -67,6 +67,9 @@ every_command_refuses_without_password() {
     run --separate-stderr "$PGLOCK_BIN" status -d 'host=localhost bogus_option=1 password=s3cret'
     [ "$status" -eq 69 ]
     [ "$stderr" = 'pglock: error: invalid connection option "bogus_option"' ]
+    # unless the password is that very word
+    run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://app:bogus@localhost/db?bogus=1'
+    [ "$stderr" = 'pglock: error: invalid URI query parameter: "***"' ]
 }
 
 @test "a server's own refusal is printed whole: it quotes no password" {
