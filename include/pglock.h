@@ -87,6 +87,22 @@ PGLOCK_EXPORT const char *pglock_strerror(int code);
 /* The code's name ("PGLOCK_EBUSY"), never NULL. */
 PGLOCK_EXPORT const char *pglock_err_name(int code);
 
+/*
+ * libpq's message for a failed connection (message: PQerrorMessage(), or
+ * PQconninfoParse()'s errmsg), made safe to print: its first line, and
+ * when it is libpq's complaint about the conninfo string or URI itself
+ * (given as conninfo, the dbname that libpq expands), every part it
+ * quotes that may hold the password is replaced by "***"
+ * (postgresql://app:s3cr%ZZet@host: invalid percent-encoded token:
+ * "***"); libpq decides: a part it would not read into a password field
+ * stays (a misspelt keyword, a bad dbname).  Other messages are kept
+ * whole.  Returns buf.
+ * pglock_client_error() is already safe.
+ */
+PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
+                                                    const char *message,
+                                                    const char *conninfo);
+
 /* Error details for functions that work on the caller's PGconn. */
 typedef struct pglock_error {
     int code;            /* the same code the function returned */
@@ -162,7 +178,11 @@ PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
 PGLOCK_EXPORT int pglock_key_locktag(const pglock_key *key, uint32_t *classid,
                                      uint32_t *objid, int *objsubid);
 
-/* Asks the server for a legacy key's value (one round trip). */
+/* Asks the server for a legacy key's value (one round trip on conn, which
+ * must not be busy).  Bounded: with no answer within 5 s the query is
+ * cancelled (PGLOCK_ETIMEDOUT); a cancel not answered within 2 s more (a
+ * dead network) shuts conn's socket down and returns PGLOCK_ECONNLOST:
+ * PQfinish() conn.  A cancel from another session is PGLOCK_EINTR. */
 PGLOCK_EXPORT int pglock_key_resolve(pglock_key *key, PGconn *conn,
                                      pglock_error *err);
 
@@ -213,8 +233,8 @@ typedef struct pglock_client pglock_client;
  * server's idle_in_transaction_session_timeout.  The transaction has no
  * transaction id and no snapshot between statements, so it does not hold
  * back VACUUM.  Transaction locks cannot be released one by one: see
- * pglock_unlock().  Legacy keys (hashtext) cost one more round trip, to
- * resolve them, the first time.
+ * pglock_unlock().  A legacy key's value (hashtext) comes back in the
+ * lock's own round trip.
  *
  * PGLOCK_HOLD_AUTO: SESSION on a direct connection, XACT behind a pooler
  * (PQbackendPID() differs from pg_backend_pid()).
@@ -383,9 +403,11 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * pooler.
  *
  * pglock_xact_lock() runs inside the caller's open transaction
- * (PGLOCK_ESTATE if none).  A failed or timed-out acquire leaves the
- * transaction usable (a savepoint and a transaction-local lock_timeout,
- * sent together in one round trip).
+ * (PGLOCK_ESTATE if none).  A failed, busy or timed-out acquire, a try
+ * included, leaves the transaction usable (a savepoint and a
+ * transaction-local lock_timeout, sent together in one round trip): e.g.
+ * PGLOCK_ELOCKTABLE (53200) or PGLOCK_EINTR (57014, a cancel from another
+ * session) return with the transaction still open and able to commit.
  *
  * pglock_xact_begin_lock() sends BEGIN and the lock in one round trip; if
  * the lock is not taken, the transaction is rolled back before it returns.

@@ -342,6 +342,26 @@ static void check_timeouts(report *r, const PGresult *res)
                   "own per wait");
 }
 
+/* "GRANT role TO user", the user written as an SQL identifier: in double
+ * quotes, each '"' doubled, so that the hint can be pasted as it is. */
+static void grant_fix(char *fix, size_t len, const char *role,
+                      const char *user)
+{
+    int n = snprintf(fix, len, "GRANT %s TO \"", role);
+    if (n < 0 || (size_t)n + 2 > len) {
+        fix[0] = '\0';
+        return;
+    }
+    size_t o = (size_t)n;
+    for (; *user && o + 3 < len; user++) {
+        if (*user == '"')
+            fix[o++] = '"';
+        fix[o++] = *user;
+    }
+    fix[o++] = '"';
+    fix[o] = '\0';
+}
+
 static void check_privileges(report *r, const PGresult *res)
 {
     const char *user = val(res, F_USER);
@@ -352,7 +372,7 @@ static void check_privileges(report *r, const PGresult *res)
             "role \"%s\" sees every session in pg_stat_activity (%s)", user,
             super ? "superuser" : "pg_read_all_stats");
     else {
-        snprintf(fix, sizeof fix, "GRANT pg_read_all_stats TO \"%s\"", user);
+        grant_fix(fix, sizeof fix, "pg_read_all_stats", user);
         add(r, "see_sessions", WARNING, fix,
             "role \"%s\" cannot see other roles' sessions: pglock status "
             "shows their locks without client, state or times", user);
@@ -362,7 +382,7 @@ static void check_privileges(report *r, const PGresult *res)
             "role \"%s\" can end a stuck holder with pg_terminate_backend() (%s)",
             user, super ? "superuser" : "pg_signal_backend");
     else {
-        snprintf(fix, sizeof fix, "GRANT pg_signal_backend TO \"%s\"", user);
+        grant_fix(fix, sizeof fix, "pg_signal_backend", user);
         add(r, "signal_backends", WARNING, fix,
             "role \"%s\" cannot end another role's stuck holder with "
             "pg_terminate_backend()", user);

@@ -224,9 +224,8 @@ static int check_conninfo(const cli_conn *conn)
         return 0;
     }
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", err ? err : "out of memory");
+    pglock_conn_error_message(msg, sizeof msg, err ? err : "out of memory", d);
     PQfreemem(err);
-    msg[strcspn(msg, "\n")] = '\0';
     return cli_error(CLI_EXIT_UNAVAILABLE, "invalid connection string: %s", msg);
 }
 

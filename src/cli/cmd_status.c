@@ -211,15 +211,23 @@ static void format_duration(double s, char *buf, size_t len)
         snprintf(buf, len, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
 }
 
-/* Copies s for a terminal: control characters become '?'. */
+/* Copies s (UTF-8) for a terminal: control characters become '?', the
+ * C0 ones and DEL, and the C1 ones too (U+0080..U+009F, bytes C2 80..C2
+ * 9F: a terminal reads U+009B as CSI, as it reads ESC [). */
 static void clean(const char *s, char *buf, size_t len)
 {
-    size_t i = 0;
-    for (; s && s[i] && i + 1 < len; i++) {
+    size_t i = 0, o = 0;
+    for (; s && s[i] && o + 1 < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        buf[i] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+        unsigned char next = (unsigned char)s[i + 1];
+        if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {
+            buf[o++] = '?';
+            i++;
+        } else {
+            buf[o++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+        }
     }
-    buf[i] = '\0';
+    buf[o] = '\0';
 }
 
 /* Display width: code points (UTF-8 lead bytes). */

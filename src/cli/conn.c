@@ -1,6 +1,4 @@
 /* Connection options (-h -p -U -d) as libpq keyword/value arrays. */
-#include <stdio.h>
-#include <string.h>
 #include "cli.h"
 
 /*
@@ -59,7 +57,9 @@ PGconn *cli_connect(const cli_conn *conn, const char *application_name,
     const char *msg = pg ? PQerrorMessage(pg) : "out of memory";
     if (!*msg)
         msg = "unknown error";
-    snprintf(err, errlen, "%.*s", (int)strcspn(msg, "\n"), msg);
+    /* libpq quotes a malformed -d conninfo in its complaint, password
+     * and all: the library hides those parts. */
+    pglock_conn_error_message(err, errlen, msg, conn ? conn->dbname : NULL);
     PQfinish(pg);
     return NULL;
 }

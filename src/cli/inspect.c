@@ -27,9 +27,7 @@ static const char query_template[] =
     "  THEN extract(epoch FROM now() - coalesce(%s, a.query_start)) END,"
     " CASE WHEN NOT l.granted THEN CASE WHEN %s IS NOT NULL THEN 'waitstart'"
     "  WHEN a.query_start IS NOT NULL THEN 'query_start' END END,"
-    " CASE WHEN NOT l.granted THEN pg_blocking_pids(l.pid)::text END,"
-    " l.database = (SELECT oid FROM pg_database"
-    "  WHERE datname = current_database())"
+    " CASE WHEN NOT l.granted THEN pg_blocking_pids(l.pid)::text END"
     " FROM pg_locks l"
     " LEFT JOIN pg_database d ON d.oid = l.database"
     " LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
@@ -42,7 +40,7 @@ enum {
     C_DATNAME, C_CLASSID, C_OBJID, C_OBJSUBID, C_EXCLUSIVE, C_GRANTED, C_PID,
     C_HAS_SESSION, C_HIDDEN, C_USER, C_APPNAME, C_ADDR, C_PORT, C_STATE,
     C_HELD_MIN, C_HELD_MAX, C_WAITING, C_WAITING_SOURCE, C_BLOCKED_BY,
-    C_CURRENT_DB, C_NCOLS
+    C_NCOLS
 };
 
 int inspect_key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
@@ -214,7 +212,6 @@ int inspect_advisory_locks(PGconn *conn, int all_databases,
             continue; /* not a locktag pg_advisory_lock() makes */
         e->order = r;
         e->database = text_or_null(res, r, C_DATNAME);
-        e->current_db = is_true(res, r, C_CURRENT_DB);
         e->exclusive = is_true(res, r, C_EXCLUSIVE);
         e->granted = is_true(res, r, C_GRANTED);
         e->pid = PQgetisnull(res, r, C_PID) ? 0 : atoi(PQgetvalue(res, r, C_PID));

@@ -13,7 +13,6 @@
 /* One advisory lock request: a row of pg_locks and its session. */
 typedef struct inspect_entry {
     const char *database;  /* datname; NULL if the database is gone */
-    int current_db;        /* 1: the database we are connected to */
     pglock_key key;        /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
     int exclusive;         /* 1: ExclusiveLock, 0: ShareLock */
     int granted;           /* 1: holds, 0: waits */

@@ -4,139 +4,10 @@
  * applies the lock connection's settings; closing it frees every lock
  * before returning.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include "internal.h"
-
-/* ------------------------------------------------------------- errors */
-
-void pglock__first_line(char *buf, size_t len, const char *msg)
-{
-    if (!msg)
-        msg = "";
-    /* libpq prefixes some messages with "ERROR:  " or "FATAL:  "; the
-     * primary message is what we keep. */
-    size_t n = strcspn(msg, "\n");
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, msg, n);
-    buf[n] = '\0';
-}
-
-int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->message, sizeof c->message, fmt, ap);
-    va_end(ap);
-    c->sqlstate[0] = '\0';
-    return code;
-}
-
-int pglock__code_for_sqlstate(const char *s)
-{
-    if (!s || !*s)
-        return PGLOCK_ESERVER;
-    if (strcmp(s, "55P03") == 0) /* lock_not_available: lock_timeout */
-        return PGLOCK_ETIMEDOUT;
-    if (strcmp(s, "57014") == 0) /* query_canceled */
-        return PGLOCK_EINTR;
-    if (strcmp(s, "53200") == 0) /* out_of_memory: the lock table */
-        return PGLOCK_ELOCKTABLE;
-    if (strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0)
-        return PGLOCK_ECONNLOST; /* connection exception, admin shutdown */
-    if (strcmp(s, "25P02") == 0 || strcmp(s, "25001") == 0)
-        return PGLOCK_ESTATE; /* transaction aborted / active */
-    return PGLOCK_ESERVER;
-}
-
-static const char *result_sqlstate(const PGresult *res)
-{
-    const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    return s ? s : "";
-}
-
-static void result_message(char *buf, size_t len, const PGresult *res,
-                           PGconn *conn)
-{
-    const char *primary =
-        res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    if (primary && *primary)
-        pglock__first_line(buf, len, primary);
-    else if (res && *PQresultErrorMessage(res))
-        pglock__first_line(buf, len, PQresultErrorMessage(res));
-    else
-        pglock__first_line(buf, len, conn ? PQerrorMessage(conn) : "");
-    if (!*buf)
-        snprintf(buf, len, "connection to the server was lost");
-}
-
-int pglock__fail_result(pglock_client *c, const PGresult *res,
-                        const char *what)
-{
-    char msg[400];
-    result_message(msg, sizeof msg, res, c->conn);
-    const char *state = result_sqlstate(res);
-    snprintf(c->message, sizeof c->message, "%s: %s%s%s%s", what, msg,
-             *state ? " (SQLSTATE " : "", state, *state ? ")" : "");
-    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", state);
-    int code = pglock__code_for_sqlstate(state);
-    if (!*state || (c->conn && PQstatus(c->conn) != CONNECTION_OK))
-        code = PGLOCK_ECONNLOST;
-    return code;
-}
-
-int pglock__err_set(pglock_error *err, int code, const char *sqlstate,
-                    const char *fmt, ...)
-{
-    if (!err)
-        return code;
-    err->code = code;
-    snprintf(err->sqlstate, sizeof err->sqlstate, "%s",
-             sqlstate ? sqlstate : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-void pglock__client_drop(pglock_client *c)
-{
-    if (c->conn) {
-        /* Abandoned mid-query: shut the socket first, so that finishing
-         * the connection cannot block on a dead network. */
-        if (PQsocket(c->conn) >= 0)
-            shutdown(PQsocket(c->conn), SHUT_RDWR);
-        PQfinish(c->conn);
-        c->conn = NULL;
-    }
-    pglock__holds_clear(c);
-    c->heartbeat_busy = 0;
-    c->in_xact = 0;
-}
-
-int pglock__client_ready(pglock_client *c)
-{
-    if (!c->conn)
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "the lock connection is closed: it was lost "
-                            "earlier, with every lock it held");
-    if (c->heartbeat_busy)
-        return pglock__fail(c, PGLOCK_ESTATE,
-                            "a heartbeat is in progress on this client");
-    return 0;
-}
-
-void pglock__holds_clear(pglock_client *c)
-{
-    for (size_t i = 0; i < c->nholds; i++)
-        free(c->holds[i].name);
-    c->nholds = 0;
-}
 
 /* ------------------------------------------------------------ options */
 
@@ -146,67 +17,6 @@ void pglock_options_init(pglock_options *opts)
     opts->interrupt_fd = -1;
     opts->cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
     opts->dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
-}
-
-/* How long a silent peer may take to be noticed, by both ends. */
-static long dead_peer(const pglock_options *o)
-{
-    return o->lease_ms > 0 ? o->lease_ms : o->dead_peer_ms;
-}
-
-/* Keepalives: idle D/3, then 3 probes D/9 apart, so a dead peer is noticed
- * within about 2D/3; unacknowledged data gives up after 2D/3 too. */
-typedef struct derived {
-    char ka_idle[24], ka_interval[24], ka_count[24], user_timeout[24];
-    char check_interval[24], lease[24];
-} derived;
-
-static void derive(const pglock_options *o, derived *d)
-{
-    long D = dead_peer(o);
-    long idle = D / 3000, interval = D / 9000;
-    snprintf(d->ka_idle, sizeof d->ka_idle, "%ld", idle < 1 ? 1 : idle);
-    snprintf(d->ka_interval, sizeof d->ka_interval, "%ld",
-             interval < 1 ? 1 : interval);
-    snprintf(d->ka_count, sizeof d->ka_count, "3");
-    snprintf(d->user_timeout, sizeof d->user_timeout, "%ld", D * 2 / 3);
-    long check = D / 3 < 1000 ? 1000 : D / 3;
-    snprintf(d->check_interval, sizeof d->check_interval, "%ld", check);
-    snprintf(d->lease, sizeof d->lease, "%ld", o->lease_ms);
-}
-
-/* --------------------------------------------------------------- open */
-
-int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
-                         int local)
-{
-    derived d;
-    derive(o, &d);
-    const char *l = local ? "true" : "false";
-    const char *ver = "current_setting('server_version_num')::int";
-    /* In a transaction the lease is idle_in_transaction_session_timeout;
-     * in a session it is idle_session_timeout (and the other one is off). */
-    const char *in_xact_idle = local ? d.lease : "0";
-    int n = snprintf(buf, len,
-        "concat_ws(',',"
-        " set_config('statement_timeout', '0', %s),"
-        " set_config('idle_in_transaction_session_timeout', '%s', %s),"
-        " set_config('lock_timeout', '0', %s),"
-        " set_config('tcp_keepalives_idle', '%s', %s),"
-        " set_config('tcp_keepalives_interval', '%s', %s),"
-        " set_config('tcp_keepalives_count', '%s', %s),"
-        " CASE WHEN %s >= 120000"
-        "  THEN set_config('tcp_user_timeout', '%s', %s) END,"
-        " CASE WHEN %s >= 140000"
-        "  THEN set_config('client_connection_check_interval', '%s', %s) END,"
-        " CASE WHEN %s >= 140000 AND %s AND '%s' <> '0'"
-        "  THEN set_config('idle_session_timeout', '%s', false) END,"
-        " CASE WHEN %s >= 170000"
-        "  THEN set_config('transaction_timeout', '0', %s) END)",
-        l, in_xact_idle, l, l, d.ka_idle, l, d.ka_interval, l, d.ka_count, l,
-        ver, d.user_timeout, l, ver, d.check_interval, l,
-        ver, local ? "false" : "true", d.lease, d.lease, ver, l);
-    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
 /* One round trip: who is on the other end, and — only when that is a
@@ -228,7 +38,7 @@ static int open_sql(char *buf, size_t len, const pglock_options *o)
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
-static void quiet_notices(void *arg, const char *message)
+void pglock__quiet_notices(void *arg, const char *message)
 {
     (void)arg;
     (void)message; /* e.g. pg_advisory_unlock's "you don't own a lock" */
@@ -324,6 +134,17 @@ static void free_params(char **p)
     free(p);
 }
 
+/* The caller's first dbname: the one libpq expands when it is a
+ * conninfo string or URI; NULL if none. */
+static const char *conninfo_of(const char *const *keywords,
+                               const char *const *values)
+{
+    for (int i = 0; keywords && keywords[i]; i++)
+        if (strcmp(keywords[i], "dbname") == 0)
+            return values[i];
+    return NULL;
+}
+
 static int count_params(const char *const *keywords)
 {
     int n = 0;
@@ -359,8 +180,8 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
 
     /* Our defaults come first: with expand_dbname, the caller's conninfo
      * (and keywords) that follow override whatever they set themselves. */
-    derived d;
-    derive(&c->opts, &d);
+    pglock__derived d;
+    pglock__settings_derive(&c->opts, &d);
     const char *app = c->opts.application_name ? c->opts.application_name
                                                : "pglock";
     const char *ours_k[] = {"fallback_application_name", "keepalives",
@@ -393,14 +214,16 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
     if (PQstatus(c->conn) != CONNECTION_OK) {
         char line[400];
-        /* libpq's own message: it never contains the password. */
-        pglock__first_line(line, sizeof line, PQerrorMessage(c->conn));
+        /* libpq's message, without what it may quote of a malformed
+         * conninfo string or URI (the password, say). */
+        pglock_conn_error_message(line, sizeof line, PQerrorMessage(c->conn),
+                                  conninfo_of(keywords, values));
         pglock__fail(c, PGLOCK_ECONNECT, "%s", line);
         PQfinish(c->conn);
         c->conn = NULL;
         return PGLOCK_ECONNECT;
     }
-    PQsetNoticeProcessor(c->conn, quiet_notices, NULL);
+    PQsetNoticeProcessor(c->conn, pglock__quiet_notices, NULL);
 
     int rc = run_open_query(c);
     if (rc != 0) {

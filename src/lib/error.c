@@ -1,5 +1,19 @@
-/* Error codes to words. */
-#include "pglock.h"
+/*
+ * Errors: the one place the library writes them, the SQLSTATE mapping,
+ * and codes turned into words.
+ *
+ * Every message is one line (cut at the first newline), lower case, in
+ * PostgreSQL's style.  A function on the caller's PGconn writes a
+ * pglock_error; a client keeps a copy of its last one (message and
+ * SQLSTATE, for pglock_client_error()).  libpq's connection messages are
+ * made safe to print in conn_error.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+/* ------------------------------------------------------ codes to words */
 
 static const struct {
     int code;
@@ -42,4 +56,110 @@ const char *pglock_err_name(int code)
 {
     int i = find(code);
     return i < 0 ? "PGLOCK_EUNKNOWN" : error_table[i].name;
+}
+
+int pglock__code_for_sqlstate(const char *s)
+{
+    if (!s || !*s)
+        return PGLOCK_ESERVER;
+    if (strcmp(s, "55P03") == 0) /* lock_not_available: lock_timeout */
+        return PGLOCK_ETIMEDOUT;
+    if (strcmp(s, "57014") == 0) /* query_canceled */
+        return PGLOCK_EINTR;
+    if (strcmp(s, "53200") == 0) /* out_of_memory: the lock table */
+        return PGLOCK_ELOCKTABLE;
+    if (strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0)
+        return PGLOCK_ECONNLOST; /* connection exception, admin shutdown */
+    if (strcmp(s, "25P02") == 0 || strcmp(s, "25001") == 0)
+        return PGLOCK_ESTATE; /* transaction aborted / active */
+    return PGLOCK_ESERVER;
+}
+
+/* ------------------------------------------------------- the writers */
+
+void pglock__first_line(char *buf, size_t len, const char *msg)
+{
+    if (len == 0)
+        return;
+    if (!msg)
+        msg = "";
+    size_t n = strcspn(msg, "\n");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, msg, n);
+    buf[n] = '\0';
+}
+
+static int vset(pglock_error *err, int code, const char *sqlstate,
+                const char *fmt, va_list ap)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    snprintf(err->sqlstate, sizeof err->sqlstate, "%s",
+             sqlstate ? sqlstate : "");
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    err->message[strcspn(err->message, "\n")] = '\0';
+    return code;
+}
+
+int pglock__error_set(pglock_error *err, int code, const char *sqlstate,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset(err, code, sqlstate, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int pglock__error_result(pglock_error *err, const PGresult *res,
+                         const PGconn *conn, const char *what)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary =
+        res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    char msg[400];
+    if (primary && *primary)
+        pglock__first_line(msg, sizeof msg, primary);
+    else if (res && *PQresultErrorMessage(res))
+        pglock__first_line(msg, sizeof msg, PQresultErrorMessage(res));
+    else
+        pglock__first_line(msg, sizeof msg, conn ? PQerrorMessage(conn) : "");
+    if (!*msg)
+        snprintf(msg, sizeof msg, "connection to the server was lost");
+    if (!state)
+        state = "";
+    int code = pglock__code_for_sqlstate(state);
+    /* No SQLSTATE: the answer never came (libpq's own error). */
+    if (!*state || (conn && PQstatus(conn) != CONNECTION_OK))
+        code = PGLOCK_ECONNLOST;
+    return pglock__error_set(err, code, state, "%s: %s%s%s%s", what, msg,
+                             *state ? " (SQLSTATE " : "", state,
+                             *state ? ")" : "");
+}
+
+int pglock__fail_error(pglock_client *c, const pglock_error *err)
+{
+    snprintf(c->message, sizeof c->message, "%s", err->message);
+    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", err->sqlstate);
+    return err->code;
+}
+
+int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
+{
+    pglock_error err;
+    va_list ap;
+    va_start(ap, fmt);
+    vset(&err, code, NULL, fmt, ap);
+    va_end(ap);
+    return pglock__fail_error(c, &err);
+}
+
+int pglock__fail_result(pglock_client *c, const PGresult *res,
+                        const char *what)
+{
+    pglock_error err;
+    pglock__error_result(&err, res, c->conn, what);
+    return pglock__fail_error(c, &err);
 }

@@ -54,17 +54,14 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
             have_token = 1;
         } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
                    rc == PGLOCK_OK) {
-            const char *state = PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
-            char line[400];
-            pglock__first_line(line, sizeof line, PQresultErrorMessage(res[i]));
-            rc = pglock__err_set(err, pglock__code_for_sqlstate(state), state,
-                                 "%s", line);
+            rc = pglock__error_result(err, res[i], conn,
+                                      "the token's transaction failed");
         }
     }
     pglock__clear_results(res, nres);
 
     if (cancelled || (w->deadline >= 0 && pglock_now_ms() > w->deadline))
-        return pglock__err_set(err, cancelled == PGLOCK_EINTR ? PGLOCK_EINTR
+        return pglock__error_set(err, cancelled == PGLOCK_EINTR ? PGLOCK_EINTR
                                                               : PGLOCK_ETIMEDOUT,
                                NULL, cancelled == PGLOCK_EINTR
                                    ? "interrupted (a token that came back "
@@ -74,12 +71,12 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
     if (end != PGLOCK__WAIT_DONE || PQstatus(conn) != CONNECTION_OK) {
         char line[400];
         pglock__first_line(line, sizeof line, PQerrorMessage(conn));
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
     }
     if (rc != PGLOCK_OK)
         return rc;
     if (PQtransactionStatus(conn) != PQTRANS_IDLE || !have_token)
-        return pglock__err_set(err, PGLOCK_ESERVER, NULL,
+        return pglock__error_set(err, PGLOCK_ESERVER, NULL,
                                "could not commit the fencing token's "
                                "transaction");
     *out = token;
@@ -109,17 +106,17 @@ static int token_on(PGconn *conn, const pglock__wait *w, int64_t *out,
 {
     *abandoned = 0;
     if (PQstatus(conn) != CONNECTION_OK)
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
                                "the connection is not open");
     if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
+        return pglock__error_set(err, PGLOCK_ESTATE, NULL,
                                "cannot take a fencing token inside an open "
                                "transaction");
     /* One round trip: the statements go in one Query message. */
     if (!PQsendQuery(conn, token_sql)) {
         char line[400];
         pglock__first_line(line, sizeof line, PQerrorMessage(conn));
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL, "%s", line);
     }
     int rc = collect(conn, w, out, abandoned, err);
     if (rc != PGLOCK_OK && !*abandoned && PQstatus(conn) == CONNECTION_OK &&
@@ -134,7 +131,7 @@ int pglock_fencing_token(PGconn *conn, int64_t *out, long timeout_ms,
     if (err)
         memset(err, 0, sizeof *err);
     if (!conn || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
                       .interrupt = interrupt,
                       .interrupt_fd = -1,
@@ -158,7 +155,7 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
     PGconn *t = PQconnectStartParams((const char *const *)c->conn_keywords,
                                      (const char *const *)c->conn_values, 1);
     if (!t) {
-        pglock__err_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
+        pglock__error_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
         return NULL;
     }
     PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
@@ -168,7 +165,7 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
         if ((w->interrupt && *w->interrupt) ||
             (w->deadline >= 0 && now >= w->deadline)) {
             int intr = w->interrupt && *w->interrupt;
-            pglock__err_set(err, intr ? PGLOCK_EINTR : PGLOCK_ETIMEDOUT, NULL,
+            pglock__error_set(err, intr ? PGLOCK_EINTR : PGLOCK_ETIMEDOUT, NULL,
                             intr ? "interrupted while connecting"
                                  : "could not connect in time");
             PQfinish(t);
@@ -183,7 +180,7 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
             ms = PGLOCK__INTERRUPT_POLL_MS;
         int n = poll(p, 2, ms);
         if (n > 0 && p[1].revents) {
-            pglock__err_set(err, PGLOCK_EINTR, NULL,
+            pglock__error_set(err, PGLOCK_EINTR, NULL,
                             "interrupted while connecting");
             PQfinish(t);
             return NULL;
@@ -192,12 +189,15 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
             ps = PQconnectPoll(t);
     }
     if (PQstatus(t) != CONNECTION_OK) {
-        char line[400];
-        pglock__first_line(line, sizeof line, PQerrorMessage(t));
-        pglock__err_set(err, PGLOCK_ECONNECT, NULL, "%s", line);
+        /* the conninfo parsed for the lock connection: no password in
+         * libpq's message */
+        pglock__error_set(err, PGLOCK_ECONNECT, NULL, "%s", PQerrorMessage(t));
         PQfinish(t);
         return NULL;
     }
+    /* The server's notices (a cancelled wait for synchronous replication
+     * warns) are not for the caller's stderr. */
+    PQsetNoticeProcessor(t, pglock__quiet_notices, NULL);
     return t;
 }
 

@@ -58,22 +58,39 @@ struct pglock_client {
     char message[512];
 };
 
-/* ---- errors (client.c) */
+/* ---- errors (error.c): the one place errors are written
+ *
+ * A function on the caller's PGconn fills a pglock_error (err may be
+ * NULL); a client keeps a copy of its last error.  Messages are one line:
+ * whatever a format or the server adds after a newline is cut. */
 
-/* Sets the client's message (printf style, one line) and returns code. */
+/* Sets *err to code, sqlstate (NULL: none) and the printf-style message;
+ * returns code. */
+int pglock__error_set(pglock_error *err, int code, const char *sqlstate,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Sets *err from a failed query: "what: <the server's primary message>
+ * (SQLSTATE xxxxx)", the code pglock__code_for_sqlstate() gives, except
+ * PGLOCK_ECONNLOST when there is no SQLSTATE (res NULL, or libpq's own
+ * error: the message is then conn's) or conn is no longer CONNECTION_OK.
+ * Returns the code. */
+int pglock__error_result(pglock_error *err, const PGresult *res,
+                         const PGconn *conn, const char *what);
+/* The client variants: the same error, kept on c (message and SQLSTATE)
+ * instead; each returns the code.  pglock__fail_error() copies an error
+ * made by the two above onto the client. */
 int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Sets the client's message from a failed result (or the connection when
- * res is NULL) and returns the code for its SQLSTATE. */
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what);
-/* Same for a caller-supplied pglock_error (err may be NULL). */
-int pglock__err_set(pglock_error *err, int code, const char *sqlstate,
-                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int pglock__fail_error(pglock_client *c, const pglock_error *err);
 /* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
 void pglock__first_line(char *buf, size_t len, const char *msg);
+
+/* ---- the client's state (client_state.c) */
+
 /* The connection is gone (or abandoned): finish it, forget every hold. */
 void pglock__client_drop(pglock_client *c);
 /* 0 when the client can start a query; else PGLOCK_ECONNLOST (the
@@ -82,10 +99,13 @@ void pglock__client_drop(pglock_client *c);
 int pglock__client_ready(pglock_client *c);
 /* Forgets every counted hold. */
 void pglock__holds_clear(pglock_client *c);
+/* A libpq notice processor that drops the server's notices: a library
+ * does not write to its caller's stderr. */
+void pglock__quiet_notices(void *arg, const char *message);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
-/* Formats key for messages: "123", "42:9", "hashtext('x')". */
+/* Formats key for messages: "123", "42:9", "hashtext(\"x\")". */
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
 
 /* ---- SQL for a lock call (lock_sql.c) */
@@ -96,11 +116,12 @@ typedef enum pglock__op {
     PGLOCK__OP_UNLOCK   /* pg_advisory_unlock */
 } pglock__op;
 
-/* The function call for key with parameters starting at $first, e.g.
- * "pg_advisory_lock_shared($2::bigint)", and the parameter values
- * (pointing into vbuf, at most 2).  Also the expression for the key's
- * bigint (for legacy keys, so a result can resolve them) or NULL.
- * Returns the number of parameters used. */
+/* pglock__call_make() fills it: the function call for key with
+ * parameters starting at $first, e.g. "pg_advisory_lock_shared($2::int8)";
+ * the parameter values (pointing into vbuf or at the key's name) and
+ * their number, at most 2; and, for an unresolved legacy key, the
+ * expression for its bigint over the same parameters, so that the answer
+ * can resolve it ("" for every other key). */
 typedef struct pglock__call {
     char fn[160];
     char value_expr[96];   /* "" unless legacy */
@@ -118,7 +139,25 @@ int pglock__call_literal(char *buf, size_t len, PGconn *conn,
                          const pglock_key *key, pglock_mode mode,
                          pglock__op op, int xact);
 
-/* ---- the lock connection's settings (client.c) */
+/* A legacy key's bigint as a SQL expression with literals, for a
+ * simple-protocol query: "hashtext('name')::int8" (the name escaped with
+ * PQescapeLiteral).  0 or PGLOCK_ENOMEM / PGLOCK_EINVAL (not a legacy key,
+ * or too long). */
+int pglock__value_literal(char *buf, size_t len, PGconn *conn,
+                          const pglock_key *key);
+
+/* ---- the lock connection's settings (settings.c) */
+
+/* The values derived from the lease (else dead_peer_ms) D, as strings for
+ * libpq and set_config(): keepalives idle D/3, then 3 probes D/9 apart, so
+ * a dead peer is noticed within about 2D/3; unacknowledged data gives up
+ * after 2D/3 too (tcp_user_timeout); the server checks its client every
+ * D/3 (at least 1 s). */
+typedef struct pglock__derived {
+    char ka_idle[24], ka_interval[24], ka_count[24], user_timeout[24];
+    char check_interval[24], lease[24];
+} pglock__derived;
+void pglock__settings_derive(const pglock_options *o, pglock__derived *d);
 
 /* A select-list expression that applies the lock connection's settings
  * (lease, statement and transaction timeouts, keepalives, connection
@@ -134,12 +173,16 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
 
 /* The column that carries pg_backend_pid() in a prelude's answer. */
 #define PGLOCK__PID_COLUMN "pglock_pid"
+/* The column that carries a legacy key's bigint in a prelude's answer. */
+#define PGLOCK__VALUE_COLUMN "pglock_key_value"
 #define PGLOCK__XACT_SQL_MAX 4096
 
 /* What an attempt adds to the plain transaction lock: the statement that
  * opens the transaction ("BEGIN" when NULL), statements sent before the
  * lock in the same query (no trailing ';'; NULL: none), the wait's
- * interrupt, and where to put a PGLOCK__PID_COLUMN value (NULL: nowhere). */
+ * interrupt, where to put a PGLOCK__PID_COLUMN value (NULL: nowhere), and
+ * a key to resolve from a PGLOCK__VALUE_COLUMN value once the lock is
+ * held (NULL: none). */
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
@@ -147,6 +190,7 @@ typedef struct pglock__xact_req {
     int interrupt_fd;
     long cancel_timeout_ms;
     int *pid_out;
+    pglock_key *resolve;
 } pglock__xact_req;
 
 /* pglock_xact_begin_lock() (begin) or pglock_xact_lock() (!begin), with

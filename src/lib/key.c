@@ -1,9 +1,8 @@
 /*
  * Lock keys: constructors, the SHA-256 name rule, pg_locks coordinates,
- * printing, the equivalent SQL, and resolving the server-computed legacy
- * forms (hashtext, hashtextextended).
+ * printing and the equivalent SQL.  No server is needed here: resolving
+ * the server-computed legacy forms is key_resolve.c's.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,11 +207,7 @@ int pglock_key_format(const pglock_key *key, char *buf, size_t len)
 
 /* ------------------------------------------------------------ SQL */
 
-/*
- * Appends name as a SQL string literal.  Quotes are doubled; a name with a
- * backslash is written as E'...' with backslashes doubled, which reads the
- * same whatever standard_conforming_strings is.
- */
+/* A buffer that counts what would have been written (as snprintf). */
 typedef struct sqlbuf {
     char *buf;
     size_t len;   /* capacity of buf */
@@ -232,6 +227,11 @@ static void sb_puts(sqlbuf *sb, const char *s)
         sb_putc(sb, *s++);
 }
 
+/*
+ * Appends name as a SQL string literal.  Quotes are doubled; a name with a
+ * backslash is written as E'...' with backslashes doubled, which reads the
+ * same whatever standard_conforming_strings is.
+ */
 static void sb_literal(sqlbuf *sb, const char *name, size_t len)
 {
     if (memchr(name, '\\', len))
@@ -303,85 +303,4 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
     if (len)
         buf[sb.used < len ? sb.used : len - 1] = '\0';
     return sb.used > (size_t)0x7FFFFFFF ? PGLOCK_EINVAL : (int)sb.used;
-}
-
-/* ---------------------------------------------------------- resolve */
-
-static void set_error(pglock_error *err, int code, const char *sqlstate,
-                      const char *fmt, const char *detail)
-{
-    if (!err)
-        return;
-    err->code = code;
-    snprintf(err->sqlstate, sizeof err->sqlstate, "%s",
-             sqlstate ? sqlstate : "");
-    snprintf(err->message, sizeof err->message, fmt, detail ? detail : "");
-    /* One line: cut libpq's multi-line messages at the first newline. */
-    char *nl = strchr(err->message, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
-int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
-{
-    if (err)
-        memset(err, 0, sizeof *err);
-    if (!key) {
-        set_error(err, PGLOCK_EINVAL, NULL, "no key given%s", NULL);
-        return PGLOCK_EINVAL;
-    }
-    if (!key_is_legacy(key))
-        return PGLOCK_OK; /* nothing to ask: the value is known */
-    if (!key->name) {
-        set_error(err, PGLOCK_EINVAL, NULL, "key has no name%s", NULL);
-        return PGLOCK_EINVAL;
-    }
-    if (!conn || PQstatus(conn) != CONNECTION_OK) {
-        set_error(err, PGLOCK_ECONNLOST, NULL, "no connection to the server%s",
-                  NULL);
-        return PGLOCK_ECONNLOST;
-    }
-
-    char seed[32];
-    snprintf(seed, sizeof seed, "%" PRId64, key->seed);
-    const char *values[2] = {key->name, seed};
-    /* hashtext() is int4; the cast sign-extends it exactly as
-     * pg_advisory_lock(hashtext(...)) does when it picks the bigint form. */
-    const char *sql = key->kind == PGLOCK_KEY_HASHTEXT
-                          ? "SELECT hashtext($1)::bigint"
-                          : "SELECT hashtextextended($1, $2::bigint)";
-    int nparams = key->kind == PGLOCK_KEY_HASHTEXT ? 1 : 2;
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, values, NULL, NULL,
-                                 0);
-    int rc = PGLOCK_OK;
-    if (!res) {
-        set_error(err, PGLOCK_ENOMEM, NULL, "out of memory%s", NULL);
-        return PGLOCK_ENOMEM;
-    }
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        int lost = PQstatus(conn) != CONNECTION_OK;
-        rc = lost ? PGLOCK_ECONNLOST : PGLOCK_ESERVER;
-        const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-        set_error(err, rc, PQresultErrorField(res, PG_DIAG_SQLSTATE),
-                  "could not compute the key: %s",
-                  primary ? primary : PQerrorMessage(conn));
-    } else if (PQntuples(res) != 1 || PQnfields(res) != 1 ||
-               PQgetisnull(res, 0, 0)) {
-        rc = PGLOCK_ESERVER;
-        set_error(err, rc, NULL, "unexpected answer computing the key%s", NULL);
-    } else {
-        const char *v = PQgetvalue(res, 0, 0);
-        char *end;
-        errno = 0;
-        long long n = strtoll(v, &end, 10);
-        if (errno || end == v || *end) {
-            rc = PGLOCK_ESERVER;
-            set_error(err, rc, NULL, "unexpected key value \"%s\"", v);
-        } else {
-            key->id = (int64_t)n;
-            key->resolved = 1;
-        }
-    }
-    PQclear(res);
-    return rc;
 }

@@ -125,3 +125,21 @@ int pglock__call_literal(char *buf, size_t len, PGconn *conn,
     }
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
+
+int pglock__value_literal(char *buf, size_t len, PGconn *conn,
+                          const pglock_key *key)
+{
+    if (!is_legacy(key) || !key->name)
+        return PGLOCK_EINVAL;
+    char *lit = PQescapeLiteral(conn, key->name, key->name_len);
+    if (!lit)
+        return PGLOCK_ENOMEM;
+    int n;
+    if (key->kind == PGLOCK_KEY_HASHTEXT)
+        n = snprintf(buf, len, "hashtext(%s)::int8", lit);
+    else
+        n = snprintf(buf, len, "hashtextextended(%s, (%" PRId64 ")::int8)",
+                     lit, key->seed);
+    PQfreemem(lit);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}

@@ -226,7 +226,7 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
 
     if (!PQsendQueryParams(c->conn, sql, nparams, NULL, first_param, NULL,
                            NULL, 0)) {
-        rc = pglock__fail_result(c, NULL, "could not send the lock request");
+        pglock__fail_result(c, NULL, "could not send the lock request");
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
     }

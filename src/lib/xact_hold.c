@@ -20,60 +20,74 @@
 
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 
-/* The error of a transaction-lock call, onto the client. */
-static int fail_err(pglock_client *c, const pglock_error *err)
-{
-    pglock__fail(c, err->code, "%s", err->message);
-    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", err->sqlstate);
-    if (err->code == PGLOCK_ECONNLOST)
-        pglock__client_drop(c);
-    return err->code;
-}
-
 static int is_legacy(const pglock_key *key)
 {
     return key->kind == PGLOCK_KEY_HASHTEXT ||
            key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
 }
 
+/* The statements before the lock: the backend's pid, a legacy key's value
+ * (the heartbeat finds locks in pg_locks by their value, so it is learnt
+ * in the same round trip and under the same savepoint and wait as the
+ * lock) and, when the transaction begins, its settings. */
+static int prelude_sql(char *buf, size_t len, pglock_client *c,
+                       const pglock_key *key, int begin)
+{
+    char value[700] = "", settings[2048] = "";
+    int rc = 0;
+    if (is_legacy(key) && !key->resolved)
+        rc = pglock__value_literal(value, sizeof value, c->conn, key);
+    if (rc == 0 && begin)
+        rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
+    if (rc != 0)
+        return rc;
+    int n = snprintf(buf, len,
+                     "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN
+                     "%s%s%s%s%s",
+                     *value ? ", " : "", value,
+                     *value ? " AS " PGLOCK__VALUE_COLUMN : "",
+                     *settings ? ", " : "", settings);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
 int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
                            pglock_mode mode, long timeout_ms)
 {
-    pglock_error err;
-    memset(&err, 0, sizeof err);
-    /* The heartbeat finds locks in pg_locks by their value: learn it. */
-    if (is_legacy(key) && !key->resolved &&
-        pglock_key_resolve(key, c->conn, &err) != 0)
-        return fail_err(c, &err);
-
     int begin = !c->in_xact;
-    char prelude[2560];
-    int n = snprintf(prelude, sizeof prelude,
-                     "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN);
-    if (begin) {
-        char settings[2048];
-        if (pglock__settings_sql(settings, sizeof settings, &c->opts, 1))
-            return pglock__fail(c, PGLOCK_EINVAL, "invalid options");
-        n = snprintf(prelude + n, sizeof prelude - (size_t)n, ", %s",
-                     settings);
-    }
+    char prelude[3000];
+    int rc = prelude_sql(prelude, sizeof prelude, c, key, begin);
+    if (rc)
+        return pglock__fail(c, rc, rc == PGLOCK_ENOMEM ? "out of memory"
+                                   : "invalid options or key name too long");
     int pid = 0;
     pglock__xact_req req = {.begin_sql = BEGIN_SQL,
                             .prelude = prelude,
                             .interrupt = c->opts.interrupt,
                             .interrupt_fd = c->opts.interrupt_fd,
                             .cancel_timeout_ms = c->opts.cancel_timeout_ms,
-                            .pid_out = &pid};
-    int rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
-                                   &req, &err);
+                            .pid_out = &pid,
+                            .resolve = key};
+    pglock_error err;
+    rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin, &req,
+                               &err);
     if (rc == PGLOCK_EBUSY) {
         char k[128];
         pglock__key_describe(key, k, sizeof k);
         return pglock__fail(c, PGLOCK_EBUSY,
                             "lock %s is held by another session", k);
     }
-    if (rc)
-        return fail_err(c, &err);
+    if (rc) {
+        pglock__fail_error(c, &err);
+        if (rc == PGLOCK_ECONNLOST)
+            pglock__client_drop(c);
+        return rc;
+    }
+    if (is_legacy(key) && !key->resolved) {
+        pglock__client_drop(c); /* held, but it could never be verified */
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the server did not return the key's value: "
+                            "the connection was closed");
+    }
     if (begin) {
         c->in_xact = 1;
         c->backend_pid = pid;

@@ -13,7 +13,8 @@
  *
  * (the subquery has volatile outputs, so it is not flattened, and its
  * target list runs left to right).  Inside the caller's transaction a
- * savepoint around it keeps a failure from aborting the transaction.
+ * savepoint around it (a try's too) keeps a failure from aborting the
+ * transaction.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -30,42 +31,25 @@ static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
     if (err)
         memset(err, 0, sizeof *err);
     if (!conn || !key)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
-                               "invalid argument: no connection or key");
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
+                                 "invalid argument: no connection or key");
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
-                               "invalid lock mode %d", (int)mode);
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
+                                 "invalid lock mode %d", (int)mode);
     if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL,
-                               "invalid timeout %ld ms", timeout_ms);
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
+                                 "invalid timeout %ld ms", timeout_ms);
     if ((key->kind == PGLOCK_KEY_HASHTEXT ||
          key->kind == PGLOCK_KEY_HASHTEXTEXTENDED) &&
         !key->name && !key->resolved)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid key");
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key");
     if (key->kind < PGLOCK_KEY_INT64 ||
         key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
-        return pglock__err_set(err, PGLOCK_EINVAL, NULL, "invalid key");
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key");
     if (PQstatus(conn) != CONNECTION_OK)
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
-                               "the connection is not open");
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
+                                 "the connection is not open");
     return 0;
-}
-
-static int fail_from(pglock_error *err, const PGresult *res, PGconn *conn,
-                     const char *what)
-{
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *primary =
-        res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    char msg[400];
-    pglock__first_line(msg, sizeof msg,
-                       primary ? primary : PQerrorMessage(conn));
-    int code = pglock__code_for_sqlstate(state);
-    if (!state || PQstatus(conn) != CONNECTION_OK)
-        code = PGLOCK_ECONNLOST;
-    return pglock__err_set(err, code, state, "%s: %s%s%s%s", what, msg,
-                           state ? " (SQLSTATE " : "", state ? state : "",
-                           state ? ")" : "");
 }
 
 /* Runs a short clean-up query (ROLLBACK ...), bounded. */
@@ -103,7 +87,8 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
                              : "ROLLBACK TO SAVEPOINT " SAVEPOINT
                                "; RELEASE SAVEPOINT " SAVEPOINT;
     if (!PQsendQuery(conn, sql))
-        return fail_from(err, NULL, conn, "could not send the lock request");
+        return pglock__error_result(err, NULL, conn,
+                                    "could not send the lock request");
     pglock__wait w = {
         .deadline = try ? -1
                         : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
@@ -120,18 +105,20 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
          * we shut its socket; the caller must PQfinish() it. */
         pglock__clear_results(res, nres);
         shutdown(PQsocket(conn), SHUT_RDWR);
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
-                               "could not cancel the wait in time, so the "
-                               "connection was shut down: PQfinish() it");
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
+                                 "could not cancel the wait in time, so the "
+                                 "connection was shut down: PQfinish() it");
     }
     if (end == PGLOCK__WAIT_CONNLOST) {
-        int rc = fail_from(err, nres ? res[nres - 1] : NULL, conn,
-                           "connection lost while taking the lock");
+        int rc = pglock__error_result(err, nres ? res[nres - 1] : NULL, conn,
+                                      "connection lost while taking the lock");
         pglock__clear_results(res, nres);
-        return rc == 0 ? PGLOCK_ECONNLOST : rc;
+        return rc;
     }
 
     const PGresult *failed = NULL, *answer = NULL;
+    long long value = 0;
+    int have_value = 0;
     for (int i = 0; i < nres; i++) {
         ExecStatusType st = PQresultStatus(res[i]);
         if (st == PGRES_TUPLES_OK) {
@@ -139,6 +126,12 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
             int col = PQfnumber(res[i], PGLOCK__PID_COLUMN);
             if (req->pid_out && col >= 0 && PQntuples(res[i]) == 1)
                 *req->pid_out = atoi(PQgetvalue(res[i], 0, col));
+            col = PQfnumber(res[i], PGLOCK__VALUE_COLUMN);
+            if (req->resolve && col >= 0 && PQntuples(res[i]) == 1 &&
+                !PQgetisnull(res[i], 0, col)) {
+                value = strtoll(PQgetvalue(res[i], 0, col), NULL, 10);
+                have_value = 1;
+            }
         } else if (st != PGRES_COMMAND_OK && !failed) {
             failed = res[i];
         }
@@ -148,19 +141,24 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
         int got = !try ||
                   PQgetvalue(answer, 0, PQnfields(answer) - 1)[0] == 't';
         pglock__clear_results(res, nres);
+        if (got && req->resolve && have_value) {
+            req->resolve->id = (int64_t)value;
+            req->resolve->resolved = 1;
+        }
         if (got)
             return 0;
-        pglock__err_set(err, PGLOCK_EBUSY, NULL,
-                        "lock is held by another session");
+        pglock__error_set(err, PGLOCK_EBUSY, NULL,
+                          "lock is held by another session");
         if (begin && cleanup(conn, undo) != 0)
-            return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
-                                   "could not roll back the transaction");
+            return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
+                                     "could not roll back the transaction");
         return PGLOCK_EBUSY;
     }
 
-    int rc = failed ? fail_from(err, failed, conn, "could not take the lock")
-                    : pglock__err_set(err, PGLOCK_ESERVER, NULL,
-                                      "unexpected answer to the lock request");
+    int rc = failed ? pglock__error_result(err, failed, conn,
+                                           "could not take the lock")
+                    : pglock__error_set(err, PGLOCK_ESERVER, NULL, "unexpected "
+                                        "answer to the lock request");
     pglock__clear_results(res, nres);
     if (rc == PGLOCK_EINTR && cancelled) {
         rc = cancelled;
@@ -179,8 +177,8 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
     /* Rolling back (to the savepoint) also releases a lock the server may
      * have granted in the instant the wait failed: not held, for sure. */
     if (cleanup(conn, undo) != 0)
-        return pglock__err_set(err, PGLOCK_ECONNLOST, NULL,
-                               "could not roll back after a failed wait");
+        return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
+                                 "could not roll back after a failed wait");
     return rc;
 }
 
@@ -218,17 +216,17 @@ static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
         if (begin)
             n = snprintf(sql, len, "%s; %s%s%s", begin_sql, prelude, sep,
                          stmt);
-        else if (try)
-            /* A try cannot fail half-way (it returns false): no savepoint */
-            n = snprintf(sql, len, "%s%s%s", prelude, sep, stmt);
         else
+            /* A try needs its savepoint too: it returns false when the
+             * lock is busy, but it fails like a wait when the server's
+             * lock table is full (53200) or a cancel lands (57014). */
             n = snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
                          " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
         rc = n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
     }
     if (rc != 0)
-        return pglock__err_set(err, rc, NULL,
-                               rc == PGLOCK_ENOMEM ? "out of memory"
+        return pglock__error_set(err, rc, NULL,
+                                 rc == PGLOCK_ENOMEM ? "out of memory"
                                                    : "key name too long");
     return 0;
 }
@@ -241,14 +239,14 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
     if (rc)
         return rc;
     if (begin && PQtransactionStatus(conn) != PQTRANS_IDLE)
-        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
-                               "a transaction is already open on the "
-                               "connection: use pglock_xact_lock() inside it");
+        return pglock__error_set(err, PGLOCK_ESTATE, NULL,
+                                 "a transaction is already open on the "
+                                 "connection: use pglock_xact_lock() inside it");
     if (!begin && PQtransactionStatus(conn) != PQTRANS_INTRANS)
-        return pglock__err_set(err, PGLOCK_ESTATE, NULL,
-                               "a transaction lock needs an open transaction"
-                               " (and not a failed one): BEGIN first, or use"
-                               " pglock_xact_begin_lock()");
+        return pglock__error_set(err, PGLOCK_ESTATE, NULL,
+                                 "a transaction lock needs an open transaction"
+                                 " (and not a failed one): BEGIN first, or use"
+                                 " pglock_xact_begin_lock()");
     char sql[PGLOCK__XACT_SQL_MAX];
     rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, begin, req, err);
     if (rc)

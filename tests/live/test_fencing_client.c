@@ -1,8 +1,10 @@
 /*
- * A client's fencing tokens: they strictly increase over successive
- * acquisitions, also across an immediate-mode crash of the server, and in
- * xact hold they are taken outside the holding transaction (which keeps no
- * transaction id).
+ * Fencing tokens: pglock_fencing_token() on the caller's own connection
+ * gives strictly increasing tokens, across connections too, and refuses a
+ * connection inside a transaction; a client's tokens strictly increase
+ * over successive acquisitions, also across an immediate-mode crash of
+ * the server, and in xact hold they are taken outside the holding
+ * transaction (which keeps no transaction id).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +70,45 @@ static void tokens_increase_across_an_immediate_crash(void **state)
     }
 }
 
+static int64_t token_on(PGconn *conn)
+{
+    pglock_error err;
+    int64_t t = 0;
+    int rc = pglock_fencing_token(conn, &t, 5000, NULL, &err);
+    if (rc != 0)
+        fail_msg("pglock_fencing_token: %s: %s", pglock_err_name(rc),
+                 err.message);
+    assert_int_equal(PQtransactionStatus(conn), PQTRANS_IDLE);
+    return t;
+}
+
+static void tokens_on_the_callers_connection_increase(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *a = pt_connect(primary), *b = pt_connect(primary);
+    int64_t t1 = token_on(a), t2 = token_on(a), t3 = token_on(b),
+            t4 = token_on(a);
+    if (!(t1 < t2 && t2 < t3 && t3 < t4))
+        fail_msg("tokens %lld %lld %lld %lld do not strictly increase",
+                 (long long)t1, (long long)t2, (long long)t3, (long long)t4);
+    /* committed: the server's next transaction id is past the token */
+    assert_true(pt_query_intf(b, "SELECT txid_current() > %lld",
+                              (long long)t4));
+    /* never inside the caller's transaction, which it leaves alone */
+    pglock_error err;
+    int64_t t = 0;
+    pt_execf(a, "BEGIN");
+    assert_int_equal(pglock_fencing_token(a, &t, 5000, NULL, &err), PGLOCK_ESTATE);
+    assert_int_equal(err.code, PGLOCK_ESTATE);
+    assert_int_equal(t, 0);
+    assert_int_equal(PQtransactionStatus(a), PQTRANS_INTRANS);
+    pt_execf(a, "COMMIT");
+    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, NULL, &err), PGLOCK_EINVAL);
+    PQfinish(b);
+    PQfinish(a);
+}
+
 static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     void **state)
 {
@@ -98,6 +139,7 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tokens_on_the_callers_connection_increase),
         cmocka_unit_test(
             xact_hold_tokens_leave_the_holding_transaction_without_xid),
         cmocka_unit_test(tokens_increase_across_an_immediate_crash),

@@ -197,6 +197,35 @@ long pt_count_advisory(PGconn *observer, const char *where)
     return pt_query_int(observer, sql);
 }
 
+/* The namespace of the filler's pair keys ("PLK"), apart from any key a
+ * test takes. */
+#define FILL_NS 5262411
+
+void pt_lock_table_fill(PGconn *filler)
+{
+    char sql[200];
+    /* In the select list the series is produced row by row (in FROM it
+     * would be built whole first). */
+    snprintf(sql, sizeof sql, "select pg_advisory_lock(%d,"
+             " generate_series(1, 100000000))", FILL_NS);
+    PGresult *res = PQexec(filler, sql);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    char got[8];
+    snprintf(got, sizeof got, "%s", state ? state : "none");
+    PQclear(res);
+    if (strcmp(got, "53200") != 0)
+        fail_msg("filling the lock table ended with SQLSTATE %s, not 53200",
+                 got);
+    if (pt_query_intf(filler, "select count(*) from pg_locks where locktype ="
+                      " 'advisory' and classid = %d and granted", FILL_NS) < 1)
+        fail_msg("the filler holds no lock after filling the lock table");
+}
+
+void pt_lock_table_release(PGconn *filler)
+{
+    pt_exec_ok(filler, "select pg_advisory_unlock_all()");
+}
+
 int pt_proxy_command(const char *cmd, char *reply, size_t len)
 {
     const char *path = pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");

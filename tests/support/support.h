@@ -81,6 +81,16 @@ int pt_wait_backend_gone(PGconn *observer, int pid, long timeout_ms);
  * or "objid = 7"; trusted test input, pasted into the query). */
 long pt_count_advisory(PGconn *observer, const char *where);
 
+/* Fills the server's shared lock table from filler: it takes session
+ * advisory locks (pairs in a namespace of their own) until the server
+ * answers 53200 "out of shared memory", and keeps them.  Until
+ * pt_lock_table_release(filler), any new lock on the server fails with
+ * 53200, and so does a new connection: open every connection the test
+ * needs first.  Session locks survive the failed statement, so the table
+ * stays full.  Suites run one at a time, so no other test sees it. */
+void pt_lock_table_fill(PGconn *filler);
+void pt_lock_table_release(PGconn *filler);
+
 /* Sends one line command to the proxy's control socket
  * ($PGLOCK_TEST_PROXY_CTL; skips the test when unset) and stores the reply
  * line, without its newline, in reply.  Returns 0, or -1 on error. */

@@ -1,0 +1,41 @@
+/*
+ * The client's state that every operation shares: whether it can start a
+ * query, its counted holds, and what happens when its connection is lost.
+ */
+#include <stdlib.h>
+#include <sys/socket.h>
+#include "internal.h"
+
+void pglock__client_drop(pglock_client *c)
+{
+    if (c->conn) {
+        /* Abandoned mid-query: shut the socket first, so that finishing
+         * the connection cannot block on a dead network. */
+        if (PQsocket(c->conn) >= 0)
+            shutdown(PQsocket(c->conn), SHUT_RDWR);
+        PQfinish(c->conn);
+        c->conn = NULL;
+    }
+    pglock__holds_clear(c);
+    c->heartbeat_busy = 0;
+    c->in_xact = 0;
+}
+
+int pglock__client_ready(pglock_client *c)
+{
+    if (!c->conn)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the lock connection is closed: it was lost "
+                            "earlier, with every lock it held");
+    if (c->heartbeat_busy)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "a heartbeat is in progress on this client");
+    return 0;
+}
+
+void pglock__holds_clear(pglock_client *c)
+{
+    for (size_t i = 0; i < c->nholds; i++)
+        free(c->holds[i].name);
+    c->nholds = 0;
+}
