@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all check check-fast check-valgrind demo bench fuzz install clean
+.PHONY: all check check-fast check-valgrind check-versions demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -29,6 +29,12 @@ check-fast: all
 # The C tests (library, parsers, live locking) under valgrind's memcheck.
 check-valgrind: all
 	@tests/run.sh valgrind:$(BUILD)
+
+# The C and CLI tests against PostgreSQL 13, 14, 16, 17 and 18 (pinned
+# server builds fetched once into a cache outside the tree, hashes
+# checked): tests/versions/run.sh.
+check-versions: all
+	@tests/versions/run.sh $(BUILD)
 
 demo: all
 	@docs/demo/demo.sh $(BUILD)
