@@ -230,9 +230,13 @@ static void check_version(report *r, const PGresult *res)
             "PostgreSQL %s: leases (idle_session_timeout) and "
             "pg_locks.waitstart are available (14 or newer)", v);
     else
-        add(r, "server_version", PROBLEM, "upgrade to PostgreSQL 14 or newer",
-            "PostgreSQL %s: leases need 14 or newer (idle_session_timeout), "
-            "so pglock run and lead cannot bound a lost holder%s", v,
+        add(r, "server_version", PROBLEM,
+            "upgrade to PostgreSQL 14 or newer; until then run pglock run "
+            "and lead with --mode=xact",
+            "PostgreSQL %s: no idle_session_timeout (14), so pglock run and "
+            "lead refuse session locks here; --mode=xact works (its lease is "
+            "idle_in_transaction_session_timeout), and pglock status has no "
+            "pg_locks.waitstart%s", v,
             num < 110000 ? "; sha256() for text keys in SQL needs 11" : "");
 }
 
