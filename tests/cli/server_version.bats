@@ -80,8 +80,8 @@ backend_state() { q "select state from pg_stat_activity where pid = $1"; }
 }
 
 @test "fencing tokens grow in xact mode, on every version" {
-    "$PGLOCK_BIN" run -d "$DB" --mode=xact "$K" -c "echo \$PGLOCK_FENCING_TOKEN >> $out/tokens"
-    "$PGLOCK_BIN" run -d "$DB" --mode=xact "$K" -c "echo \$PGLOCK_FENCING_TOKEN >> $out/tokens"
+    "$PGLOCK_BIN" run --fencing-token -d "$DB" --mode=xact "$K" -c "echo \$PGLOCK_FENCING_TOKEN >> $out/tokens"
+    "$PGLOCK_BIN" run --fencing-token -d "$DB" --mode=xact "$K" -c "echo \$PGLOCK_FENCING_TOKEN >> $out/tokens"
     [ "$(wc -l <"$out/tokens")" -eq 2 ]
     [ "$(sed -n 2p "$out/tokens")" -gt "$(sed -n 1p "$out/tokens")" ]
 }
