@@ -37,7 +37,11 @@ while read -r major bin; do
     t0=$SECONDS
     tests=${TESTS:-}
     [ "$major" -ge 14 ] || tests=${TESTS:-$ON_13}
-    out=$(TESTS=$tests PGLOCK_PGBIN=$bin "$SRC/tests/run.sh" "$build" 2>&1 | tee /dev/stderr | tail -1)
+    # stdin from /dev/null: the harness hands its own stdin to the tests,
+    # and ours is the list of versions still to run.
+    TESTS=$tests PGLOCK_PGBIN=$bin "$SRC/tests/run.sh" "$build" </dev/null 2>&1 |
+        tee "$build/versions-pg$major.log"
+    out=$(tail -1 "$build/versions-pg$major.log")
     secs=$((SECONDS - t0))
     logs=$build/test-logs-pg$major
     rm -rf "$logs"
