@@ -109,7 +109,7 @@ backend_state() { q "select state from pg_stat_activity where pid = $1"; }
 @test "doctor: ok from 14; on 13 a problem naming the version and --mode=xact" {
     if [ "$V" -ge 140000 ]; then
         run "$PGLOCK_BIN" doctor -d "$DB"
-        grep -E "^ok +server_version: PostgreSQL $VTEXT[ :]" <<<"$output"
+        grep -E "^ok +server_version: PostgreSQL ${VTEXT}[ :]" <<<"$output"
     else
         run -1 "$PGLOCK_BIN" doctor -d "$DB"
         grep -E "^problem +server_version: PostgreSQL $VTEXT: no idle_session_timeout" <<<"$output"
