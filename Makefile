@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 # plain cmake build does not).
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all lint check check-fast check-valgrind chaos demo bench fuzz install clean
+.PHONY: all lint check check-fast check-valgrind check-versions chaos demo bench fuzz install clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -43,6 +43,12 @@ check-valgrind: all
 # same SEED, DURATION and FAULTS replay the same schedule.
 chaos: all
 	@tests/chaos/chaos.sh $(if $(SEED),--seed $(SEED)) $(if $(DURATION),--duration $(DURATION)) $(if $(FAULTS),--faults "$(FAULTS)") $(BUILD)
+
+# The C and CLI tests against PostgreSQL 13, 14, 16, 17 and 18 (pinned
+# server builds fetched once into a cache outside the tree, hashes
+# checked): tests/versions/run.sh.
+check-versions: all
+	@tests/versions/run.sh $(BUILD)
 
 demo: all
 	@docs/demo/demo.sh $(BUILD)

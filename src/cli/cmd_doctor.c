@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "doctor_hosts.h"
 #include "json.h"
 
 #define MAX_FINDINGS 24
@@ -229,9 +230,13 @@ static void check_version(report *r, const PGresult *res)
             "PostgreSQL %s: leases (idle_session_timeout) and "
             "pg_locks.waitstart are available (14 or newer)", v);
     else
-        add(r, "server_version", PROBLEM, "upgrade to PostgreSQL 14 or newer",
-            "PostgreSQL %s: leases need 14 or newer (idle_session_timeout), "
-            "so pglock run and lead cannot bound a lost holder%s", v,
+        add(r, "server_version", PROBLEM,
+            "upgrade to PostgreSQL 14 or newer; until then run pglock run "
+            "and lead with --mode=xact",
+            "PostgreSQL %s: no idle_session_timeout (14), so pglock run and "
+            "lead refuse session locks here; --mode=xact works (its lease is "
+            "idle_in_transaction_session_timeout), and pglock status has no "
+            "pg_locks.waitstart%s", v,
             num < 110000 ? "; sha256() for text keys in SQL needs 11" : "");
 }
 
@@ -245,6 +250,39 @@ static void check_standby(report *r, const PGresult *res)
             "replicated, so a lock taken here excludes nobody on the primary");
     else
         add(r, "standby", OK, NULL, "the server is a primary (not in recovery)");
+}
+
+/* A multi-host conninfo: each host's role; two primaries is a split brain
+ * (a failover that left the old primary running). */
+static void check_hosts(report *r, const doctor_host *h, int n)
+{
+    char list[320] = "";
+    size_t len = 0;
+    int primaries = 0, unreachable = 0;
+    for (int i = 0; i < n; i++) {
+        primaries += !strcmp(h[i].role, "primary");
+        unreachable += !strcmp(h[i].role, "unreachable");
+        int w = snprintf(list + len, sizeof list - len, "%s%s:%s %s",
+                         i ? ", " : "", h[i].host, h[i].port, h[i].role);
+        if (w > 0 && (size_t)w < sizeof list - len)
+            len += (size_t)w;
+    }
+    static const char *const count_word[] = {"no", "one", "two", "three"};
+    const char *many = primaries < 4 ? count_word[primaries] : "several";
+    if (primaries > 1)
+        add(r, "hosts", PROBLEM,
+            "fence the old primary (stop it, or stop it taking connections) "
+            "before clients use the new one: the HA layer must do this",
+            "the hosts disagree: %s primaries (%s); advisory locks are not "
+            "replicated, so a lock taken on one excludes nobody on the other",
+            many, list);
+    else if (primaries == 0 || unreachable)
+        add(r, "hosts", WARNING,
+            primaries ? "check the unreachable hosts"
+                      : "promote a standby, or point pglock at the primary",
+            "%s primary among the hosts doctor could reach (%s)", many, list);
+    else
+        add(r, "hosts", OK, NULL, "one primary among the hosts listed (%s)", list);
 }
 
 static void check_lock_table(report *r, const PGresult *res)
@@ -410,7 +448,8 @@ static void print_text(const report *r, PGconn *conn)
            warnings, warnings == 1 ? "" : "s");
 }
 
-static void print_json(const report *r, PGconn *conn)
+static void print_json(const report *r, PGconn *conn, const doctor_host *hosts,
+                       int nhosts)
 {
     json_writer w;
     json_init(&w, stdout);
@@ -421,6 +460,18 @@ static void print_json(const report *r, PGconn *conn)
     json_string(&w, "port", PQport(conn));
     json_string(&w, "database", PQdb(conn));
     json_string(&w, "user", PQuser(conn));
+    if (nhosts > 1) {
+        json_array_begin(&w, "hosts");
+        for (int i = 0; i < nhosts; i++) {
+            json_object_begin(&w, NULL);
+            json_string(&w, "host", hosts[i].host);
+            json_string(&w, "port", hosts[i].port);
+            json_string(&w, "role", hosts[i].role);
+            json_string(&w, "error", hosts[i].error[0] ? hosts[i].error : NULL);
+            json_object_end(&w);
+        }
+        json_array_end(&w);
+    }
     json_array_begin(&w, "findings");
     for (int i = 0; i < r->n; i++) {
         const finding *f = &r->f[i];
@@ -513,6 +564,10 @@ int cmd_doctor(int argc, char **argv)
     memset(&r, 0, sizeof r);
     check_version(&r, res);
     check_standby(&r, res);
+    doctor_host hosts[DOCTOR_MAX_HOSTS];
+    int nhosts = doctor_hosts(conn, hosts, DOCTOR_MAX_HOSTS);
+    if (nhosts > 1)
+        check_hosts(&r, hosts, nhosts);
     int sql_pid = atoi(val(res, F_PID));
     if (protocol_pid == sql_pid) {
         add(&r, "pooler", OK, NULL,
@@ -540,7 +595,7 @@ int cmd_doctor(int argc, char **argv)
     check_privileges(&r, res);
 
     if (json)
-        print_json(&r, conn);
+        print_json(&r, conn, hosts, nhosts);
     else
         print_text(&r, conn);
     PQclear(res);

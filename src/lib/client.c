@@ -9,6 +9,16 @@
 #include <string.h>
 #include "internal.h"
 
+/* server_version_num as people write it: 130023 is 13.23; before 10,
+ * 90624 is 9.6.24. */
+static void version_text(char *buf, size_t len, int num)
+{
+    if (num >= 100000)
+        snprintf(buf, len, "%d.%d", num / 10000, num % 10000);
+    else
+        snprintf(buf, len, "%d.%d.%d", num / 10000, num / 100 % 100, num % 100);
+}
+
 /* ------------------------------------------------------------ options */
 
 void pglock_options_init(pglock_options *opts)
@@ -100,10 +110,18 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
     c->lock_timeout_ms = 0; /* the settings set it to 0 */
-    if (c->opts.lease_ms > 0 && c->server_version < 140000)
+    /* Only a session lease needs 14: the xact hold returned above, and its
+     * lease, idle_in_transaction_session_timeout, exists since 9.6. */
+    if (c->opts.lease_ms > 0 && c->server_version < 140000) {
+        char version[32];
+        version_text(version, sizeof version, c->server_version);
         return pglock__fail(c, PGLOCK_EVERSION,
-            "a lease needs PostgreSQL 14 or newer (idle_session_timeout); "
-            "the server is version %d", c->server_version);
+            "a lease on session locks needs PostgreSQL 14 or newer "
+            "(idle_session_timeout); the server is %s: hold the locks in a "
+            "transaction instead (--mode=xact, PGLOCK_HOLD_XACT: its lease "
+            "is idle_in_transaction_session_timeout)",
+            version);
+    }
     return 0;
 }
 

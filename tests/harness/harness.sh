@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# harness.sh — throwaway PostgreSQL 15 primary + standby + PgBouncer + proxy
+# harness.sh — throwaway PostgreSQL primary + standby + PgBouncer + proxy
 # for pglock's tests and demo.  See tests/harness/README.md.
 #
 #   harness.sh run [--build DIR] [--] COMMAND [ARG...]
 #       start everything, run COMMAND with the PGLOCK_TEST_* variables
 #       exported, tear everything down (on success, failure or signal) and
 #       exit with COMMAND's status.
-#   harness.sh start [--build DIR]     start, print the env file's path; the
-#   harness.sh stop [DIR]              servers stay up until `stop`.
+#   harness.sh start [--build DIR] [--under DIR]   start, print the env
+#   harness.sh stop [DIR]              file's path; the servers stay up
+#                                      until `stop` (or until the harness
+#                                      whose DIR they are under stops).
 #   harness.sh restart-primary | stop-primary [smart|fast|immediate] |
-#              start-primary | restart-pooler | psql [ARG...] | env | pids
+#              start-primary | restart-pooler | promote-standby |
+#              sync-standby on|off | psql [ARG...] | env | pids
 #       actions on a running harness, found by $PGLOCK_TEST_DIR.
 #
+# PGLOCK_PGBIN: the server binaries (initdb, pg_ctl, postgres), default
+# Debian's PostgreSQL 15; PGLOCK_PGCLIENT: psql's directory, always
+# Debian's by default (psql 15 talks to every newer server).
 # With PGLOCK_TEST_SERVER=CONNINFO nothing is started: only
 # PGLOCK_TEST_PRIMARY is exported and tests needing the rest skip.
 set -euo pipefail
@@ -19,6 +25,7 @@ set -euo pipefail
 HARNESS=$(readlink -f "${BASH_SOURCE[0]}")
 SRCDIR=$(cd "$(dirname "$HARNESS")/../.." && pwd)
 PGBIN=${PGLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
+PGCLIENT=${PGLOCK_PGCLIENT:-/usr/lib/postgresql/15/bin}
 PGBOUNCER=${PGLOCK_PGBOUNCER:-/usr/sbin/pgbouncer}
 PG_USER=postgres          # the OS user servers run as when we are root
 
@@ -105,7 +112,7 @@ wait_for() {
     return 1
 }
 
-psql_q() { "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+psql_q() { "$PGCLIENT/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 
 # Stops one postmaster for good: pg_ctl, then SIGKILL if it lingers.
 stop_postmaster() {
@@ -176,7 +183,7 @@ full_page_writes = off
 max_connections = 100
 shared_buffers = 32MB
 wal_level = replica
-max_wal_senders = 5
+max_wal_senders = 10
 ssl = off
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
@@ -191,6 +198,8 @@ host    all          all         ::1/128        trust
 local   replication  all                        trust
 host    replication  all         127.0.0.1/32   trust
 EOF
+    # The standby's copy, taken while the primary is stopped (see below).
+    as_owner cp -a "$d" "$T/standby"
     PPORT=$(start_on_free_port "$d" "$T/primary.log")
     psql_q "host=$T port=$PPORT user=postgres dbname=postgres" >/dev/null <<'EOF'
 CREATE ROLE pglock_user LOGIN;
@@ -198,13 +207,22 @@ SET password_encryption = 'scram-sha-256';
 CREATE ROLE pglock_pw LOGIN PASSWORD 'pglock-secret';
 CREATE DATABASE pglock_other;
 EOF
+    SERVER_VERSION_NUM=$(psql_q "host=$T port=$PPORT user=postgres dbname=postgres" \
+        -c 'SHOW server_version_num')
 }
 
+# The standby is a cold copy of the primary's data directory, taken after
+# initdb before the primary first started, plus standby.signal and
+# primary_conninfo: no pg_basebackup, so it works for every server version
+# with Debian's client tools (pg_basebackup 15 cannot stream from 16 and
+# newer).  It replays from that copy's checkpoint onwards by streaming
+# from the primary (the roles and database created since included).
 start_standby_server() {
     local d=$T/standby
-    as_owner "$PGBIN/pg_basebackup" -h "$T" -p "$PPORT" -U postgres -D "$d" -R \
-        -X stream -c fast --no-sync >"$T/basebackup.log" 2>&1 ||
-        { cat "$T/basebackup.log" >&2; fail "pg_basebackup failed"; }
+    as_owner touch "$d/standby.signal"
+    # application_name=standby: what synchronous_standby_names names.
+    echo "primary_conninfo = 'host=$T port=$PPORT user=postgres application_name=standby'" \
+        >>"$d/postgresql.conf"
     SPORT=$(start_on_free_port "$d" "$T/standby.log")
     wait_for 20 test "$(psql_q "host=$T port=$SPORT user=postgres dbname=postgres" \
         -c 'select pg_is_in_recovery()' 2>/dev/null)" = t ||
@@ -280,22 +298,24 @@ start_proxy() {
 
 # Writes $T/env: one `export NAME='value'` per variable.
 write_env() {
-    local conn="user=postgres dbname=postgres" version
-    version=$(psql_q "host=$T port=$PPORT $conn" -c 'show server_version_num') ||
-        fail "could not read the primary's server_version_num"
+    local conn="user=postgres dbname=postgres"
     {
         echo "# written by $HARNESS"
         emit PGLOCK_TEST_HARNESS "$HARNESS"
         emit PGLOCK_TEST_DIR "$T"
         emit PGLOCK_TEST_PGDATA "$T/data"
         emit PGLOCK_TEST_PRIMARY "host=$T port=$PPORT $conn"
-        emit PGLOCK_TEST_SERVER_VERSION_NUM "$version"
         emit PGLOCK_TEST_PRIMARY_TCP "host=127.0.0.1 port=$PPORT $conn"
         emit PGLOCK_TEST_OTHER_DB "host=$T port=$PPORT user=postgres dbname=pglock_other"
         emit PGLOCK_TEST_ORDINARY "host=$T port=$PPORT user=pglock_user dbname=postgres"
         emit PGLOCK_TEST_PW_CONNINFO "host=127.0.0.1 port=$PPORT user=pglock_pw dbname=postgres"
         emit PGLOCK_TEST_PW_PASSWORD "pglock-secret"
         emit PGLOCK_TEST_STANDBY "host=$T port=$SPORT $conn"
+        emit PGLOCK_TEST_STANDBY_TCP "host=127.0.0.1 port=$SPORT $conn"
+        emit PGLOCK_TEST_STANDBY_PGDATA "$T/standby"
+        emit PGLOCK_TEST_SERVER_VERSION_NUM "$SERVER_VERSION_NUM"
+        emit PGLOCK_PGBIN "$PGBIN"
+        emit PGLOCK_PGCLIENT "$PGCLIENT"
         emit PGLOCK_TEST_POOLER "host=127.0.0.1 port=$BPORT $conn"
         emit PGLOCK_TEST_POOLER_ADMIN "host=127.0.0.1 port=$BPORT user=postgres dbname=pgbouncer"
         if [ -n "${XPORT:-}" ]; then
@@ -323,23 +343,29 @@ find_proxy() {
     return 0
 }
 
-# Prints a new temp dir for the servers, owned by the user they run as.
+# Prints a new temp dir for the servers, owned by the user they run as;
+# under $1 if given (a running harness's dir: stopping it stops this too).
 make_dir() {
-    [ -x "$PGBIN/postgres" ] || fail "PostgreSQL 15 not found in $PGBIN"
+    local under=${1:-${TMPDIR:-/tmp}} dir
+    [ -x "$PGBIN/postgres" ] || fail "no PostgreSQL server in $PGBIN (PGLOCK_PGBIN)"
+    [ -x "$PGCLIENT/psql" ] || fail "no psql in $PGCLIENT (PGLOCK_PGCLIENT)"
     [ -x "$PGBOUNCER" ] || fail "pgbouncer not found at $PGBOUNCER"
-    local dir
-    dir=$(mktemp -d "${TMPDIR:-/tmp}/pglock-harness.XXXXXX")
+    if [ "$(id -u)" = 0 ] && ! runuser -u "$PG_USER" -- test -x "$PGBIN/postgres"; then
+        fail "user $PG_USER cannot run $PGBIN/postgres (is it under /root?)"
+    fi
+    dir=$(mktemp -d "$under/pglock-harness.XXXXXX")
     chmod 755 "$dir"    # sockets usable by any local user
     if [ "$(id -u)" = 0 ]; then chown "$PG_USER:" "$dir"; fi
     echo "$dir"
 }
 
-# Starts everything into $T (a new temp dir if unset) and writes $T/env.
+# Starts everything into $T (a new temp dir, under $2 if given, if unset)
+# and writes $T/env.
 start_all() {
     local build=$1 proxy
     proxy=$(find_proxy "$build")
     [ -n "$proxy" ] || fail "pglock_test_proxy is not built (build the tests: make)"
-    [ -n "${T:-}" ] || T=$(make_dir)
+    [ -n "${T:-}" ] || T=$(make_dir "${2:-}")
     start_primary_server
     start_proxy "$proxy"
     start_pooler
@@ -370,7 +396,12 @@ cmd_watchdog() {
 # Stops everything under $T and removes it.  Safe to call twice.
 stop_all() {
     [ -n "${T:-}" ] && [ -d "$T" ] || return 0
-    local pid f
+    local pid f sub
+    # Harnesses started `--under` this one (a test's own servers) first.
+    for sub in "$T"/pglock-harness.*/; do
+        [ -d "$sub" ] || continue
+        (T=${sub%/}; stop_all)
+    done
     for f in watchdog.pid proxy.pid pgbouncer.pid; do
         pid=$(cat "$T/$f" 2>/dev/null || true)
         [ -n "$pid" ] || continue
@@ -395,6 +426,7 @@ load_running() {
     # shellcheck disable=SC1091
     . "$T/env"
     PPORT=$PGPORT
+    PGBIN=$PGLOCK_PGBIN PGCLIENT=$PGLOCK_PGCLIENT
 }
 
 # After the primary is back: it answers directly and through the pooler.
@@ -424,9 +456,9 @@ cmd_run() {
         # PGHOST etc. as libpq resolved them (psql tells us; we never parse
         # conninfo), so that tests relying on libpq's defaults work too.
         local resolved
-        resolved=$("$PGBIN/psql" -X -q -A -t "$PGLOCK_TEST_SERVER" \
+        resolved=$("$PGCLIENT/psql" -X -q -A -t "$PGLOCK_TEST_SERVER" \
             -c '\echo :HOST' -c '\echo :PORT' -c '\echo :USER' -c '\echo :DBNAME' \
-            -c 'show server_version_num' </dev/null) ||
+            -c 'SHOW server_version_num' </dev/null) ||
             fail "cannot connect to PGLOCK_TEST_SERVER"
         { read -r PGHOST; read -r PGPORT; read -r PGUSER; read -r PGDATABASE
           read -r PGLOCK_TEST_SERVER_VERSION_NUM; } <<<"$resolved"
@@ -462,10 +494,17 @@ stop_child() {
 }
 
 cmd_start() {
-    local build=
-    [ "${1:-}" != --build ] || build=$2
+    local build='' under=''
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --build) build=$2; shift 2 ;;
+        --under) under=$2; shift 2 ;;
+        *) fail "usage: harness.sh start [--build DIR] [--under DIR]" ;;
+        esac
+    done
+    [ -z "$under" ] || [ -d "$under" ] || fail "no directory $under"
     trap 'stop_all' EXIT
-    start_all "$build"
+    start_all "$build" "$under"
     # The proxy is our child: detach it so that it outlives this shell.
     disown -a 2>/dev/null || true
     local dir=$T
@@ -511,9 +550,32 @@ main() {
         as_owner setsid -w "$PGBOUNCER" -d "$T/pgbouncer.ini" >>"$T/pgbouncer.out" 2>&1 ||
             fail "pgbouncer restart failed"
         wait_for 20 pooler_answers || fail "the pooler does not answer after its restart" ;;
+    promote-standby)
+        # Returns once the standby accepts writes.
+        load_running
+        as_owner "$PGBIN/pg_ctl" -D "$PGLOCK_TEST_STANDBY_PGDATA" -w -t 30 promote \
+            >/dev/null || fail "promote failed"
+        wait_for 20 test "$(psql_q "$PGLOCK_TEST_STANDBY" -c 'select pg_is_in_recovery()' \
+            2>/dev/null)" = f || fail "the standby is still in recovery" ;;
+    sync-standby)
+        # on: a commit that asks for it (synchronous_commit = on, as
+        # pglock's token transaction does) waits until the standby has
+        # flushed it.  Returns once the primary lists the standby so.
+        load_running
+        local names='' want=async
+        case ${1:-} in
+        on) names=standby want=sync ;;
+        off) ;;
+        *) fail "usage: harness.sh sync-standby on|off" ;;
+        esac
+        psql_q "$PGLOCK_TEST_PRIMARY" -c "ALTER SYSTEM SET synchronous_standby_names = '$names'" \
+            -c 'SELECT pg_reload_conf()' >/dev/null || fail "could not set synchronous_standby_names"
+        wait_for 20 test "$(psql_q "$PGLOCK_TEST_PRIMARY" -c \
+            "select sync_state from pg_stat_replication where application_name = 'standby'" \
+            2>/dev/null)" = "$want" || fail "the standby's sync_state did not become $want" ;;
     psql)
         if [ -z "${PGLOCK_TEST_SERVER:-}" ]; then load_running; fi
-        exec "$PGBIN/psql" -X "${PGLOCK_TEST_PRIMARY:-$PGLOCK_TEST_SERVER}" "$@" ;;
+        exec "$PGCLIENT/psql" -X "${PGLOCK_TEST_PRIMARY:-$PGLOCK_TEST_SERVER}" "$@" ;;
     env)
         load_running
         cat "$T/env" ;;
@@ -529,7 +591,7 @@ main() {
             children_of "$p"
         done ;;
     *)
-        sed -n '2,16p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,22p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2
         exit 64 ;;
     esac
 }

@@ -198,15 +198,26 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
 }
 
 /* VACUUM (VERBOSE)'s "tuples: N removed, M remain, K are dead but not yet
- * removable" line, from its INFO message. */
+ * removable" line, from its INFO message (PostgreSQL 15 and newer); before
+ * 15, "found N removable, M nonremovable row versions" and, in the DETAIL,
+ * "K dead row versions cannot be removed yet". */
 static void vacuum_notice(void *arg, const PGresult *res)
 {
     long *out = arg;
     const char *m = PQresultErrorMessage(res);
     const char *t = strstr(m, "tuples: ");
+    const char *old = strstr(m, "found ");
+    const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
     long removed, remain, dead;
     if (t && sscanf(t, "tuples: %ld removed, %ld remain, %ld are dead", &removed,
                     &remain, &dead) == 3) {
+        out[0] = removed;
+        out[1] = dead;
+    } else if (old && detail &&
+               sscanf(old, "found %ld removable, %ld nonremovable", &removed,
+                      &remain) == 2 &&
+               sscanf(detail, "%ld dead row versions cannot be removed yet",
+                      &dead) == 1) {
         out[0] = removed;
         out[1] = dead;
     }
@@ -216,7 +227,10 @@ static void vacuum_notice(void *arg, const PGresult *res)
  * removed, and how many it had to keep (dead but not yet removable). */
 static void vacuum_deleted_rows(PGconn *obs, long *removed, long *kept)
 {
-    long seen[2] = {-1, -1};
+    /* static: a failed exec below leaves the receiver set, never pointing
+     * into a dead stack frame */
+    static long seen[2];
+    seen[0] = seen[1] = -1;
     pt_execf(obs, "INSERT INTO pglock_vac SELECT generate_series(1, 1000)");
     pt_execf(obs, "DELETE FROM pglock_vac");
     PQnoticeReceiver old = PQsetNoticeReceiver(obs, vacuum_notice, seen);
