@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "json.h"
 
 enum { OPT_SQL = 256, OPT_JSON, OPT_SHARED, OPT_XACT, OPT_KEYS };
 
@@ -140,22 +141,6 @@ static int print_key(const char *written, const pglock_key *key,
     return 0;
 }
 
-/* s as a JSON string (keys and names are valid UTF-8). */
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7F)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 static const char *kind_name(pglock_key_kind kind)
 {
     switch (kind) {
@@ -170,45 +155,47 @@ static const char *kind_name(pglock_key_kind kind)
 
 /* One key as a JSON object.  64-bit values are strings: JSON readers
  * that use doubles would round them. */
-static int print_key_json(const char *written, const pglock_key *key,
-                          const key_opts *o)
+static int print_key_json(json_writer *w, const char *written,
+                          const pglock_key *key, const key_opts *o)
 {
-    char id[64];
+    char id[64], seed[24];
     uint32_t classid, objid;
     int objsubid;
     if (key_coordinates(key, id, &classid, &objid, &objsubid))
         return CLI_EXIT_SOFTWARE;
-    printf("{\"key\": ");
-    json_string(written);
-    printf(", \"kind\": \"%s\"", kind_name(key->kind));
-    if (key->name) {
-        printf(", \"name\": ");
-        json_string(key->name);
+    json_object_begin(w, NULL);
+    json_string(w, "key", written);
+    json_string(w, "kind", kind_name(key->kind));
+    if (key->name)
+        json_string(w, "name", key->name);
+    if (key->kind == PGLOCK_KEY_HASHTEXTEXTENDED) {
+        snprintf(seed, sizeof seed, "%lld", (long long)key->seed);
+        json_string(w, "seed", seed);
     }
-    if (key->kind == PGLOCK_KEY_HASHTEXTEXTENDED)
-        printf(", \"seed\": \"%lld\"", (long long)key->seed);
-    if (key->kind == PGLOCK_KEY_PAIR)
-        printf(", \"pair\": [%ld, %ld]", (long)key->ns, (long)key->nsid);
-    else
-        printf(", \"bigint\": \"%s\"", id);
-    printf(", \"classid\": %lu, \"objid\": %lu, \"objsubid\": %d",
-           (unsigned long)classid, (unsigned long)objid, objsubid);
+    if (key->kind == PGLOCK_KEY_PAIR) {
+        json_array_begin(w, "pair");
+        json_int(w, NULL, key->ns);
+        json_int(w, NULL, key->nsid);
+        json_array_end(w);
+    } else {
+        json_string(w, "bigint", id);
+    }
+    json_int(w, "classid", classid);
+    json_int(w, "objid", objid);
+    json_int(w, "objsubid", objsubid);
     const char *regname = cli_registry_name_of(o->reg, key);
-    if (regname) {
-        printf(", \"registry\": ");
-        json_string(regname);
-    }
+    if (regname)
+        json_string(w, "registry", regname);
     if (o->sql) {
         int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
         char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
         if (!sql)
             return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
         pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
-        printf(", \"sql\": ");
-        json_string(sql);
+        json_string(w, "sql", sql);
         free(sql);
     }
-    printf("}");
+    json_object_end(w);
     return 0;
 }
 
@@ -218,9 +205,10 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
     PGconn *pg = NULL;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        if (keys[i].kind != PGLOCK_KEY_HASHTEXT &&
-            keys[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED)
-            continue;
+        uint32_t classid, objid;
+        int objsubid;
+        if (pglock_key_locktag(&keys[i], &classid, &objid, &objsubid) == 0)
+            continue; /* known without the server */
         if (!pg) {
             char msg[512];
             pg = cli_connect(conn, "pglock key", NULL, msg, sizeof msg);
@@ -292,12 +280,13 @@ int cmd_key(int argc, char **argv)
     if (!rc)
         rc = resolve_all(keys, n, &conn);
     if (!rc && o.json) {
-        putchar('[');
-        for (int i = 0; i < n && !rc; i++) {
-            fputs(i ? ",\n " : "", stdout);
-            rc = print_key_json(argv[optind + i], &keys[i], &o);
-        }
-        puts("]");
+        json_writer w;
+        json_init(&w, stdout);
+        json_array_begin(&w, NULL);
+        for (int i = 0; i < n && !rc; i++)
+            rc = print_key_json(&w, argv[optind + i], &keys[i], &o);
+        json_array_end(&w);
+        json_end(&w);
     }
     for (int i = 0; i < n && !rc && !o.json; i++) {
         if (i)

@@ -552,22 +552,15 @@ static void json_lock(json_writer *w, const lock_view *v)
 {
     char key[64];
     inspect_key_text(&v->e[0].key, key, sizeof key);
-    uint32_t classid, objid;
-    if (v->e[0].key.kind == PGLOCK_KEY_PAIR) {
-        memcpy(&classid, &v->e[0].key.ns, sizeof classid);
-        memcpy(&objid, &v->e[0].key.nsid, sizeof objid);
-    } else {
-        uint64_t bits;
-        memcpy(&bits, &v->e[0].key.id, sizeof bits);
-        classid = (uint32_t)(bits >> 32);
-        objid = (uint32_t)bits;
-    }
+    uint32_t classid = 0, objid = 0;
+    int objsubid = 0;
+    pglock_key_locktag(&v->e[0].key, &classid, &objid, &objsubid);
     json_object_begin(w, NULL);
     json_string(w, "key", key);
     json_string(w, "kind", v->e[0].key.kind == PGLOCK_KEY_PAIR ? "pair" : "int64");
     json_int(w, "classid", classid);
     json_int(w, "objid", objid);
-    json_int(w, "objsubid", v->e[0].key.kind == PGLOCK_KEY_PAIR ? 2 : 1);
+    json_int(w, "objsubid", objsubid);
     json_string(w, "name", v->name);
     json_string(w, "name_source", v->name_source);
     json_string(w, "database", v->e[0].database);
@@ -875,14 +868,11 @@ int cmd_status(int argc, char **argv)
         cli_registry_free(reg);
         return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
     }
-    int legacy = 0;
     for (int i = 0; i < nkeys; i++) {
         if (cli_parse_key(argv[optind + i], reg, &keys[i], err, sizeof err)) {
             rc = cli_usage_error("status", "%s", err);
             goto out;
         }
-        legacy |= keys[i].kind == PGLOCK_KEY_HASHTEXT ||
-                  keys[i].kind == PGLOCK_KEY_HASHTEXTEXTENDED;
     }
     o.filter = keys;
     o.n_filter = nkeys;
@@ -890,10 +880,8 @@ int cmd_status(int argc, char **argv)
     PGconn *conn = connect_or_fail(&o, &rc);
     if (!conn)
         goto out;
-    for (int i = 0; legacy && i < nkeys; i++) {
-        if (keys[i].kind != PGLOCK_KEY_HASHTEXT &&
-            keys[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED)
-            continue;
+    for (int i = 0; i < nkeys; i++) {
+        /* legacy keys' values come from the server; others need nothing */
         pglock_error perr;
         if (pglock_key_resolve(&keys[i], conn, &perr)) {
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);

@@ -47,11 +47,6 @@ int run_exit_code_for_open(int rc)
     }
 }
 
-static int is_legacy(const pglock_key *key)
-{
-    return key->kind == PGLOCK_KEY_HASHTEXT ||
-           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
-}
 static int prepare(int argc, char **argv, run_args *a, run_state *st,
                    run_job *job, pglock_key *key)
 {
@@ -151,7 +146,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
                     ? "through a pooler: the lock is held in a transaction"
                     : "session lock on a direct connection");
 
-    if (is_legacy(key) && !key->resolved) {
+    if (!key->resolved) { /* a legacy key's value: asked once, here */
         pglock_error perr;
         memset(&perr, 0, sizeof perr);
         rc = pglock_key_resolve(key, pc, &perr);

@@ -105,6 +105,9 @@ void pglock__quiet_notices(void *arg, const char *message);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
+/* 1 for the legacy kinds (hashtext, hashtextextended), whose value the
+ * server computes. */
+int pglock__key_is_legacy(const pglock_key *key);
 /* Formats key for messages: "123", "42:9", "hashtext(\"x\")". */
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
 

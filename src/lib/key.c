@@ -144,7 +144,7 @@ int64_t pglock_name_to_int64(const char *name, size_t len)
 
 /* ---------------------------------------------------- coordinates */
 
-static int key_is_legacy(const pglock_key *key)
+int pglock__key_is_legacy(const pglock_key *key)
 {
     return key->kind == PGLOCK_KEY_HASHTEXT ||
            key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
@@ -155,7 +155,7 @@ static int key_has_bigint(const pglock_key *key)
 {
     if (key->kind == PGLOCK_KEY_INT64 || key->kind == PGLOCK_KEY_TEXT)
         return 1;
-    return key_is_legacy(key) && key->resolved;
+    return pglock__key_is_legacy(key) && key->resolved;
 }
 
 int pglock_key_locktag(const pglock_key *key, uint32_t *classid,
@@ -263,7 +263,7 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
     if ((mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED) ||
         (scope != PGLOCK_SESSION && scope != PGLOCK_XACT))
         return PGLOCK_EINVAL;
-    if ((key->kind == PGLOCK_KEY_TEXT || key_is_legacy(key)) && !key->name)
+    if ((key->kind == PGLOCK_KEY_TEXT || pglock__key_is_legacy(key)) && !key->name)
         return PGLOCK_EINVAL;
 
     sqlbuf sb = {buf, len, 0};

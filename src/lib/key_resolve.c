@@ -12,11 +12,6 @@
 #include <sys/socket.h>
 #include "internal.h"
 
-static int is_legacy(const pglock_key *key)
-{
-    return key->kind == PGLOCK_KEY_HASHTEXT ||
-           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
-}
 
 /* Reads the one bigint of a successful answer into key. */
 static int take_value(pglock_key *key, const PGresult *res, pglock_error *err)
@@ -42,7 +37,7 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
         memset(err, 0, sizeof *err);
     if (!key)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no key given");
-    if (!is_legacy(key))
+    if (!pglock__key_is_legacy(key))
         return PGLOCK_OK; /* nothing to ask: the value is known */
     if (!key->name)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "key has no name");

@@ -8,11 +8,6 @@
 #include <string.h>
 #include "internal.h"
 
-static int is_legacy(const pglock_key *key)
-{
-    return key->kind == PGLOCK_KEY_HASHTEXT ||
-           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
-}
 
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len)
 {
@@ -56,7 +51,7 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
 {
     const char *fn = fn_name(mode, op, xact);
     memset(out, 0, sizeof *out);
-    if (is_legacy(key) && key->resolved) {
+    if (pglock__key_is_legacy(key) && key->resolved) {
         /* The server already told us its value: use the bigint. */
         pglock_key k = *key;
         k.kind = PGLOCK_KEY_INT64;
@@ -107,7 +102,7 @@ int pglock__call_literal(char *buf, size_t len, PGconn *conn,
 {
     const char *fn = fn_name(mode, op, xact);
     int n;
-    if (is_legacy(key) && !key->resolved) {
+    if (pglock__key_is_legacy(key) && !key->resolved) {
         char *lit = PQescapeLiteral(conn, key->name, key->name_len);
         if (!lit)
             return PGLOCK_ENOMEM;
@@ -129,7 +124,7 @@ int pglock__call_literal(char *buf, size_t len, PGconn *conn,
 int pglock__value_literal(char *buf, size_t len, PGconn *conn,
                           const pglock_key *key)
 {
-    if (!is_legacy(key) || !key->name)
+    if (!pglock__key_is_legacy(key) || !key->name)
         return PGLOCK_EINVAL;
     char *lit = PQescapeLiteral(conn, key->name, key->name_len);
     if (!lit)

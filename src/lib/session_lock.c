@@ -18,11 +18,6 @@
 
 /* ------------------------------------------------------------- counts */
 
-static int is_legacy(const pglock_key *key)
-{
-    return key->kind == PGLOCK_KEY_HASHTEXT ||
-           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
-}
 
 /* The hold for key+mode, or NULL.  An unresolved legacy key is found by
  * its name (and seed). */
@@ -73,7 +68,7 @@ static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
     h->count = 1;
     h->kind = key->kind;
     h->seed = key->seed;
-    if (is_legacy(key)) {
+    if (pglock__key_is_legacy(key)) {
         h->name = strdup(key->name);
         if (!h->name)
             return PGLOCK_ENOMEM;
@@ -143,7 +138,7 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
                  (int64_t)(((uint64_t)(uint32_t)key->ns << 32) |
                            (uint32_t)key->nsid));
         params[0] = v;
-    } else if (is_legacy(key) && !key->resolved) {
+    } else if (pglock__key_is_legacy(key) && !key->resolved) {
         params[0] = key->name;
         if (key->kind == PGLOCK_KEY_HASHTEXT) {
             expr = "hashtext($1)::int8";
@@ -181,7 +176,7 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
     }
-    if (is_legacy(key) && !key->resolved) {
+    if (pglock__key_is_legacy(key) && !key->resolved) {
         key->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         key->resolved = 1;
     }

@@ -20,12 +20,6 @@
 
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 
-static int is_legacy(const pglock_key *key)
-{
-    return key->kind == PGLOCK_KEY_HASHTEXT ||
-           key->kind == PGLOCK_KEY_HASHTEXTEXTENDED;
-}
-
 /* The statements before the lock: the backend's pid, a legacy key's value
  * (the heartbeat finds locks in pg_locks by their value, so it is learnt
  * in the same round trip and under the same savepoint and wait as the
@@ -35,7 +29,7 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
 {
     char value[700] = "", settings[2048] = "";
     int rc = 0;
-    if (is_legacy(key) && !key->resolved)
+    if (pglock__key_is_legacy(key) && !key->resolved)
         rc = pglock__value_literal(value, sizeof value, c->conn, key);
     if (rc == 0 && begin)
         rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
@@ -82,7 +76,7 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
             pglock__client_drop(c);
         return rc;
     }
-    if (is_legacy(key) && !key->resolved) {
+    if (pglock__key_is_legacy(key) && !key->resolved) {
         pglock__client_drop(c); /* held, but it could never be verified */
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the server did not return the key's value: "

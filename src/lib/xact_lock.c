@@ -39,9 +39,7 @@ static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
     if (timeout_ms < PGLOCK_WAIT_FOREVER || timeout_ms > INT_MAX)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid timeout %ld ms", timeout_ms);
-    if ((key->kind == PGLOCK_KEY_HASHTEXT ||
-         key->kind == PGLOCK_KEY_HASHTEXTEXTENDED) &&
-        !key->name && !key->resolved)
+    if (pglock__key_is_legacy(key) && !key->name && !key->resolved)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key");
     if (key->kind < PGLOCK_KEY_INT64 ||
         key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
