@@ -190,6 +190,47 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
 /* A session lock on the client's connection: 0 when held (the key
  * resolved into *key_io, not yet counted), else a code with the message on
  * the client. */
+/* After a failed wait (rc, with the client's message set): the
+ * outcome, for which pg_locks has the last word. */
+static int wait_failed(pglock_client *c, int rc, int cancelled,
+                       pglock_key *key_io, pglock_key *key,
+                       pglock_mode mode, long timeout_ms)
+{
+    if (rc == PGLOCK_ECONNLOST) {
+        pglock__client_drop(c);
+        return rc;
+    }
+    if (rc == PGLOCK_EINTR && cancelled)
+        rc = cancelled; /* our own cancel: interrupt or client deadline */
+    /* PostgreSQL can grant the lock in the instant the timeout or cancel
+     * fires and still report the error, and even a try can fail after its
+     * grant (a cancel landing just after pg_try_advisory_lock() returned):
+     * pg_locks decides. */
+    char saved[sizeof c->message], state[6];
+    memcpy(saved, c->message, sizeof saved);
+    memcpy(state, c->sqlstate, sizeof state);
+    int held = held_on_server(c, key, mode);
+    if (held < 0)
+        return held;
+    if (held) {
+        *key_io = *key;
+        return 0;
+    }
+    memcpy(c->message, saved, sizeof saved);
+    memcpy(c->sqlstate, state, sizeof state);
+    char k[128];
+    pglock__key_describe(key, k, sizeof k);
+    if (rc == PGLOCK_ETIMEDOUT)
+        snprintf(c->message, sizeof c->message,
+                 "timed out after %ld ms waiting for lock %s%s%s%s",
+                 timeout_ms, k, *state ? " (SQLSTATE " : "", state,
+                 *state ? ")" : "");
+    else if (rc == PGLOCK_EINTR)
+        snprintf(c->message, sizeof c->message,
+                 "wait for lock %s was interrupted", k);
+    return rc;
+}
+
 static int session_acquire(pglock_client *c, pglock_key *key_io,
                            pglock_mode mode, long timeout_ms)
 {
@@ -274,42 +315,7 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     /* The wait failed. */
     rc = pglock__fail_result(c, r, "could not take the lock");
     pglock__clear_results(res, nres);
-    if (rc == PGLOCK_ECONNLOST) {
-        pglock__client_drop(c);
-        return rc;
-    }
-    if (rc == PGLOCK_EINTR && cancelled)
-        rc = cancelled; /* our own cancel: interrupt or client deadline */
-    /* PostgreSQL can grant the lock in the instant the timeout or cancel
-     * fires and still report the error, and even a try can fail after its
-     * grant (a cancel landing just after pg_try_advisory_lock() returned):
-     * pg_locks decides. */
-    char saved[sizeof c->message], state[6];
-    memcpy(saved, c->message, sizeof saved);
-    memcpy(state, c->sqlstate, sizeof state);
-    int held = held_on_server(c, &key, mode);
-    if (held < 0)
-        return held;
-    if (held) {
-        *key_io = key;
-        return 0;
-    }
-    memcpy(c->message, saved, sizeof saved);
-    memcpy(c->sqlstate, state, sizeof state);
-    if (rc == PGLOCK_ETIMEDOUT) {
-        char k[128];
-        pglock__key_describe(&key, k, sizeof k);
-        snprintf(c->message, sizeof c->message,
-                 "timed out after %ld ms waiting for lock %s%s%s%s",
-                 timeout_ms, k, *state ? " (SQLSTATE " : "", state,
-                 *state ? ")" : "");
-    } else if (rc == PGLOCK_EINTR) {
-        char k[128];
-        pglock__key_describe(&key, k, sizeof k);
-        snprintf(c->message, sizeof c->message,
-                 "wait for lock %s was interrupted", k);
-    }
-    return rc;
+    return wait_failed(c, rc, cancelled, key_io, &key, mode, timeout_ms);
 }
 
 int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,

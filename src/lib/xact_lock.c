@@ -71,6 +71,34 @@ static int cleanup(PGconn *conn, const char *sql)
     return ok ? 0 : -1;
 }
 
+/* Reads an attempt's results: the first that failed, the last row set
+ * (the lock statement's), and the backend pid (into req->pid_out) and a
+ * legacy key's value (into *value: returns 1) that its columns carry. */
+static int read_answer(PGresult **res, int nres, const pglock__xact_req *req,
+                       const PGresult **failed, const PGresult **answer,
+                       long long *value)
+{
+    int have_value = 0;
+    for (int i = 0; i < nres; i++) {
+        ExecStatusType st = PQresultStatus(res[i]);
+        if (st == PGRES_TUPLES_OK) {
+            *answer = res[i];
+            int col = PQfnumber(res[i], PGLOCK__PID_COLUMN);
+            if (req->pid_out && col >= 0 && PQntuples(res[i]) == 1)
+                *req->pid_out = atoi(PQgetvalue(res[i], 0, col));
+            col = PQfnumber(res[i], PGLOCK__VALUE_COLUMN);
+            if (req->resolve && col >= 0 && PQntuples(res[i]) == 1 &&
+                !PQgetisnull(res[i], 0, col)) {
+                *value = strtoll(PQgetvalue(res[i], 0, col), NULL, 10);
+                have_value = 1;
+            }
+        } else if (st != PGRES_COMMAND_OK && !*failed) {
+            *failed = res[i];
+        }
+    }
+    return have_value;
+}
+
 /*
  * Sends sql (the whole attempt), waits for it with the deadline and the
  * interrupt, and works out the outcome.  begin: the attempt opened the
@@ -116,24 +144,7 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
 
     const PGresult *failed = NULL, *answer = NULL;
     long long value = 0;
-    int have_value = 0;
-    for (int i = 0; i < nres; i++) {
-        ExecStatusType st = PQresultStatus(res[i]);
-        if (st == PGRES_TUPLES_OK) {
-            answer = res[i];
-            int col = PQfnumber(res[i], PGLOCK__PID_COLUMN);
-            if (req->pid_out && col >= 0 && PQntuples(res[i]) == 1)
-                *req->pid_out = atoi(PQgetvalue(res[i], 0, col));
-            col = PQfnumber(res[i], PGLOCK__VALUE_COLUMN);
-            if (req->resolve && col >= 0 && PQntuples(res[i]) == 1 &&
-                !PQgetisnull(res[i], 0, col)) {
-                value = strtoll(PQgetvalue(res[i], 0, col), NULL, 10);
-                have_value = 1;
-            }
-        } else if (st != PGRES_COMMAND_OK && !failed) {
-            failed = res[i];
-        }
-    }
+    int have_value = read_answer(res, nres, req, &failed, &answer, &value);
     if (!failed && answer && PQntuples(answer) == 1) {
         /* the try function's answer is the lock statement's last column */
         int got = !try ||
