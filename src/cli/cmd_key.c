@@ -89,6 +89,17 @@ typedef struct key_opts {
     const cli_registry *reg;
 } key_opts;
 
+/* The SQL that takes the same lock (pglock_key_sql()), malloc'd; NULL
+ * when out of memory. */
+static char *key_sql(const pglock_key *key, const key_opts *o)
+{
+    int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
+    char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (sql)
+        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
+    return sql;
+}
+
 /* The key's canonical text (id, 64 bytes) and its pg_locks coordinates;
  * 0, or CLI_EXIT_SOFTWARE having said why (a key not yet resolved). */
 static int key_coordinates(const pglock_key *key, char *id, uint32_t *classid,
@@ -130,11 +141,9 @@ static int print_key(const char *written, const pglock_key *key,
         printf(" (%s)\n", cli_registry_origin(o->reg));
     }
     if (o->sql) {
-        int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
-        char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        char *sql = key_sql(key, o);
         if (!sql)
             return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
-        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
         printf("%-9s %s\n", "sql", sql);
         free(sql);
     }
@@ -187,11 +196,9 @@ static int print_key_json(json_writer *w, const char *written,
     if (regname)
         json_string(w, "registry", regname);
     if (o->sql) {
-        int n = pglock_key_sql(key, o->mode, o->scope, NULL, 0);
-        char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        char *sql = key_sql(key, o);
         if (!sql)
             return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
-        pglock_key_sql(key, o->mode, o->scope, sql, (size_t)n + 1);
         json_string(w, "sql", sql);
         free(sql);
     }
