@@ -7,18 +7,25 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() { setup_run; }
+setup() {
+    setup_run
+    # Sessions that began before the test are not its own: PgBouncer keeps
+    # its server connections, named after their last client (e.g. "pglock
+    # doctor" from an earlier suite).
+    test_started=$(q "select now()")
+}
 teardown() { teardown_run; }
 
 # no_pglock_session [CONNINFO]: no backend of any `pglock` process (they
-# all set application_name "pglock ...") and no advisory lock of the test
-# key is on the server.  A backend ends a moment after its client, hence
-# the bounded wait.
+# all set application_name "pglock ...") that began during the test, and
+# no advisory lock of the test key, is on the server.  A backend ends a
+# moment after its client, hence the bounded wait.
 no_pglock_session() {
     local db=${1:-$DB}
-    sessions() { [ "$(q "select count(*) from pg_stat_activity where application_name like 'pglock %'" "$db")" -eq 0 ]; }
+    local ours="application_name like 'pglock %' and backend_start >= '$test_started'"
+    sessions() { [ "$(q "select count(*) from pg_stat_activity where $ours" "$db")" -eq 0 ]; }
     wait_until 5 sessions || {
-        q "select pid, application_name, state from pg_stat_activity where application_name like 'pglock %'" "$db"
+        q "select pid, application_name, state from pg_stat_activity where $ours" "$db"
         return 1
     }
     [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
