@@ -64,7 +64,6 @@ running_jobs() {
     done
     echo "$c"
 }
-gone() { ! alive "$1"; }
 
 # token_runs FILE N CONNINFO: N runs of `run --try`, each appending its
 # fencing token to FILE.
