@@ -54,16 +54,6 @@ leader_job() {
       echo \$now > $out/$n.start
       while :; do sleep 0.05; done"
 }
-leaders() { [ -e "$out/leaders" ] && wc -l <"$out/leaders" || echo 0; }
-leaders_at_least() { [ "$(leaders)" -ge "$1" ]; }
-last_leader() { tail -n 1 "$out/leaders" | cut -d' ' -f2; }
-running_jobs() {
-    local n c=0
-    for n in a b c; do
-        [ -e "$out/$n.jobpid" ] && alive "$(cat "$out/$n.jobpid")" && c=$((c + 1))
-    done
-    echo "$c"
-}
 
 # token_runs FILE N CONNINFO: N runs of `run --try`, each appending its
 # fencing token to FILE.

@@ -155,3 +155,18 @@ stopped() {
         [ "$(awk '{print $3}' "/proc/$c/stat" 2>/dev/null)" = T ] || return 1
     done
 }
+
+# Leader tests: each leader's job appends "TIME NAME TOKEN ..." to
+# $out/leaders and writes its pid to $out/NAME.jobpid (names a, b, c).
+leaders() { [ -e "$out/leaders" ] && wc -l <"$out/leaders" || echo 0; }
+leaders_at_least() { [ "$(leaders)" -ge "$1" ]; }
+# The name of the latest leader.
+last_leader() { tail -n 1 "$out/leaders" | cut -d' ' -f2; }
+# How many of the jobs a b c run now.
+running_jobs() {
+    local n c=0
+    for n in a b c; do
+        [ -e "$out/$n.jobpid" ] && alive "$(cat "$out/$n.jobpid")" && c=$((c + 1))
+    done
+    echo "$c"
+}

@@ -38,23 +38,11 @@ leader_job() {
       done"
 }
 
-leaders() { [ -e "$out/leaders" ] && wc -l <"$out/leaders" || echo 0; }
-leaders_at_least() { [ "$(leaders)" -ge "$1" ]; }
-# The name of the latest leader.
-last_leader() { tail -n 1 "$out/leaders" | cut -d' ' -f2; }
 # Tokens of successive leaderships strictly increase; every job saw
 # PGLOCK_LEADER=1.
 tokens_increase() {
     awk '$4 != 1 { exit 1 } NR > 1 && $3 <= prev { exit 1 } { prev = $3 }' \
         "$out/leaders"
-}
-# How many of the jobs a b c run now.
-running_jobs() {
-    local n c=0
-    for n in a b c; do
-        [ -e "$out/$n.jobpid" ] && alive "$(cat "$out/$n.jobpid")" && c=$((c + 1))
-    done
-    echo "$c"
 }
 exactly_one_job() { [ "$(running_jobs)" -eq 1 ]; }
 # advisory locks on K: granted (t) or waiting (f)
