@@ -59,6 +59,8 @@ static const cli_opt status_opts[] = {
      "one JSON document (schema in pglock(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
+    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
+     "print errors only; the exit status answers"},
     CLI_OPT_END};
 
 static const cli_opt *const status_tables[] = {
@@ -385,6 +387,7 @@ static int parse_options(int argc, char **argv, status_options *o,
         case OPT_KEYS: o->keys_path = value; break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
+        case 'q': cli_quiet = 1; break;
         case OPT_WATCH:
             o->watch = 1;
             if (value) {
@@ -451,7 +454,13 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     if (o->watch)
         return watch(conn, o, reg);
     int held = 0;
-    int rc = refresh(stdout, conn, o, reg, &held, err, sizeof err);
+    FILE *out = stdout;
+    if (cli_quiet && !(out = fopen("/dev/null", "w")))
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot open /dev/null: %s",
+                         strerror(errno));
+    int rc = refresh(out, conn, o, reg, &held, err, sizeof err);
+    if (out != stdout)
+        fclose(out);
     if (rc == PGLOCK_ENOMEM)
         return cli_error(CLI_EXIT_SOFTWARE, "%s", err);
     if (rc) /* no connection, a standby, a server error: could not look */

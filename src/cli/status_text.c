@@ -11,7 +11,7 @@
 
 enum { COL_SESSION, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP, NCOLS };
 static const char *const heads[NCOLS] = {"SESSION", "USER", "CLIENT",
-                                         "HELD OR WAITING FOR", "APPLICATION"};
+                                         "HOW LONG", "APPLICATION"};
 /* A chain of waiters deeper than this is cut (a pathological queue). */
 #define MAX_DEPTH 32
 

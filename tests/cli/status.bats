@@ -83,7 +83,7 @@ waiting() { # APP: APP waits for an advisory lock
     # an idle holder: a range (state_change to backend_start), in words
     grep -E "^  holds $h .* [0-9]+s( to [0-9]+s)? +st_holder$" <<<"$output"
     # the headers say what the columns hold, not which server columns
-    grep -E "^  SESSION +USER +CLIENT +HELD OR WAITING FOR +APPLICATION$" <<<"$output"
+    grep -E "^  SESSION +USER +CLIENT +HOW LONG +APPLICATION$" <<<"$output"
     [[ "$output" != *state_change* && "$output" != *backend_start* ]]
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 72001

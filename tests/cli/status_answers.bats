@@ -33,6 +33,13 @@ release() {
     [[ "$output" == *"$K-a (application_name) = key"* ]]
     run "$PGLOCK_BIN" status -d "$DB" --json "$K-a"
     [ "$status" -eq 0 ]
+    # -q: the exit status alone
+    run "$PGLOCK_BIN" status -q -d "$DB" "$K-a"
+    [ "$status" -eq 0 ]
+    [ "$output" = "" ]
+    run "$PGLOCK_BIN" status -q -d "$DB" "$K-free"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
     release b
     run "$PGLOCK_BIN" status -d "$DB" "$K-a" "$K-b"
     [ "$status" -eq 1 ]
