@@ -84,7 +84,7 @@ for n in "${COUNTS[@]}"; do
     from=$(($(wc -l <"$DIR/log") + 1))
     p_status=$(wall_ms "$PGLOCK" status -d "$CONN")
     p_psql=$(wall_ms "$PSQL" -X -c 'select count(*) from pg_locks' "$CONN")
-    s_status=$(durations "$from" "WITH l AS MATERIALIZED" | median)
+    s_status=$(durations "$from" "SELECT 'r'" | median)
     s_count=$(durations "$from" "select count\(\*\) from pg_locks" | median)
     awk -v n="$n" -v a="$s_status" -v b="$s_count" -v c="$p_status" -v d="$p_psql" \
         'BEGIN {printf "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", n, a, b, a / b, c, d, c / d}'
