@@ -22,8 +22,6 @@
 #include "status.h"
 
 #define DEFAULT_WATCH_MS 2000L
-/* Bound on each look (the query and its cancel). */
-#define QUERY_TIMEOUT_MS 30000L
 
 /* Exit status of `status KEY...` when some KEY is free. */
 #define EXIT_SOME_FREE 1
@@ -224,7 +222,7 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     pglock_error perr;
     int rc = pglock_holders_list(&list, conn, o->filter, o->n_filter,
                                  o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
-                                 QUERY_TIMEOUT_MS, &perr);
+                                 cli_query_timeout_ms(conn), &perr);
     if (rc) {
         snprintf(err, errlen, "%s", perr.message);
         return rc;
@@ -417,11 +415,10 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
 {
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
-    char err[512];
-    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", err,
-                               sizeof err);
+    pglock_error err;
+    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
-        *code = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        *code = cli_connect_error(&err, NULL);
     return conn;
 }
 
