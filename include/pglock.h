@@ -587,9 +587,9 @@ typedef struct pglock_holder {
  * One statement (one round trip) on the caller's conn, which must be
  * idle; read-only, so it may run through a pooler, and outside or inside
  * a transaction.  Legacy keys must be resolved first (PGLOCK_EINVAL).
- * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0): past it
- * the query is cancelled (PGLOCK_ETIMEDOUT); a cancel not answered within
- * 2 s shuts the socket down (PGLOCK_ECONNLOST: PQfinish() conn).
+ * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0), as
+ * pglock_exec_params(): past it the query is cancelled (PGLOCK_ETIMEDOUT);
+ * a cancel that is not answered either shuts conn down (PQfinish() it).
  * On a standby (in recovery) it returns PGLOCK_ESTANDBY: the locks that
  * matter are the primary's, and none of them can be seen there.
  * *out is NULL on failure.  err may be NULL.

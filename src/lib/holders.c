@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include "internal.h"
 
 /*
@@ -393,8 +392,9 @@ static int key_arrays(const pglock_key *keys, int nkeys, char **cls,
     return PGLOCK_OK;
 }
 
-/* Sends the statement and waits for its answer, bounded by timeout_ms;
- * the answer (PGRES_TUPLES_OK) in *out, or an error code. */
+/* Sends the statement and waits for its answer, bounded by timeout_ms
+ * (pglock_exec_params()); the answer (PGRES_TUPLES_OK) in *out, or an
+ * error code. */
 static int run_query(PGconn *conn, const char *const params[4],
                      long timeout_ms, PGresult **out, pglock_error *err)
 {
@@ -402,46 +402,26 @@ static int run_query(PGconn *conn, const char *const params[4],
                                 ? "l.waitstart" : "NULL::timestamptz";
     char sql[sizeof query_template + 32];
     snprintf(sql, sizeof sql, query_template, waitstart);
-    if (!PQsendQueryParams(conn, sql, 4, NULL, params, NULL, NULL, 0))
-        return pglock__error_result(err, NULL, conn, "could not read pg_locks");
-    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt = NULL,
-                      .interrupt_fd = -1,
-                      .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
-    PGresult *res[PGLOCK__MAX_RESULTS];
-    int nres = 0, cancelled = 0;
-    pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
-    PGresult *last = nres > 0 ? res[nres - 1] : NULL;
-    int rc;
-    if (end == PGLOCK__WAIT_ABANDONED) {
-        shutdown(PQsocket(conn), SHUT_RDWR); /* only this is sure to end it */
-        rc = pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
-                               "could not read pg_locks: no answer within "
-                               "%ld ms, and the cancel was not answered, so "
-                               "the connection was shut down: PQfinish() it",
-                               timeout_ms);
-    } else if (end == PGLOCK__WAIT_CONNLOST || !last) {
-        rc = pglock__error_result(err, last, conn, "could not read pg_locks");
-    } else if (PQresultStatus(last) != PGRES_TUPLES_OK) {
-        rc = pglock__error_result(err, last, conn, "could not read pg_locks");
-        if (rc == PGLOCK_EINTR && cancelled == PGLOCK_ETIMEDOUT)
-            rc = pglock__error_set(err, PGLOCK_ETIMEDOUT, "57014",
-                                   "could not read pg_locks: no answer within "
-                                   "%ld ms", timeout_ms);
-    } else if (PQnfields(last) != C_NCOLS || PQntuples(last) < 1) {
+    pglock_error qerr;
+    PGresult *res = pglock_exec_params(conn, sql, 4, params, timeout_ms, &qerr);
+    int rc = PGLOCK_OK;
+    if (!res)
+        rc = pglock__error_set(err, qerr.code, qerr.sqlstate[0] ? qerr.sqlstate : NULL,
+                               "could not read pg_locks: %s", qerr.message);
+    else if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        rc = pglock__error_result(err, res, conn, "could not read pg_locks");
+    else if (PQnfields(res) != C_NCOLS || PQntuples(res) < 1)
         rc = pglock__error_set(err, PGLOCK_ESERVER, NULL,
                                "could not read pg_locks: unexpected answer");
-    } else if (in_recovery(last)) {
+    else if (in_recovery(res))
         rc = pglock__error_set(err, PGLOCK_ESTANDBY, NULL,
                                "the server is a standby (in recovery): "
                                "advisory locks are taken on the primary, "
                                "and none of them can be seen here");
-    } else {
-        *out = last;
-        res[nres - 1] = NULL;
-        rc = PGLOCK_OK;
-    }
-    pglock__clear_results(res, nres);
+    if (rc)
+        PQclear(res);
+    else
+        *out = res;
     return rc;
 }
 
