@@ -22,7 +22,37 @@
  * Threads
  *   The library keeps no global state.  No two threads may use one
  *   pglock_client (or one PGconn) at the same time; different clients may be
- *   used from different threads freely.
+ *   used from different threads freely.  A managed hold (pglock_hold_*)
+ *   owns its client while it runs: see "Managed hold" below.
+ *
+ * Structs that can grow
+ *   Every struct the caller allocates (pglock_options, pglock_key,
+ *   pglock_error, pglock_hold_options) begins with `unsigned int version`.
+ *   The library reads and writes only the fields that version has, so a
+ *   later release can append fields without breaking a program built
+ *   against this header.  Set it with the struct's init function (or, for
+ *   a key, any pglock_key_*() constructor); a zero or unknown version is
+ *   refused with PGLOCK_EINVAL and a message that says so.  Fields are only
+ *   ever appended; a struct's PGLOCK_*_VERSION grows by one whenever its
+ *   layout does.
+ *
+ * ABI and SONAME policy
+ *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR);
+ *   before 1.0 it is libpglock.so.0.MINOR, since a 0.x MINOR may break.
+ *   Within one MAJOR, releases only add: functions, enum values, error
+ *   codes, struct fields behind a new PGLOCK_*_VERSION (old versions keep
+ *   being accepted), and PGLOCK_HAS_* macros; a program built against an
+ *   older header of the same MAJOR runs unchanged.  Anything else (a
+ *   removed or changed function, a field moved, an old struct version no
+ *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
+ *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
+ *   did: the version fields are new); 1.0 freezes it.
+ *   tests/data/abi-layout.txt records every public struct's layout per
+ *   version, and a test fails when a layout changes without its version.
+ *
+ * Feature macros
+ *   PGLOCK_HAS_* tell at compile time what this header offers (as libpq's
+ *   LIBPQ_HAS_*); pglock_version() tells what is linked at run time.
  *
  * Keys
  *   A key is a 64-bit integer, a pair of 32-bit integers (namespace, id),
@@ -46,15 +76,18 @@ extern "C" {
 #endif
 
 #define PGLOCK_VERSION_MAJOR 0
-#define PGLOCK_VERSION_MINOR 1
+#define PGLOCK_VERSION_MINOR 2
 #define PGLOCK_VERSION_PATCH 0
-#define PGLOCK_VERSION "0.1.0"
+#define PGLOCK_VERSION "0.2.0"
 
 #if defined(__GNUC__)
 #define PGLOCK_EXPORT __attribute__((visibility("default")))
 #else
 #define PGLOCK_EXPORT
 #endif
+
+/* The structs' versions have a version field and an init (0.2). */
+#define PGLOCK_HAS_VERSIONED_STRUCTS 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -103,12 +136,22 @@ PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
                                                     const char *message,
                                                     const char *conninfo);
 
-/* Error details for functions that work on the caller's PGconn. */
+/* Error details for functions that work on the caller's PGconn.  Call
+ * pglock_error_init() once before passing it: a function given an error
+ * whose version it does not know writes only the fields every version has
+ * (code, sqlstate, message), and refuses the call (PGLOCK_EINVAL) with a
+ * message that says so. */
+#define PGLOCK_ERROR_VERSION 1
 typedef struct pglock_error {
+    unsigned int version; /* PGLOCK_ERROR_VERSION, set by pglock_error_init */
     int code;            /* the same code the function returned */
     char sqlstate[6];    /* server SQLSTATE, "" when there is none */
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
+
+/* Empties err (code 0, no message) and sets its version.  PGLOCK_EINVAL
+ * for a version this library does not know (err is then left alone). */
+PGLOCK_EXPORT int pglock_error_init(pglock_error *err, unsigned int version);
 
 /* ------------------------------------------------------------------ keys */
 
@@ -120,7 +163,12 @@ typedef enum pglock_key_kind {
     PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
 } pglock_key_kind;
 
+/* A key is made by a constructor below (or pglock_key_parse()), which
+ * sets its version: a key built by hand has version 0 and is refused
+ * (PGLOCK_EINVAL) by every function that takes a key. */
+#define PGLOCK_KEY_VERSION 1
 typedef struct pglock_key {
+    unsigned int version; /* PGLOCK_KEY_VERSION, set by the constructors */
     pglock_key_kind kind;
     int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
                           bigint once resolved (see resolved), else 0 */
@@ -245,7 +293,10 @@ typedef enum pglock_hold_mode {
     PGLOCK_HOLD_AUTO = 2
 } pglock_hold_mode;
 
+#define PGLOCK_OPTIONS_VERSION 1
 typedef struct pglock_options {
+    /* PGLOCK_OPTIONS_VERSION, set by pglock_options_init(). */
+    unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms (in xact hold: the holding transaction's
      * idle_in_transaction_session_timeout).  0 leaves the server's setting
@@ -272,8 +323,11 @@ typedef struct pglock_options {
     pglock_hold_mode hold;
 } pglock_options;
 
-/* Fills opts with the defaults. */
-PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
+/* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
+ * Returns 0, or PGLOCK_EINVAL for a version this library does not know
+ * (opts is then left alone). */
+PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
+                                      unsigned int version);
 
 /*
  * Opens a dedicated lock connection.  conninfo is a libpq conninfo string
@@ -288,7 +342,8 @@ PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
  *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
  * pglock_client_error() can tell why; close it with pglock_client_close().
- * opts may be NULL for the defaults.
+ * opts may be NULL for the defaults; options whose version is zero or
+ * unknown (not set by pglock_options_init()) are PGLOCK_EINVAL.
  */
 PGLOCK_EXPORT int pglock_client_open(pglock_client **out, const char *conninfo,
                                      const pglock_options *opts);
@@ -298,7 +353,13 @@ PGLOCK_EXPORT int pglock_client_open_params(pglock_client **out,
                                             const pglock_options *opts);
 
 /* Releases every lock (pg_advisory_unlock_all(), waiting for the answer,
- * so the locks are free when it returns), closes and frees.  NULL is ok. */
+ * so the locks are free when it returns), closes and frees.  NULL is ok.
+ * Bounded, even on a dead network: it returns within 5 s (10 s if a
+ * heartbeat was left in flight: its answer is awaited first); a
+ * connection that does not answer in time is shut down instead, and the
+ * server frees its locks when it notices (at the latest after the lease).
+ * A client whose connection was lost closes at once.  Call
+ * pglock_hold_stop() first if a hold runs on the client. */
 PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 
 /* The last error's message (one line, no newline; "" if none) and SQLSTATE

@@ -226,6 +226,7 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
             }
         }
         pglock_error err;
+        pglock_error_init(&err, PGLOCK_ERROR_VERSION);
         if (pglock_key_resolve(&keys[i], pg, &err) != PGLOCK_OK)
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);
     }

@@ -883,6 +883,7 @@ int cmd_status(int argc, char **argv)
     for (int i = 0; i < nkeys; i++) {
         /* legacy keys' values come from the server; others need nothing */
         pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
         if (pglock_key_resolve(&keys[i], conn, &perr)) {
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
             PQfinish(conn);

@@ -46,25 +46,20 @@ enum {
 int inspect_key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
                              pglock_key *out)
 {
-    memset(out, 0, sizeof *out);
     if (objsubid == 1) {
         /* Two's complement: the bigint's bits are classid:objid. */
         uint64_t bits = ((uint64_t)classid << 32) | objid;
         int64_t id;
         memcpy(&id, &bits, sizeof id);
-        out->kind = PGLOCK_KEY_INT64;
-        out->id = id;
-        return 0;
+        return pglock_key_int64(out, id) == 0 ? 0 : -1;
     }
     if (objsubid == 2) {
         int32_t ns, nsid;
         memcpy(&ns, &classid, sizeof ns);
         memcpy(&nsid, &objid, sizeof nsid);
-        out->kind = PGLOCK_KEY_PAIR;
-        out->ns = ns;
-        out->nsid = nsid;
-        return 0;
+        return pglock_key_pair(out, ns, nsid) == 0 ? 0 : -1;
     }
+    memset(out, 0, sizeof *out);
     return -1;
 }
 
