@@ -88,6 +88,8 @@ extern "C" {
 
 /* The structs' versions have a version field and an init (0.2). */
 #define PGLOCK_HAS_VERSIONED_STRUCTS 1
+/* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
+#define PGLOCK_HAS_MANAGED_HOLD 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -455,6 +457,114 @@ PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);
 /* A monotonic clock in ms that keeps counting through suspend
  * (CLOCK_BOOTTIME on Linux). */
 PGLOCK_EXPORT int64_t pglock_now_ms(void);
+
+/* ------------------------------------------------------- managed hold */
+
+/*
+ * A managed hold keeps a client's lease alive while the caller works, and
+ * tells the caller the moment it is lost, so the work can stop in time.
+ *
+ * Lease arithmetic (the same as `pglock run`): with the client's lease
+ * T_s = opts.lease_ms (without a lease: opts.dead_peer_ms), a heartbeat
+ * is sent every T_s/6, and the lease counts as lost when no heartbeat
+ * sent within the last T_c = 2*T_s/3 has been confirmed.  That leaves
+ * T_s/6 for the caller to stop its work after the notice, and T_s/6 of
+ * margin, before the server can end the silent session and hand the lock
+ * to someone else:  T_c + stop + margin <= T_s.  A loss the server causes
+ * (pg_terminate_backend, restart, failover) frees the lock at once; it is
+ * noticed at the next heartbeat's answer or socket error (so within T_s/6
+ * plus the round trip, or at once when the socket closes).
+ *
+ * Notice.  On loss, in this order: the client's connection is closed (its
+ * locks, if the server still has them, are freed), the loss fd becomes
+ * readable (and stays readable), and on_lost is called once, with the
+ * code (PGLOCK_ECONNLOST) and a one-line message.  pglock_hold_loss()
+ * tells the same at any time, from any thread.
+ *
+ * Two ways to drive it:
+ *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,
+ *     every signal blocked) that runs the heartbeats; on_lost runs on it.
+ *   - PGLOCK_HOLD_LOOP: the caller's event loop drives it.  Watch
+ *     pglock_hold_fd() for reading and call pglock_hold_step() when it is
+ *     readable or when the timeout step gave last has passed; on_lost runs
+ *     inside pglock_hold_step().
+ *
+ * Thread rules.  While a hold runs (from pglock_hold_start() until
+ * pglock_hold_stop() returns), the client and its connection are the
+ * hold's: call no other function on the client, from any thread (not even
+ * the accessors).  The loss fd, pglock_hold_loss() and pglock_now_ms() may
+ * be used from any thread.  on_lost must be quick and must not call
+ * pglock_hold_stop(), pglock_hold_step() or any function on the client;
+ * it may call pglock_hold_loss(), write to a pipe, signal a condition
+ * variable, kill() a child, set a flag.  A hold in loop mode is used from
+ * one thread at a time, like a client.
+ *
+ * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
+ * time (one heartbeat, bounded by the client's cancel_timeout_ms, default
+ * 2 s; in thread mode plus the thread's exit, which never waits on the
+ * network) and frees the hold, closing the loss fd.  It returns 0 when the
+ * lock was held throughout (the client is the caller's again, its locks
+ * held), else the loss code (the client's connection is then closed: close
+ * the client).  So stop + pglock_client_close() take at most
+ * cancel_timeout_ms + 5 s, even on a dead network.
+ */
+typedef struct pglock_hold pglock_hold;
+
+typedef enum pglock_hold_drive {
+    PGLOCK_HOLD_THREAD = 0, /* the hold's own thread */
+    PGLOCK_HOLD_LOOP = 1    /* the caller's event loop: pglock_hold_step() */
+} pglock_hold_drive;
+
+/* Called once when the hold learns the lease is lost: code is negative
+ * (PGLOCK_ECONNLOST), message one line, borrowed for the call. */
+typedef void (*pglock_hold_lost_fn)(void *arg, int code, const char *message);
+
+#define PGLOCK_HOLD_OPTIONS_VERSION 1
+typedef struct pglock_hold_options {
+    /* PGLOCK_HOLD_OPTIONS_VERSION, set by pglock_hold_options_init(). */
+    unsigned int version;
+    pglock_hold_drive drive;  /* PGLOCK_HOLD_THREAD by default */
+    pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
+    void *arg;                /* on_lost's first argument */
+} pglock_hold_options;
+
+/* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
+ * this library does not know (opts is then left alone). */
+PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
+                                           unsigned int version);
+
+/*
+ * Starts keeping client's lease alive; call it once the locks are taken.
+ * opts may be NULL (thread mode, no callback).  Returns 0 with *out set,
+ * or PGLOCK_EINVAL (bad options), PGLOCK_ESTATE (the client is lost or
+ * busy, or holds nothing), PGLOCK_ENOMEM, with the message on the client
+ * and *out NULL.  If the lease already ran out before the call, the hold
+ * starts lost (the notice is given at once).
+ */
+PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,
+                                    const pglock_hold_options *opts);
+
+/* Readable (and staying so) once the lease is lost.  Owned by the hold:
+ * do not read or close it; remove it from your poll set before stop. */
+PGLOCK_EXPORT int pglock_hold_loss_fd(const pglock_hold *hold);
+
+/* 0 while the lease holds, else the loss code, with its message copied to
+ * buf (may be NULL).  Any thread, on_lost included. */
+PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold, char *buf,
+                                   size_t len);
+
+/* Loop mode: the fd to watch for reading (the lock connection's socket;
+ * -1 once lost). */
+PGLOCK_EXPORT int pglock_hold_fd(const pglock_hold *hold);
+
+/* Loop mode: does what is due (send a heartbeat, read its answer, check
+ * the deadline); never blocks.  Returns 0 while the lease holds, with
+ * *timeout_ms set to when to call again at the latest (a poll timeout),
+ * else the loss code (after the notice).  PGLOCK_ESTATE in thread mode. */
+PGLOCK_EXPORT int pglock_hold_step(pglock_hold *hold, long *timeout_ms);
+
+/* Ends the hold and frees it (NULL is ok: 0); see "Stop" above. */
+PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);
 
 /* ------------------------------------------------ transaction locks */
 
