@@ -19,6 +19,7 @@
 struct pglock_hold {
     pglock_client *c;       /* the hold's while it runs */
     pglock_hold_options opts;
+    long lease_ms;          /* T_s: the client's lease, else dead_peer_ms */
     long heartbeat_ms;      /* T_s / 6 */
     long deadline_ms;       /* T_c = 2 T_s / 3 */
     int64_t next_beat;      /* when the next heartbeat is due */
@@ -119,8 +120,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         pglock__fail(c, PGLOCK_ECONNLOST,
                      "the lease could not be confirmed within %ld ms (the "
                      "client deadline of a %ld ms lease): the lock may be "
-                     "lost, stop the work", h->deadline_ms,
-                     h->deadline_ms * 3 / 2);
+                     "lost, stop the work", h->deadline_ms, h->lease_ms);
         return declare_lost(h, c->message, 1);
     }
     if (!c->heartbeat_busy && now >= h->next_beat &&
@@ -239,6 +239,7 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     else
         pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
     long lease = c->opts.lease_ms > 0 ? c->opts.lease_ms : c->opts.dead_peer_ms;
+    h->lease_ms = lease;
     h->heartbeat_ms = lease / 6 > 0 ? lease / 6 : 1;
     h->deadline_ms = lease / 3 * 2 + (lease % 3) * 2 / 3;
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
