@@ -86,7 +86,7 @@ extern "C" {
 #define PGLOCK_EXPORT
 #endif
 
-/* The structs' versions have a version field and an init (0.2). */
+/* Public structs begin with a version field, set by their init (0.2). */
 #define PGLOCK_HAS_VERSIONED_STRUCTS 1
 /* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
 #define PGLOCK_HAS_MANAGED_HOLD 1
