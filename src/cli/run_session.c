@@ -149,7 +149,6 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     if (!key->resolved) { /* a legacy key's value: asked once, here */
         pglock_error perr;
         pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
-        memset(&perr, 0, sizeof perr);
         rc = pglock_key_resolve(key, pc, &perr);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "%s", perr.message);

@@ -213,7 +213,6 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out,
         return ready;
     pglock_error err;
     pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    memset(&err, 0, sizeof err);
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
                       .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
