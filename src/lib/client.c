@@ -30,6 +30,10 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
     opts->interrupt_fd = -1;
     opts->cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
     opts->dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
+    /* As pglock run and lead: session locks on a direct connection, a
+     * holding transaction through a pooler (never PGLOCK_EPOOLER for the
+     * setup the README recommends). */
+    opts->hold = PGLOCK_HOLD_AUTO;
     return PGLOCK_OK;
 }
 
