@@ -316,6 +316,30 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     PQfinish(obs);
 }
 
+/* Through PgBouncer (xact hold, the default AUTO there): the hold keeps
+ * the holding transaction's lease, and a second connection stays out. */
+static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(pooler, id, &hold, &n);
+    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    /* longer than the lease: only the hold's heartbeats keep it */
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, (int)(LEASE_MS * 3 / 2)), 0);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(n.calls, 0);
+    pglock_client_close(c);
+    assert_int_equal(pt_key_free(obs, id), 1);
+    PQfinish(obs);
+}
+
 static void bad_options_and_states_are_refused(void **s)
 {
     (void)s;
@@ -352,6 +376,7 @@ int main(void)
         cmocka_unit_test(stop_and_close_return_on_a_dead_network),
         cmocka_unit_test(stop_on_a_healthy_lease_confirms_and_keeps_the_lock),
         cmocka_unit_test(the_loop_mode_notices_a_terminated_backend),
+        cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
         cmocka_unit_test(bad_options_and_states_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
