@@ -220,6 +220,7 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
 {
     pglock_holders *list = NULL;
     pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     int rc = pglock_holders_list(&list, conn, o->filter, o->n_filter,
                                  o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
                                  cli_query_timeout_ms(conn), &perr);
@@ -416,6 +417,7 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
         *code = cli_connect_error(&err, NULL);
@@ -445,6 +447,7 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     for (int i = 0; i < o->n_filter; i++) {
         /* legacy keys' values come from the server; others need nothing */
         pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
         if (pglock_key_resolve(&o->filter[i], conn, &perr))
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     }

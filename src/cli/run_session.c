@@ -122,7 +122,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     kw[nkw] = NULL;
     val[nkw] = NULL;
     pglock_options opts;
-    pglock_options_init(&opts);
+    pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
     opts.interrupt = run_stop_flag();
@@ -148,7 +148,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 
     if (!key->resolved) { /* a legacy key's value: asked once, here */
         pglock_error perr;
-        memset(&perr, 0, sizeof perr);
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
         rc = pglock_key_resolve(key, pc, &perr);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "%s", perr.message);

@@ -297,6 +297,9 @@ PGconn *pglock_connect_params(const char *const *keywords,
                       .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error mine;
+    pglock_error_init(&mine, PGLOCK_ERROR_VERSION);
+    if (err && pglock__error_begin(err) != 0)
+        return NULL;
     PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
                                    err ? err : &mine);
     if (conn)

@@ -98,18 +98,13 @@ int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
         uint64_t bits = ((uint64_t)classid << 32) | objid;
         int64_t id;
         memcpy(&id, &bits, sizeof id);
-        out->kind = PGLOCK_KEY_INT64;
-        out->id = id;
-        return 0;
+        return pglock_key_int64(out, id);
     }
     if (objsubid == 2) {
         int32_t ns, nsid;
         memcpy(&ns, &classid, sizeof ns);
         memcpy(&nsid, &objid, sizeof nsid);
-        out->kind = PGLOCK_KEY_PAIR;
-        out->ns = ns;
-        out->nsid = nsid;
-        return 0;
+        return pglock_key_pair(out, ns, nsid);
     }
     return -1;
 }
@@ -403,6 +398,7 @@ static int run_query(PGconn *conn, const char *const params[4],
     char sql[sizeof query_template + 32];
     snprintf(sql, sizeof sql, query_template, waitstart);
     pglock_error qerr;
+    pglock_error_init(&qerr, PGLOCK_ERROR_VERSION);
     PGresult *res = pglock_exec_params(conn, sql, 4, params, timeout_ms, &qerr);
     int rc = PGLOCK_OK;
     if (!res)
@@ -429,11 +425,13 @@ int pglock_holders_list(pglock_holders **out, PGconn *conn,
                         const pglock_key *keys, int nkeys, unsigned flags,
                         long timeout_ms, pglock_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof *err);
+    if (out)
+        *out = NULL;
+    int begun = pglock__error_begin(err);
+    if (begun)
+        return begun;
     if (!out)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no out pointer");
-    *out = NULL;
     if (nkeys < 0 || (nkeys > 0 && !keys) || timeout_ms == 0 || timeout_ms < -1)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid keys or timeout");

@@ -123,7 +123,7 @@ static void a_lease_ends_a_silent_session_on_the_server(void **state)
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 1500;
     pglock_client *c = NULL;
     assert_int_equal(pglock_client_open(&c, primary, &o), 0);
