@@ -219,7 +219,10 @@ static void print_text(PGresult *r)
         cli_echo_arg(val(r, i, 2) ? val(r, i, 2) : val(r, i, 1), 0, name,
                      sizeof name);
         const char *outcome = val(r, i, 14);
-        format_duration(strcmp(outcome, "skipped") == 0 ? NULL : val(r, i, 12),
+        /* a skip took no time; a run that ended unrecorded, unknown */
+        format_duration(strcmp(outcome, "skipped") == 0 ||
+                                strcmp(outcome, "unrecorded") == 0
+                            ? NULL : val(r, i, 12),
                         dur, sizeof dur);
         printf("%-24s %-10s %8s %4s %8s  %s  %s\n", val(r, i, 10), outcome,
                dur, val(r, i, 13) ? val(r, i, 13) : "-",

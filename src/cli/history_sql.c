@@ -56,6 +56,8 @@ const char history_grants_text[] =
     "-- must see other roles' sessions in pg_stat_activity:\n"
     "GRANT pg_read_all_stats TO reader_role;\n";
 
+/* The catalogs, not to_regclass(), which fails without USAGE on the
+ * schema: a role without the grants gets a clear answer, not an error. */
 const char history_probe_sql[] =
     "SELECT t IS NOT NULL,"
     " substring(obj_description(t, 'pg_class')"
@@ -65,7 +67,9 @@ const char history_probe_sql[] =
     "  AND has_table_privilege(t, 'UPDATE'),"
     " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
     "  AND has_table_privilege(t, 'SELECT')"
-    " FROM (SELECT to_regclass('pglock.runs') AS t) p";
+    " FROM (SELECT (SELECT c.oid FROM pg_class c"
+    "  JOIN pg_namespace n ON n.oid = c.relnamespace"
+    "  WHERE n.nspname = 'pglock' AND c.relname = 'runs') AS t) p";
 
 const char history_outcome_expr[] =
     "COALESCE(r.outcome, CASE WHEN EXISTS ("
