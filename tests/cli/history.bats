@@ -15,8 +15,11 @@ teardown() {
 }
 
 # unlock_table: ends lock_table's session (killing psql alone would leave
-# the server's backend asleep with the lock).
+# the server's backend asleep with the lock), and first the sessions that
+# wait for it: a record given up by pglock would otherwise still be
+# written once the table is free.
 unlock_table() {
+    q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass and not granted" >/dev/null
     q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass and mode = 'AccessExclusiveLock'" >/dev/null
     wait "$locker" || true
     locker=
@@ -157,20 +160,33 @@ lock_table() {
     [ "$(py 'd[0]["ended_at"]')" = None ]
 }
 
-@test "a busy backend pid is no proof of a run: a later run on that backend leaves the old one unrecorded" {
+@test "a backend pid is no proof of a run: behind PgBouncer a later run on the same backend leaves the earlier one unrecorded" {
     need PGLOCK_TEST_POOLER
-    # Through PgBouncer the same server backend serves run after run: the
-    # SIGKILLed run's (pid, backend_start) lives on, its xact_start does not.
-    bg a run --record -d "$PGLOCK_TEST_POOLER" "$K" -c "touch $out/a.start; sleep 30"
+    # Run a ends, but its end cannot be recorded (the table is locked);
+    # its server backend goes back to the pool (LIFO) and serves run b,
+    # which holds the same key: (pid, backend_start) alone would call a
+    # "running" again; its xact_start tells them apart.
+    bg a run --record -d "$PGLOCK_TEST_POOLER" --lease=3s "$K" \
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
-    kill -KILL "$(pid_of a)"
-    wait_until 10 outcome_is "$K" unrecorded
-    run "$PGLOCK_BIN" run --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
-    [ "$status" -eq 0 ]
-    runs_json "$K"
-    [ "$(py '[r["outcome"] for r in d]')" = "['succeeded', 'unrecorded']" ]
+    lock_table
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
+    unlock_table
+    outcome_is "$K" unrecorded
+    local a_pid
+    a_pid=$(py 'd[0]["backend_pid"]')
+    bg b run --record -d "$PGLOCK_TEST_POOLER" "$K" \
+        -c "touch $out/b.start; while [ ! -e $out/b.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/b.start"
+    wait_until 5 outcome_is "$K" running
     [ "$(py 'd[0]["hold"]')" = xact ]
+    [ "$(py 'd[0]["backend_pid"]')" = "$a_pid" ] # the same backend serves b
+    [ "$(py '[r["outcome"] for r in d]')" = "['running', 'unrecorded']" ]
+    touch "$out/b.release"
+    finish b 10
 }
 
 @test "through PgBouncer: runs and skips are recorded" {
