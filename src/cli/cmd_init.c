@@ -33,10 +33,11 @@ static void usage(void)
 /* The version already in the database (0: none), or -1 after an error. */
 static int version_found(PGconn *pg)
 {
-    PGresult *r = PQexec(pg, history_probe_sql);
+    pglock_error err;
+    PGresult *r = cli_query(pg, history_probe_sql, 0, NULL, &err);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char line[512];
-        snprintf(line, sizeof line, "%s", PQresultErrorMessage(r));
+        snprintf(line, sizeof line, "%s", r ? PQresultErrorMessage(r) : err.message);
         line[strcspn(line, "\n")] = '\0';
         PQclear(r);
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", line), -1;
@@ -100,10 +101,10 @@ int cmd_init(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error("init", "unexpected argument \"%s\"", argv[optind]);
-    char err[512];
-    PGconn *pg = cli_connect(&conn, "pglock init", NULL, err, sizeof err);
+    pglock_error err;
+    PGconn *pg = cli_connect(&conn, "pglock init", NULL, &err);
     if (!pg)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        return cli_connect_error(&err, NULL);
     int rc = init_database(pg);
     PQfinish(pg);
     return rc;

@@ -28,6 +28,13 @@ static void first_line(char *out, size_t len, const char *msg)
 PGconn *history_connect(const cli_conn *conn, const char *application_name,
                         int64_t deadline, char *err, size_t errlen)
 {
+    if (deadline < 0) { /* the one-shot commands: bounded by connect_timeout */
+        pglock_error perr;
+        PGconn *pg = cli_connect(conn, application_name, "UTF8", &perr);
+        if (!pg)
+            snprintf(err, errlen, "%s", perr.message);
+        return pg;
+    }
     const char *kw[10], *val[10];
     cli_conn_params(conn, application_name, kw, val);
     int n = 0;
@@ -73,6 +80,27 @@ static void drop(PGconn **conn)
     *conn = NULL;
 }
 
+/* cli_query(), which cancels on the server a query not answered in
+ * time, with history_exec()'s conventions. */
+static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
+                          const char *const *params, char *err, size_t errlen)
+{
+    pglock_error perr;
+    PGresult *res = cli_query(*conn, sql, nparams, params, &perr);
+    if (!res) {
+        snprintf(err, errlen, "%s", perr.message);
+        drop(conn);
+        return NULL;
+    }
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        first_line(err, errlen, PQresultErrorMessage(res));
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
 PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
                        const char *const *params, int64_t deadline,
                        char *err, size_t errlen)
@@ -81,6 +109,8 @@ PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
         snprintf(err, errlen, "no connection");
         return NULL;
     }
+    if (deadline < 0) /* the one-shot commands: bounded by connect_timeout */
+        return one_shot(conn, sql, nparams, params, err, errlen);
     if (!PQsendQueryParams(*conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
         first_line(err, errlen, PQerrorMessage(*conn));
         drop(conn);
