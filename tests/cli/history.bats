@@ -14,6 +14,13 @@ teardown() {
     [ -z "${locker:-}" ] || unlock_table
 }
 
+# exited_of NAME...: how many of the bg pglocks have exited.
+exited_of() {
+    local n c=0
+    for n in "$@"; do gone "$(pid_of "$n")" && c=$((c + 1)); done
+    echo "$c"
+}
+
 # unlock_table: ends lock_table's session (killing psql alone would leave
 # the server's backend asleep with the lock), and first the sessions that
 # wait for it: a record given up by pglock would otherwise still be
@@ -93,13 +100,13 @@ lock_table() {
         bg "$h" run --try --record --fencing-token --host-label="$h" "$K" \
             -c "echo \$PGLOCK_FENCING_TOKEN > $out/token; while [ ! -e $out/release ]; do sleep 0.02; done"
     done
-    local losers=0 winner=
-    for h in h1 h2 h3; do
-        wait_until 10 eval "[ -e $out/token ] && [ -s $out/token ]"
-    done
+    local winner='' h
+    wait_until 10 eval "[ -s $out/token ]"
     # the two that found it held exit 75 while the winner still runs
+    wait_until 10 eval '[ "$(exited_of h1 h2 h3)" -eq 2 ]'
+    local losers=0
     for h in h1 h2 h3; do
-        if wait_until 5 eval "! alive $(pid_of "$h")"; then
+        if gone "$(pid_of "$h")"; then
             finish "$h" 1
             [ "$(status_of "$h")" -eq 75 ]
             losers=$((losers + 1))
