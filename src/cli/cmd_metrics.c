@@ -37,16 +37,24 @@ static void usage(void)
 }
 
 /* Columns: 0 classid, 1 objid, 2 objsubid, 3 held, 4 waiting, 5 oldest
- * wait (s), 6 the name last recorded for the key (or NULL). */
-static const char locks_sql[] =
-    "SELECT l.classid::bigint, l.objid::bigint, l.objsubid,"
-    " count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT l.granted),"
-    " COALESCE(extract(epoch FROM now() - min(a.query_start)"
-    "  FILTER (WHERE NOT l.granted)), 0)::float8, NULL::text"
+ * wait (s), 6 the name last recorded for the key (%s: that subquery, or
+ * NULL::text without a readable history). */
+static const char locks_fmt[] =
+    "SELECT g.*, %s FROM ("
+    " SELECT l.classid::bigint AS classid, l.objid::bigint AS objid,"
+    "  l.objsubid, count(*) FILTER (WHERE l.granted),"
+    "  count(*) FILTER (WHERE NOT l.granted),"
+    "  COALESCE(extract(epoch FROM now() - min(a.query_start)"
+    "   FILTER (WHERE NOT l.granted)), 0)::float8"
     " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.database ="
     "  (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3";
+    " GROUP BY 1, 2, 3) g ORDER BY 1, 2, 3";
+
+static const char recorded_name_sql[] =
+    "(SELECT r.key_name FROM pglock.runs r WHERE r.classid = g.classid"
+    " AND r.objid = g.objid AND r.objsubid = g.objsubid"
+    " ORDER BY r.started_at DESC LIMIT 1)";
 
 /* Columns: 0 classid, 1 objid, 2 objsubid, 3 start (epoch), 4 end (epoch
  * or NULL), 5 duration (s or NULL), 6 key_name, 7 outcome. */
@@ -133,10 +141,27 @@ static void print_runs(PGresult *r, const cli_registry *reg)
         }
 }
 
+/* 1 when pglock.runs exists and can be read, 0 if not, -1 after an
+ * error (printed). */
+static int history_readable(PGconn **pg)
+{
+    char err[512];
+    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
+    if (!probe)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err), -1;
+    int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
+    PQclear(probe);
+    return usable;
+}
+
 static int metrics(PGconn **pg, const cli_registry *reg)
 {
     char err[512], sql[2048];
-    PGresult *r = history_exec(pg, locks_sql, 0, NULL, -1, err, sizeof err);
+    int usable = history_readable(pg);
+    if (usable < 0)
+        return CLI_EXIT_UNAVAILABLE;
+    snprintf(sql, sizeof sql, locks_fmt, usable ? recorded_name_sql : "NULL::text");
+    PGresult *r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
     if (!r)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     gauge(r, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
@@ -147,11 +172,6 @@ static int metrics(PGconn **pg, const cli_registry *reg)
           "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
     PQclear(r);
 
-    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
-    if (!probe)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
-    int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
-    PQclear(probe);
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
     if (!usable)
