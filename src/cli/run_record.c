@@ -122,9 +122,14 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
     char host[256];
     uint32_t classid = 0, objid = 0;
     int objsubid = 0;
-    char keyerr[256];
-    if (cli_parse_key(a->key_text, st->registry, &key, keyerr, sizeof keyerr) == 0)
-        pglock_key_locktag(&key, &classid, &objid, &objsubid);
+    /* From the resolved id ("123" or "42:9"): a legacy key's value is
+     * known only there. */
+    int ns, nsid;
+    if (strchr(st->key_id, ':') && sscanf(st->key_id, "%d:%d", &ns, &nsid) == 2)
+        pglock_key_pair(&key, ns, nsid);
+    else
+        pglock_key_int64(&key, strtoll(st->key_id, NULL, 10));
+    pglock_key_locktag(&key, &classid, &objid, &objsubid);
     snprintf(cls, sizeof cls, "%u", classid);
     snprintf(obj, sizeof obj, "%u", objid);
     snprintf(sub, sizeof sub, "%d", objsubid);

@@ -333,3 +333,13 @@ lock_table() {
     run "$PGLOCK_BIN" metrics
     [[ "$output" != *"pglock_locks_held{key=\"$id\""* ]]
 }
+
+@test "key forms: a pair, a negative and a legacy hashtext key are seen running while held" {
+    local k
+    for k in "7:-$RANDOM" "int:-$RANDOM$RANDOM" "hashtext:$K"; do
+        run "$PGLOCK_BIN" run --record "$k" -c "\"$PGLOCK_BIN\" history --json '$k' >$out/h.json"
+        [ "$status" -eq 0 ]
+        [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
+        outcome_is "$k" succeeded
+    done
+}
