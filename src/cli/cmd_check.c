@@ -1,5 +1,5 @@
 /*
- * pglock check KEY --within=DURATION [--warn=DURATION] — a monitoring
+ * pglock check KEY --within=AGE [--warn=AGE] — a monitoring
  * plugin.  It follows the monitoring-plugins (Nagios) conventions, which
  * Icinga, Sensu and most cron monitors accept: exit 0 OK, 1 WARNING,
  * 2 CRITICAL, 3 UNKNOWN, and one line on stdout with perfdata.  That
@@ -25,10 +25,10 @@ enum { OPT_WITHIN = 300, OPT_WARN, OPT_KEYS };
 
 static const cli_opt check_opts[] = {
     {0, 0, NULL, 0, NULL, "Check:"},
-    {OPT_WITHIN, 0, "within", CLI_OPT_VALUE, "DURATION",
+    {OPT_WITHIN, 0, "within", CLI_OPT_VALUE, "AGE",
      "CRITICAL unless the last run started this recently\n"
      "(required)"},
-    {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "DURATION",
+    {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "AGE",
      "WARNING when the last run started longer ago"},
     {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
      "key registry for @NAME keys (or PGLOCK_KEYS)"},
@@ -41,9 +41,10 @@ static void usage(void)
 {
     printf("pglock check tells a monitoring system whether KEY's job ran\n"
            "lately and succeeded, from the history that --record writes.\n\n"
-           "Usage:\n  pglock check [OPTION]... KEY --within=DURATION\n\n");
+           "Usage:\n  pglock check [OPTION]... KEY --within=AGE\n\n");
     cli_opt_help(stdout, check_tables);
-    printf("\nExit status (monitoring-plugins conventions, not sysexits): 0 OK,\n"
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Exit status (monitoring-plugins conventions, not sysexits): 0 OK,\n"
            "1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot tell: bad options, no\n"
            "server, no history table).\n");
 }
@@ -73,7 +74,7 @@ static int parse(int argc, char **argv, check_args *c)
         switch (id) {
         case OPT_WITHIN:
         case OPT_WARN:
-            if (cli_parse_duration(value, id == OPT_WITHIN ? &c->within_ms
+            if (history_parse_age(value, id == OPT_WITHIN ? &c->within_ms
                                                            : &c->warn_ms,
                                    err, sizeof err) < 0)
                 return cli_usage_error("check", "invalid value for %s: %s",

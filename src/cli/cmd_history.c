@@ -1,6 +1,6 @@
 /*
  * pglock history — the recorded runs (pglock.runs), newest first: one line
- * per run or skip, or --json.  --prune=DURATION deletes finished rows
+ * per run or skip, or --json.  --prune=AGE deletes finished rows
  * older than that, at most HISTORY_PRUNE_BATCH per call, so that a prune
  * run from cron never holds a long transaction.
  */
@@ -18,14 +18,14 @@ enum { OPT_SINCE = 300, OPT_LIMIT, OPT_JSON, OPT_PRUNE, OPT_KEYS };
 
 static const cli_opt history_opts[] = {
     {0, 0, NULL, 0, NULL, "History:"},
-    {OPT_SINCE, 0, "since", CLI_OPT_VALUE, "DURATION",
-     "only runs started within DURATION"},
+    {OPT_SINCE, 0, "since", CLI_OPT_VALUE, "AGE",
+     "only runs started within AGE"},
     {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
      "at most N runs (default 20)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
      "one JSON array (see pglock(1))"},
-    {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "DURATION",
-     "delete finished runs older than DURATION (at most\n"
+    {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
+     "delete finished runs older than AGE (at most\n"
      "10000 a call), then exit"},
     {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
      "key registry for @NAME keys (or PGLOCK_KEYS)"},
@@ -51,7 +51,8 @@ static void usage(void)
            "--record, newest first.\n\n"
            "Usage:\n  pglock history [OPTION]... [KEY]...\n\n");
     cli_opt_help(stdout, history_tables);
-    printf("\nOutcomes: succeeded, failed, killed, lost, skipped, running,\n"
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
            "unrecorded (pglock ended without recording the end).\n"
            "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
 }
@@ -67,7 +68,7 @@ static int parse(int argc, char **argv, history_args *h)
         switch (id) {
         case OPT_SINCE:
         case OPT_PRUNE:
-            if (cli_parse_duration(value, id == OPT_SINCE ? &h->since_ms
+            if (history_parse_age(value, id == OPT_SINCE ? &h->since_ms
                                                           : &h->prune_ms,
                                    err, sizeof err) < 0)
                 return cli_usage_error("history", "invalid value for %s: %s",

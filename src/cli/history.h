@@ -43,6 +43,11 @@ PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
                        const char *const *params, int64_t deadline,
                        char *err, size_t errlen);
 
+/* An age: a DURATION (cli_parse_duration()), or whole days ("30d").
+ * 0, or -1 with one line in err. */
+#define HISTORY_AGE_MAX_DAYS 36500
+int history_parse_age(const char *text, long *out_ms, char *err, size_t errlen);
+
 /* Exit status and message for a probe that says the history cannot be
  * used by this role (missing table, another version, no privilege): 0
  * when it can be used for what is asked (want_insert: recording). */

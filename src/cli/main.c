@@ -36,7 +36,7 @@ static void print_help(void)
            "  pglock doctor [OPTION]...\n"
            "  pglock init   [OPTION]...\n"
            "  pglock history [OPTION]... [KEY]...\n"
-           "  pglock check  [OPTION]... KEY --within=DURATION\n"
+           "  pglock check  [OPTION]... KEY --within=AGE\n"
            "  pglock metrics [OPTION]...\n\n"
            "Commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -265,6 +265,8 @@ lock_table() {
     q "update pglock.runs set started_at = started_at - interval '2 hours', ended_at = ended_at - interval '2 hours' where key_name = '$K' and host = 'n1'"
     runs_json --since=1h "$K"
     [ "$(py '[r["host"] for r in d]')" = "['n3', 'n2']" ]
+    run "$PGLOCK_BIN" history --prune=36501d
+    [ "$status" -eq 64 ]
     run --separate-stderr "$PGLOCK_BIN" history --prune=90m
     [ "$status" -eq 0 ]
     [[ "$stderr" == "pglock: deleted "*" run"* ]]
@@ -282,6 +284,10 @@ lock_table() {
     [ "$status" -eq 0 ]
     [[ "$output" == "PGLOCK OK - $K succeeded on web1, started "*" | age="*";1800.000;3600.000;0; duration="* ]]
     [ "${#lines[@]}" -eq 1 ]
+    # ages in days, for weekly and monthly jobs (a DURATION stops at 24 days)
+    run "$PGLOCK_BIN" check "$K" --within=31d --warn=8d
+    [ "$status" -eq 0 ]
+    [[ "$output" == *";691200.000;2678400.000;0;"* ]]
 
     q "update pglock.runs set started_at = started_at - interval '45 minutes', ended_at = ended_at - interval '45 minutes' where key_name = '$K'"
     run "$PGLOCK_BIN" check "$K" --within=1h --warn=30m
