@@ -194,5 +194,9 @@ int cmd_lead(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_history(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
 
 #endif

@@ -125,8 +125,15 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         }
         return -1;
     }
+    if ((rc = run_record_prepare(st)) >= 0) {
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return rc;
+    }
     cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);
     rc = pglock_lock(st->client, key, a->mode, PGLOCK_WAIT_FOREVER);
+    if (run_stop_signal() || rc < 0)
+        run_record_not_run(st, 0);
     if (run_stop_signal()) {
         pglock_client_close(st->client);
         st->client = NULL;
@@ -147,6 +154,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
     if ((rc = run_job_env(st)) < 0) {
         /* The command never started: let the lock go and contend again. */
         int code = run_job_env_failed(st, rc, 1);
+        run_record_not_run(st, 0);
         pglock_client_close(st->client);
         st->client = NULL;
         return run_stop_signal() ? code : -1;
@@ -227,7 +235,9 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
             cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
                         a->key_text, st->key_id,
                         pglock_client_backend_pid(st->client), (long long)st->token);
+            run_record_start(st);
             rc = lead_term(st, job);
+            run_record_end(st, rc >= 0 ? rc : a->lost_code);
             pglock_client_close(st->client);
             st->client = NULL;
             if (rc >= 0) {

@@ -106,6 +106,11 @@ int cmd_run(int argc, char **argv)
         return code;
     }
     const char *db = pglock_client_database(st.client);
+    if ((rc = run_record_prepare(&st)) >= 0) {
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return rc;
+    }
 
     /* Take the lock. */
     cli_verbose("acquiring %s lock \"%s\" (%s) in database \"%s\"",
@@ -140,6 +145,7 @@ int cmd_run(int argc, char **argv)
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
             cli_error(code, "%s", pglock_client_error(st.client));
         }
+        run_record_not_run(&st, rc);
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
         return code;
@@ -150,11 +156,13 @@ int cmd_run(int argc, char **argv)
 
     if ((rc = run_job_env(&st)) < 0) {
         int code = run_job_env_failed(&st, rc, 0);
+        run_record_not_run(&st, rc);
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
         return code;
     }
 
+    run_record_start(&st);
     rc = run_locked(&st, &job);
     cli_registry_free(st.registry);
     return rc;
@@ -167,6 +175,7 @@ static int run_locked(run_state *st, run_job *job)
     const run_args *a = st->args;
     int code = run_job_term(st, job);
     if (code >= 0) {
+        run_record_end(st, code);
         pglock_client_close(st->client);
         return code;
     }
@@ -193,6 +202,7 @@ static int run_locked(run_state *st, run_job *job)
                 code = 128 + run_stop_signal();
         }
     }
+    run_record_end(st, code);
     pglock_client_close(st->client);
     cli_verbose("released");
     return code;

@@ -176,6 +176,8 @@ struct run_args {
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
+    int record;               /* --record or PGLOCK_RECORD=1 (run_record.c) */
+    const char *host_label;   /* --host-label, or NULL: the host name */
 };
 
 typedef struct run_state {
@@ -205,6 +207,9 @@ typedef struct run_state {
     int lost;                 /* the lock is lost: the job is being stopped */
     char lost_reason[512];
     int fatal;                /* internal error: exit 70 */
+
+    PGconn *record_conn;      /* run_record.c: the history's connection */
+    long long record_id;      /* the start row's id, 0 if none */
 } run_state;
 
 /* Defaults for cmd. */
@@ -260,5 +265,27 @@ int run_exit_status_of(int status);
 void run_application_name(char buf[64], const char *command, const char *key);
 /* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
 int run_exit_code_for_open(int rc);
+
+/* ------------------------------------ the run history (run_record.c) */
+
+/* --record and --host-label, after the shared options in --help. */
+extern const cli_opt run_record_opts[];
+/* One of them: -1 to go on, an exit status, or -2 when id is not one. */
+int run_record_option(run_args *a, int id, const char *value);
+/* Without --record, nothing.  Else before the lock is taken: opens the
+ * history's connection and checks that pglock.runs can be written.  -1 to
+ * go on (a connection not made in time only warns: the job runs
+ * unrecorded), or 69 after one line naming `pglock init`. */
+int run_record_prepare(run_state *st);
+/* After the grant (and the token): the start row, bounded by the client
+ * deadline; one warning if it cannot be written in time. */
+void run_record_start(run_state *st);
+/* When the lock was not taken (rc from pglock_lock()) or the job not
+ * started: a "skipped" row for a busy lock (PGLOCK_EBUSY, PGLOCK_ETIMEDOUT),
+ * then the history's connection is closed. */
+void run_record_not_run(run_state *st, int rc);
+/* After the job: its end, exit status `code` and outcome; one warning if
+ * it cannot be written.  Then the history's connection is closed. */
+void run_record_end(run_state *st, int code);
 
 #endif

@@ -70,7 +70,7 @@ void run_args_init(run_args *a, const run_command *cmd)
 }
 
 /* Every table, in --help's order. */
-static void tables_of(const run_command *cmd, const cli_opt *t[8])
+static void tables_of(const run_command *cmd, const cli_opt *t[10])
 {
     int n = 0;
     t[n++] = cmd->opts;
@@ -78,6 +78,7 @@ static void tables_of(const run_command *cmd, const cli_opt *t[8])
     t[n++] = command_opts;
     t[n++] = cli_conn_opts;
     t[n++] = keys_opts;
+    t[n++] = run_record_opts;
     t[n++] = cli_output_opts;
     t[n++] = cli_help_opts;
     t[n] = NULL;
@@ -85,7 +86,7 @@ static void tables_of(const run_command *cmd, const cli_opt *t[8])
 
 void run_print_help(const run_command *cmd)
 {
-    const cli_opt *t[8];
+    const cli_opt *t[10];
     tables_of(cmd, t);
     printf("%s\n\nUsage:\n"
            "  pglock %s [OPTION]... KEY -- COMMAND [ARG]...\n"
@@ -174,7 +175,7 @@ static int shared_option(run_args *a, int id, const char *value)
 int run_parse_args(int argc, char **argv, run_args *a)
 {
     const char *command_name = a->command;
-    const cli_opt *t[8];
+    const cli_opt *t[10];
     tables_of(a->cmd, t);
     cli_opt_parser p;
     if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
@@ -185,6 +186,8 @@ int run_parse_args(int argc, char **argv, run_args *a)
         if (id < 0)
             return -id;
         rc = a->cmd->option(a, id, value);
+        if (rc == -2)
+            rc = run_record_option(a, id, value);
         if (rc == -2)
             rc = shared_option(a, id, value);
         if (rc >= 0)
