@@ -67,7 +67,7 @@ static const run_command lead_cmd = {
     "lost in the command's last moments (a loss while it runs restarts the\n"
     "contention instead), 69 connection refused for good (a pooler with\n"
     "--mode=session, a server older than 14), 64 usage.\n",
-    lead_opts, lead_option};
+    lead_opts, lead_option, 0};
 
 /* Waits ms, or less if a stop signal arrives.  Returns the stop signal or
  * 0.  Other signals' bytes (SIGCHLD of a reaped job) are drained. */
