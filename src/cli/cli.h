@@ -175,5 +175,6 @@ int cmd_lead(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"status", cmd_status, "show who holds and who waits, by name"},
     {"key", cmd_key, "show how a key maps to bigint, pg_locks and SQL"},
     {"doctor", cmd_doctor, "check the server and the path to it"},
+    {"terminate", cmd_terminate, "end the session holding a lock, after saying who"},
 };
 
 static void print_help(void)
