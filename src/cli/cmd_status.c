@@ -834,11 +834,10 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
 {
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
-    char err[512];
-    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", err,
-                               sizeof err);
+    pglock_error err;
+    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
-        *code = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        *code = cli_connect_error(&err, NULL);
     return conn;
 }
 
@@ -892,8 +891,10 @@ int cmd_status(int argc, char **argv)
     if (o.watch) {
         rc = watch(conn, &o, reg);
     } else if (refresh(stdout, conn, &o, reg, err, sizeof err)) {
-        rc = cli_error(PQstatus(conn) == CONNECTION_OK ? CLI_EXIT_SOFTWARE
-                                                       : CLI_EXIT_UNAVAILABLE,
+        /* The server would not tell (an error, no answer in time, a lost
+         * connection): unavailable.  Only our own failure is 70. */
+        rc = cli_error(strcmp(err, "out of memory") == 0 ? CLI_EXIT_SOFTWARE
+                                                         : CLI_EXIT_UNAVAILABLE,
                        "%s", err);
     }
     PQfinish(conn);

@@ -28,7 +28,7 @@ unset PGLOCK_TEST_PRIMARY PGLOCK_TEST_SERVER PGLOCK_TEST_DIR
 # What runs on 13: the suites that do not need a session lease.  Left out:
 # test_heartbeat, test_session_lock, test_wait (leases on session locks)
 # and the CLI suites of run and lead in session mode.
-ON_13='^(test_client_open|test_duration|test_fencing_client|test_grant_race|test_harness|test_hold_xact|test_key|test_key_sql|test_lock_timeout_per_wait|test_registry|test_round_trips|test_run_lease|test_status_decode|test_xact_lock|key\.bats|server_version\.bats)$'
+ON_13='^(test_client_open|test_connect|test_duration|test_fencing_client|test_grant_race|test_harness|test_hold_xact|test_key|test_key_sql|test_lock_timeout_per_wait|test_registry|test_round_trips|test_run_lease|test_status_decode|test_xact_lock|key\.bats|server_version\.bats)$'
 
 rc=0
 summary=()
