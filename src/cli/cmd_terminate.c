@@ -194,7 +194,13 @@ static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *key,
         used += (size_t)snprintf(arr + used, sizeof arr - used, "%s%d", i ? "," : "", pids[i]);
     snprintf(arr + used, sizeof arr - used, "}");
     const char *params[4] = {c, o, s, arr};
-    PGresult *res = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
+    /* bounded: the terminate itself waits at most 5 s */
+    pglock_error perr;
+    PGresult *res = pglock_exec_params(conn, sql, 4, params, 15000, &perr);
+    if (!res) {
+        snprintf(err, errlen, "%s", perr.message);
+        return NULL;
+    }
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
         const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -309,12 +315,12 @@ int cmd_terminate(int argc, char **argv)
         cli_registry_free(reg);
         return cli_usage_error("terminate", "%s", err);
     }
-    PGconn *conn = cli_connect(&o.conn, "pglock terminate", "UTF8", err, sizeof err);
+    pglock_error perr;
+    PGconn *conn = cli_connect(&o.conn, "pglock terminate", "UTF8", &perr);
     if (!conn) {
         cli_registry_free(reg);
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        return cli_connect_error(&perr, NULL);
     }
-    pglock_error perr;
     if (pglock_key_resolve(&key, conn, &perr) < 0)
         rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     else
