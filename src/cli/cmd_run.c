@@ -105,17 +105,20 @@ int cmd_run(int argc, char **argv)
         cli_registry_free(st.registry);
         return code;
     }
-    const char *db = pglock_client_database(st.client);
+    /* a copy: a reconnect while waiting replaces the client */
+    char db[128];
+    snprintf(db, sizeof db, "%s", pglock_client_database(st.client));
 
     /* Take the lock. */
     cli_verbose("acquiring %s lock \"%s\" (%s) in database \"%s\"",
                 a.mode == PGLOCK_SHARED ? "shared" : "exclusive",
                 st.key_label, st.key_id, db);
     int failed = 0;
-    rc = run_lock_all(&st, keys, a.mode, a.timeout_ms, &failed);
+    rc = run_acquire(&st, keys, &failed);
     if (rc < 0) {
         int code;
         const char *key_text = st.key_texts[failed];
+        const char *why = st.client ? pglock_client_error(st.client) : st.error;
         if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
             code = a.conflict_code;
             cli_notice("lock \"%s\" in database \"%s\" is %s; the command was "
@@ -130,17 +133,21 @@ int cmd_run(int argc, char **argv)
              * (pg_cancel_backend).  Say so; 130 would claim a Ctrl-C. */
             code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
                              "cancelled on the server: %s", key_text,
-                             pglock_client_error(st.client));
+                             why);
+        } else if (!st.client && rc == PGLOCK_ECONNECT) {
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
+                             "\"%s\" and not regained within --wait; the command was "
+                             "not run: %s", key_text, why);
         } else if (rc == PGLOCK_ECONNLOST) {
             /* e.g. the server restarted, or pglock was stopped (Ctrl-Z)
              * past the lease while waiting: the command never ran */
             code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
                              "\"%s\"; the command was not run: %s", key_text,
-                             pglock_client_error(st.client));
+                             why);
         } else {
             code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
-            cli_error(code, "%s", pglock_client_error(st.client));
+            cli_error(code, "%s", why);
         }
         pglock_client_close(st.client);
         cli_registry_free(st.registry);

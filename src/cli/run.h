@@ -3,6 +3,8 @@
  * to the CLI.  One file per concern:
  *   run_options.c     the options, their defaults and --help
  *   run_session.c     checks, key, lock connection, the job's environment
+ *   run_acquire.c     taking the keys, riding out a lost connection
+ *   run_retry.c       backoff and pauses between reconnects
  *   run_keys.c        several keys: parsed, put in canonical order, taken
  *                     all or none
  *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
@@ -257,6 +259,24 @@ int run_keys_order(run_state *st, pglock_key *keys, char *err, size_t errlen);
  * pglock_lock()'s code for keys[*failed], and none is held. */
 int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
                  long timeout_ms, int *failed);
+/* Reconnect backoff: from RUN_BACKOFF_MIN_MS doubling up to
+ * RUN_BACKOFF_MAX_MS, each wait drawn from [b/2, b] so that a crowd of
+ * waiters spreads out. */
+#define RUN_BACKOFF_MIN_MS 100L
+#define RUN_BACKOFF_MAX_MS 5000L
+/* The next wait, and the next base (doubled, capped). */
+long run_next_backoff(long *base);
+/* Waits ms, or less if a stop signal arrives: the stop signal or 0.
+ * Other signals' bytes are drained. */
+int run_pause_ms(long ms);
+/* run's acquisition: run_lock_all() within a->timeout_ms; a connection
+ * lost while waiting with --wait=DURATION is reopened with backoff and the
+ * wait begun again, within the same budget, said once on stderr.  0 when
+ * held; else a PGLOCK_E* code for keys[*failed] with st->client still
+ * open, or, when the connection could not be regained (PGLOCK_ECONNECT,
+ * or a refusal for good), st->client NULL and st->error set. */
+int run_acquire(run_state *st, pglock_key *keys, int *failed);
+
 /* The keys joined with sep into buf (cut at len). */
 void run_join_keys(char *buf, size_t len, const char *const *texts, int n,
                    const char *sep);
