@@ -23,7 +23,8 @@ static const cli_opt run_opts[] = {
     {'n', 'n', "try", CLI_OPT_NO_VALUE, NULL,
      "do not wait: if the lock is held, exit 75"},
     {'w', 'w', "wait", CLI_OPT_VALUE, "DURATION",
-     "wait at most DURATION, then exit 75\n"
+     "wait at most DURATION, then exit 75; a lost\n"
+     "connection is retried within it\n"
      "(default: wait as long as it takes)"},
     {OPT_MIN_HOLD, 0, "min-hold", CLI_OPT_VALUE, "DURATION",
      "keep the lock at least this long from acquisition"},
