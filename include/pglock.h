@@ -520,6 +520,95 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
                                               int64_t *out, long timeout_ms);
 
+/* ------------------------------------------------- who holds what */
+
+/*
+ * Who holds and who waits for advisory locks, as pg_locks tells it,
+ * joined with pg_stat_activity and pg_database: the same view
+ * `pglock status` shows (it is a client of these calls).
+ *
+ * The list is allocated by the library, like a PGresult, and freed with
+ * pglock_holders_free().  Entries are read with pglock_holders_get(),
+ * which returns a pointer into the list (its strings too): valid until
+ * the list is freed.
+ *
+ * Growth rule: pglock_holder only ever grows at its end, and a caller
+ * never allocates, copies by value or takes sizeof of it, so a program
+ * built against an older header keeps working with a newer library.
+ * PGLOCK_HAS_HOLDERS says the calls exist.
+ */
+#define PGLOCK_HAS_HOLDERS 1
+
+typedef struct pglock_holders pglock_holders;
+
+/* One advisory lock request: a row of pg_locks and its session. */
+typedef struct pglock_holder {
+    pglock_key key;          /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
+    const char *database;    /* NULL if the database is gone */
+    int pid;                 /* 0: no backend (a prepared transaction) */
+    pglock_mode mode;        /* held, or asked for by a waiter */
+    int granted;             /* 1: holds, 0: waits */
+    int has_session;         /* a pg_stat_activity row was found */
+    int hidden;              /* pg_stat_activity hides this session's
+                                client, state and times from our role */
+    const char *user;              /* NULL when unknown */
+    const char *application_name;  /* "" when unset; NULL when unknown */
+    const char *client_addr;       /* NULL: Unix socket, hidden, unknown */
+    int client_port;               /* -1: Unix socket; 0: unknown */
+    const char *state;             /* "idle", "active", ...; NULL: hidden */
+    /* Holders: how long the lock has been held, in seconds.  The server
+     * records no acquisition time, so this is a range: at least
+     * held_min_s (from state_change, when the session is idle: the lock
+     * was taken before its last statement ended) and at most held_max_s
+     * (from backend_start: no lock is older than its session); -1:
+     * unknown. */
+    double held_min_s;
+    double held_max_s;
+    /* Waiters: how long it has waited, in seconds, and from which column:
+     * "waitstart" (pg_locks, PostgreSQL 14+: exact) or "query_start" (an
+     * upper bound, while waitstart is not yet set or before 14); -1 /
+     * NULL when unknown.  waitstart is shown even when hidden is 1. */
+    double waiting_s;
+    const char *waiting_source;
+    /* Waiters: pg_blocking_pids(pid), the sessions it waits for (holders
+     * in a conflicting mode, and conflicting waiters ahead of it). */
+    const int *blocked_by;
+    int n_blocked_by;
+    /* New fields are added here, at the end, only. */
+} pglock_holder;
+
+/* pglock_holders_list() flags. */
+#define PGLOCK_HOLDERS_ALL_DATABASES 1u /* every database, not conn's only */
+
+/*
+ * Lists the requests for the nkeys keys (nkeys 0: every advisory lock) in
+ * conn's database (or in all with PGLOCK_HOLDERS_ALL_DATABASES): holders
+ * and waiters, ordered by database, key (bigints before pairs), holders
+ * before waiters, waiters in the order they began to wait.
+ *
+ * One statement (one round trip) on the caller's conn, which must be
+ * idle; read-only, so it may run through a pooler, and outside or inside
+ * a transaction.  Legacy keys must be resolved first (PGLOCK_EINVAL).
+ * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0), as
+ * pglock_exec_params(): past it the query is cancelled (PGLOCK_ETIMEDOUT);
+ * a cancel that is not answered either shuts conn down (PQfinish() it).
+ * On a standby (in recovery) it returns PGLOCK_ESTANDBY: the locks that
+ * matter are the primary's, and none of them can be seen there.
+ * *out is NULL on failure.  err may be NULL.
+ */
+PGLOCK_EXPORT int pglock_holders_list(pglock_holders **out, PGconn *conn,
+                                      const pglock_key *keys, int nkeys,
+                                      unsigned flags, long timeout_ms,
+                                      pglock_error *err);
+/* How many entries; 0 for NULL. */
+PGLOCK_EXPORT int pglock_holders_count(const pglock_holders *list);
+/* Entry i (0 <= i < count), borrowed from the list; NULL when out of
+ * range. */
+PGLOCK_EXPORT const pglock_holder *pglock_holders_get(
+    const pglock_holders *list, int i);
+/* Frees the list and everything borrowed from it.  NULL is ok. */
+PGLOCK_EXPORT void pglock_holders_free(pglock_holders *list);
+
 #ifdef __cplusplus
 }
 #endif

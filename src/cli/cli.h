@@ -82,6 +82,9 @@ void cli_connect_hint(const char *message);
  * PGLOCK_CONNECT_TIMEOUT_S): every query of the one-shot commands. */
 PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
                     const char *const *params, pglock_error *err);
+/* That bound, in ms (PGLOCK_WAIT_FOREVER for connect_timeout=0), for the
+ * library calls that take one (status's pglock_holders_list()). */
+long cli_query_timeout_ms(PGconn *conn);
 
 /*
  * Options, declared once in tables (opt.c): the parser and --help both

@@ -110,6 +110,11 @@ void pglock__quiet_notices(void *arg, const char *message);
 int pglock__key_is_legacy(const pglock_key *key);
 /* Formats key for messages: "123", "42:9", "hashtext(\"x\")". */
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
+/* The key of an advisory locktag (pg_locks classid, objid, objsubid):
+ * objsubid 1 is a bigint (classid high 32 bits, objid low), 2 a pair of
+ * int4 (classid, objid).  0, or -1 for any other objsubid (holders.c). */
+int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
+                             pglock_key *out);
 
 /* ---- SQL for a lock call (lock_sql.c) */
 
