@@ -2,7 +2,7 @@
  * pglock terminate — end a stuck holder of KEY by name, after saying who
  * it is.
  *
- * The story: look (one query, inspect.c) and list the sessions that hold
+ * The story: look (one query, pglock_holders_list()) and list the sessions that hold
  * KEY; nobody: exit 1.  Several (shared holders) need --all.  Ask on a
  * terminal, else require --yes.  Then ONE statement checks, for each pid
  * shown, that it still holds KEY and that we may signal it, and calls
@@ -16,7 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "inspect.h"
 
 enum { OPT_YES = 256, OPT_ALL, OPT_KEYS };
 
@@ -101,7 +100,7 @@ static void format_seconds(double s, char *buf, size_t len)
 }
 
 /* One holder, on one line of stdout. */
-static void print_holder(const inspect_entry *e)
+static void print_holder(const pglock_holder *e)
 {
     char app[80], user[80], held[32] = "?";
     cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
@@ -115,17 +114,18 @@ static void print_holder(const inspect_entry *e)
         snprintf(client, sizeof client, "%s",
                  e->client_port == -1 ? "local socket" : "?");
     printf("  pid %d  %s  user %s  from %s  session up %s  \"%s\"\n", e->pid,
-           e->exclusive ? "exclusive" : "shared", user, client, held, app);
+           e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared", user, client,
+           held, app);
 }
 
-/* The holders of key in snap (granted rows with a backend), into pids. */
-static int find_holders(const inspect_snapshot *snap, const pglock_key *key,
-                        int *pids, const inspect_entry **rows, int max)
+/* The holders in list (granted rows with a backend), into pids. */
+static int find_holders(const pglock_holders *list, int *pids,
+                        const pglock_holder **rows, int max)
 {
     int n = 0;
-    for (int i = 0; i < snap->n && n < max; i++) {
-        const inspect_entry *e = &snap->entries[i];
-        if (e->granted && e->pid > 0 && inspect_same_lock(&e->key, key)) {
+    for (int i = 0; i < pglock_holders_count(list) && n < max; i++) {
+        const pglock_holder *e = pglock_holders_get(list, i);
+        if (e->granted && e->pid > 0) {
             rows[n] = e;
             pids[n++] = e->pid;
         }
@@ -260,14 +260,15 @@ static int terminate(PGconn *conn, const terminate_options *o,
                      const pglock_key *key)
 {
     char err[512];
-    inspect_snapshot snap;
-    if (inspect_advisory_locks(conn, 0, &snap, err, sizeof err) < 0)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    pglock_error perr;
+    pglock_holders *list = NULL;
+    if (pglock_holders_list(&list, conn, key, 1, 0, 15000, &perr) < 0)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     int pids[64];
-    const inspect_entry *rows[64];
-    int n = find_holders(&snap, key, pids, rows, 64);
+    const pglock_holder *rows[64];
+    int n = find_holders(list, pids, rows, 64);
     if (n == 0) {
-        inspect_snapshot_clear(&snap);
+        pglock_holders_free(list);
         cli_notice("lock \"%s\" is not held; nothing to terminate", o->key_text);
         return CLI_EXIT_PROBLEM;
     }
@@ -276,7 +277,7 @@ static int terminate(PGconn *conn, const terminate_options *o,
     for (int i = 0; i < n; i++)
         print_holder(rows[i]);
     fflush(stdout);
-    inspect_snapshot_clear(&snap);
+    pglock_holders_free(list);
     if (n > 1 && !o->all) {
         cli_error(CLI_EXIT_USAGE, "%d sessions hold lock \"%s\"; nothing was "
                   "terminated", n, o->key_text);

@@ -177,4 +177,9 @@ EOF
     [[ "${lines[0]}" == "pglock: error: "*"--bogus"* ]]
     run -69 "$PGLOCK_BIN" terminate -h /nonexistent-socket-dir -p 1 --yes "$K"
     [[ "${lines[0]}" == "pglock: error: "* ]]
+    # a standby's locks are not the primary's: it refuses to look there
+    if [ -n "${PGLOCK_TEST_STANDBY:-}" ]; then
+        run -69 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_STANDBY" --yes "$K"
+        [[ "${lines[0]}" == "pglock: error: "*"standby"* ]]
+    fi
 }
