@@ -198,5 +198,6 @@ int cmd_init(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"history", cmd_history, "show recorded runs, newest first"},
     {"check", cmd_check, "monitoring plugin: did KEY's job run lately?"},
     {"metrics", cmd_metrics, "locks and runs as Prometheus metrics"},
+    {"terminate", cmd_terminate, "end the session holding a lock, after saying who"},
 };
 
 static void print_help(void)
