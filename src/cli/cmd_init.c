@@ -34,6 +34,7 @@ static void usage(void)
 static int version_found(PGconn *pg)
 {
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGresult *r = cli_query(pg, history_probe_sql, 0, NULL, &err);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char line[512];
@@ -102,6 +103,7 @@ int cmd_init(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error("init", "unexpected argument \"%s\"", argv[optind]);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGconn *pg = cli_connect(&conn, "pglock init", NULL, &err);
     if (!pg)
         return cli_connect_error(&err, NULL);

@@ -196,6 +196,7 @@ static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *key,
     const char *params[4] = {c, o, s, arr};
     /* bounded: the terminate itself waits at most 5 s */
     pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     PGresult *res = pglock_exec_params(conn, sql, 4, params, 15000, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);
@@ -261,6 +262,7 @@ static int terminate(PGconn *conn, const terminate_options *o,
 {
     char err[512];
     pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     pglock_holders *list = NULL;
     if (pglock_holders_list(&list, conn, key, 1, 0, 15000, &perr) < 0)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
@@ -317,6 +319,7 @@ int cmd_terminate(int argc, char **argv)
         return cli_usage_error("terminate", "%s", err);
     }
     pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     PGconn *conn = cli_connect(&o.conn, "pglock terminate", "UTF8", &perr);
     if (!conn) {
         cli_registry_free(reg);

@@ -30,6 +30,7 @@ PGconn *history_connect(const cli_conn *conn, const char *application_name,
 {
     if (deadline < 0) { /* the one-shot commands: bounded by connect_timeout */
         pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
         PGconn *pg = cli_connect(conn, application_name, "UTF8", &perr);
         if (!pg)
             snprintf(err, errlen, "%s", perr.message);
@@ -86,6 +87,7 @@ static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
                           const char *const *params, char *err, size_t errlen)
 {
     pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     PGresult *res = cli_query(*conn, sql, nparams, params, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);
