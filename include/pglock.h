@@ -191,7 +191,8 @@ PGLOCK_EXPORT PGconn *pglock_connect_params(const char *const *keywords,
  * PQexecParams() (text parameters and results) with a deadline: after
  * timeout_ms (PGLOCK_WAIT_FOREVER: none) the query is cancelled on the
  * server and NULL returned with PGLOCK_ETIMEDOUT; a cancel that is not
- * answered either shuts the connection down (PQfinish() it then).
+ * answered within 2 s either shuts the connection's socket down and
+ * returns PGLOCK_ECONNLOST (PQfinish() it then).
  * Returns the last result, whatever its status (the caller checks and
  * PQclear()s it), or NULL with err set (PGLOCK_ECONNLOST, ...).
  */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include "internal.h"
 
 
@@ -60,39 +59,18 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
                           ? "SELECT hashtext($1)::bigint"
                           : "SELECT hashtextextended($1, $2::bigint)";
     int nparams = key->kind == PGLOCK_KEY_HASHTEXT ? 1 : 2;
-    if (!PQsendQueryParams(conn, sql, nparams, NULL, values, NULL, NULL, 0))
-        return pglock__error_result(err, NULL, conn,
-                                    "could not compute the key");
-    pglock__wait w = {.deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0),
-                      .interrupt = NULL,
-                      .interrupt_fd = -1,
-                      .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
-    PGresult *res[PGLOCK__MAX_RESULTS];
-    int nres = 0, cancelled = 0;
-    pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
-    const PGresult *last = nres > 0 ? res[nres - 1] : NULL;
+    pglock_error qerr;
+    pglock_error_init(&qerr, PGLOCK_ERROR_VERSION);
+    PGresult *res = pglock_exec_params(conn, sql, nparams, values,
+                                       PGLOCK__CLOSE_TIMEOUT_MS, &qerr);
     int rc;
-    if (end == PGLOCK__WAIT_ABANDONED) {
-        /* The query may still run: only ending the connection is sure. */
-        shutdown(PQsocket(conn), SHUT_RDWR);
-        rc = pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
-                               "could not compute the key: no answer within "
-                               "%ld ms, and the cancel was not answered, so "
-                               "the connection was shut down: PQfinish() it",
-                               PGLOCK__CLOSE_TIMEOUT_MS);
-    } else if (end == PGLOCK__WAIT_CONNLOST || !last) {
-        rc = pglock__error_result(err, last, conn, "could not compute the key");
-    } else if (PQresultStatus(last) == PGRES_TUPLES_OK) {
-        rc = take_value(key, last, err);
-    } else {
-        rc = pglock__error_result(err, last, conn, "could not compute the key");
-        if (rc == PGLOCK_EINTR && cancelled == PGLOCK_ETIMEDOUT) {
-            /* our own cancel, at the deadline */
-            rc = pglock__error_set(err, PGLOCK_ETIMEDOUT, "57014",
-                                   "could not compute the key: no answer "
-                                   "within %ld ms", PGLOCK__CLOSE_TIMEOUT_MS);
-        }
-    }
-    pglock__clear_results(res, nres);
+    if (!res)
+        rc = pglock__error_set(err, qerr.code, qerr.sqlstate,
+                               "could not compute the key: %s", qerr.message);
+    else if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        rc = take_value(key, res, err);
+    else
+        rc = pglock__error_result(err, res, conn, "could not compute the key");
+    PQclear(res);
     return rc;
 }

@@ -292,13 +292,16 @@ PGresult *pglock_exec_params(PGconn *conn, const char *sql, int nparams,
         PQclear(last);
         if (end == PGLOCK__WAIT_ABANDONED)
             shutdown(PQsocket(conn), SHUT_RDWR);
-        pglock__error_set(err, PGLOCK_ETIMEDOUT, "57014",
-                          "no answer from the server within %ld ms%s",
-                          timeout_ms,
-                          end == PGLOCK__WAIT_ABANDONED
-                              ? ", and the cancel was not answered: the "
-                                "connection was shut down"
-                              : "");
+        if (end == PGLOCK__WAIT_ABANDONED)
+            pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
+                              "no answer from the server within %ld ms, and "
+                              "the cancel was not answered, so the "
+                              "connection was shut down: PQfinish() it",
+                              timeout_ms);
+        else
+            pglock__error_set(err, PGLOCK_ETIMEDOUT, "57014",
+                              "no answer from the server within %ld ms",
+                              timeout_ms);
         return NULL;
     }
     if (!last || end == PGLOCK__WAIT_CONNLOST) {
