@@ -110,6 +110,51 @@ typedef struct pglock_error {
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
 
+/* ------------------------------------------------- bounded connections */
+
+/* connect_timeout, in seconds, when neither the conninfo nor
+ * PGCONNECT_TIMEOUT sets one (libpq's own default is to wait forever). */
+#define PGLOCK_CONNECT_TIMEOUT_S 10
+
+/*
+ * PQconnectdbParams() that never blocks past a deadline or an interrupt,
+ * for programs that need a connection of their own next to the client's
+ * (pglock's status, doctor and key use it).  It connects without
+ * blocking and enforces connect_timeout for each host address tried, as
+ * the blocking connect does (libpq leaves that to the caller of its
+ * non-blocking connect): the conninfo's connect_timeout, else
+ * PGCONNECT_TIMEOUT, else PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever.
+ * A host that does not answer in time is skipped for the next one.  It
+ * returns soon after *interrupt becomes nonzero or interrupt_fd becomes
+ * readable (NULL / -1: none).  libpq still looks host names up
+ * synchronously: a dead DNS server holds it for the resolver's timeout.
+ *
+ * Returns the connection, or NULL with err set: PGLOCK_EINVAL (libpq
+ * refused the options themselves: a misspelt keyword, say),
+ * PGLOCK_ECONNECT (no host accepted us), PGLOCK_EINTR or PGLOCK_ENOMEM.
+ * err->message is safe to print (see pglock_conn_error_message()).
+ * The server's notices are dropped; set your own processor to see them.
+ */
+PGLOCK_EXPORT PGconn *pglock_connect_params(const char *const *keywords,
+                                            const char *const *values,
+                                            int expand_dbname,
+                                            volatile sig_atomic_t *interrupt,
+                                            int interrupt_fd,
+                                            pglock_error *err);
+
+/*
+ * PQexecParams() (text parameters and results) with a deadline: after
+ * timeout_ms (PGLOCK_WAIT_FOREVER: none) the query is cancelled on the
+ * server and NULL returned with PGLOCK_ETIMEDOUT; a cancel that is not
+ * answered either shuts the connection down (PQfinish() it then).
+ * Returns the last result, whatever its status (the caller checks and
+ * PQclear()s it), or NULL with err set (PGLOCK_ECONNLOST, ...).
+ */
+PGLOCK_EXPORT PGresult *pglock_exec_params(PGconn *conn, const char *sql,
+                                           int nparams,
+                                           const char *const *params,
+                                           long timeout_ms, pglock_error *err);
+
 /* ------------------------------------------------------------------ keys */
 
 typedef enum pglock_key_kind {

@@ -32,6 +32,10 @@ void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "pglock: hint: MESSAGE\n" on stderr. */
 void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* cli_error(CLI_EXIT_USAGE, ...) followed by cli_try_help(command). */
+/* The candidate that word most likely misspells (at most two edits), or
+ * NULL. */
+const char *cli_did_you_mean(const char *word, const char *const *candidates,
+                             size_t n);
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* `Try "pglock COMMAND --help" for more information.` on stderr; returns
@@ -60,12 +64,24 @@ typedef struct cli_conn {
 void cli_conn_params(const cli_conn *conn, const char *application_name,
                      const char *keywords[8], const char *values[8]);
 
-/* Connects (blocking) with cli_conn_params(conn, application_name) and,
- * when client_encoding is not NULL, that client_encoding (a startup
- * parameter).  Returns the connection (caller PQfinish()es it), or NULL
- * with the first line of libpq's error in err. */
+/* Connects with cli_conn_params(conn, application_name) and, when
+ * client_encoding is not NULL, that client_encoding (a startup
+ * parameter), bounded as pglock_connect_params() is.  Returns the
+ * connection (caller PQfinish()es it), or NULL with err set. */
 PGconn *cli_connect(const cli_conn *conn, const char *application_name,
-                    const char *client_encoding, char *err, size_t errlen);
+                    const char *client_encoding, pglock_error *err);
+/* Prints a failed connect's error, prefixed by "what: " when what is not
+ * NULL, and libpq's hint; returns the exit status (64 when libpq refused
+ * the options, else 69). */
+int cli_connect_error(const pglock_error *err, const char *what);
+/* libpq's hint for a refused connection or a missing socket, if message
+ * is one. */
+void cli_connect_hint(const char *message);
+
+/* pglock_exec_params() bounded by conn's connect_timeout (else
+ * PGLOCK_CONNECT_TIMEOUT_S): every query of the one-shot commands. */
+PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
+                    const char *const *params, pglock_error *err);
 
 /*
  * Options, declared once in tables (opt.c): the parser and --help both

@@ -164,11 +164,12 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
         "(pglock run/lead --mode=auto or xact hold theirs in a "
         "transaction); session locks need PostgreSQL directly";
     int timed_out;
-    char msg[256];
-    PGconn *b = cli_connect(cc, "pglock doctor", NULL, msg, sizeof msg);
+    pglock_error err;
+    PGconn *b = cli_connect(cc, "pglock doctor", NULL, &err);
     if (!b) {
         add(r, "pool_mode", WARNING, session_fix,
-            "pooling mode unknown: a second connection failed (%s)", msg);
+            "pooling mode unknown: a second connection failed (%s)",
+            err.message);
         return;
     }
     PGresult *res = exec_within(b, "BEGIN READ ONLY", PROBE_TIMEOUT_MS, &timed_out);
@@ -203,10 +204,12 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
     if (a_waited) /* B is done: A's question gets its answer now */
         PQclear(answer_within(a, PROBE_TIMEOUT_MS, &timed_out));
     if (a_waited || (b_pid && b_pid == a_pid) || (a_pid2 && a_pid2 != a_pid)) {
-        add(r, "pool_mode", PROBLEM, session_fix,
-            "transaction pooling: %s; a session lock taken through it stays "
-            "on a backend that other clients then use, and its unlock can "
-            "land elsewhere",
+        /* What pglock run and lead expect: fine for them, a trap for a
+         * session lock taken by any other tool. */
+        add(r, "pool_mode", OK, NULL,
+            "transaction pooling (%s): pglock's transaction locks work "
+            "here; a session lock taken through it by another tool would "
+            "stay on a backend that other clients then use",
             a_waited ? "a client waited for a server connection while "
                        "another client's transaction held one"
             : (b_pid && b_pid == a_pid)
@@ -543,15 +546,17 @@ int cmd_doctor(int argc, char **argv)
         return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);
 
     char msg[512];
-    PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, msg, sizeof msg);
+    pglock_error err;
+    PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, &err);
     if (!conn)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", msg);
+        return cli_connect_error(&err, NULL);
     int protocol_pid = PQbackendPID(conn);
-    PGresult *res = PQexecParams(conn, facts_sql, 0, NULL, NULL, NULL, NULL, 0);
+    PGresult *res = cli_query(conn, facts_sql, 0, NULL, &err);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
         PQnfields(res) != F_NCOLS) {
-        first_line(PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
-                                                : PQerrorMessage(conn),
+        first_line(!res                            ? err.message
+                   : PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
+                                                  : PQerrorMessage(conn),
                    msg, sizeof msg);
         PQclear(res);
         int lost = PQstatus(conn) != CONNECTION_OK;
@@ -574,13 +579,15 @@ int cmd_doctor(int argc, char **argv)
             "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
             "both %d", sql_pid);
     } else {
-        add(&r, "pooler", PROBLEM,
-            "keep pglock run and lead at --mode=auto (or xact) here, or "
-            "point them at PostgreSQL itself",
-            "a pooler is in the path: PQbackendPID() is %d but "
-            "pg_backend_pid() is %d; session locks are refused here, so "
-            "pglock run and lead hold their locks in a transaction",
-            protocol_pid, sql_pid);
+        /* The setup the README recommends: run and lead (--mode=auto)
+         * hold their locks in a transaction here.  PgBouncer's backend
+         * pid is a random 32-bit cancel key: unsigned, as in run. */
+        add(&r, "pooler", OK, NULL,
+            "a pooler is in the path (PQbackendPID() %u is not the "
+            "server's pg_backend_pid() %d): pglock run and lead hold their "
+            "locks in a transaction here (--mode=auto, the default); "
+            "session locks are refused",
+            (unsigned)protocol_pid, sql_pid);
         probe_pool_mode(&r, conn, sql_pid, &cc);
         add(&r, "pooled_waiters", WARNING,
             "wait with a timeout (or --try), and size the pool above the "

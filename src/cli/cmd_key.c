@@ -100,6 +100,21 @@ static char *key_sql(const pglock_key *key, const key_opts *o)
     return sql;
 }
 
+/* For a key named by text (SHA-256 rule, hashtext): the same lock by its
+ * bigint, the form to type at a psql prompt; NULL for the others, whose
+ * SQL already is that form, or when out of memory (*oom set). */
+static char *key_sql_bigint(const pglock_key *key, const key_opts *o, int *oom)
+{
+    *oom = 0;
+    if (key->kind == PGLOCK_KEY_INT64 || key->kind == PGLOCK_KEY_PAIR)
+        return NULL;
+    pglock_key plain;
+    pglock_key_int64(&plain, key->id);
+    char *sql = key_sql(&plain, o);
+    *oom = sql == NULL;
+    return sql;
+}
+
 /* The key's canonical text (id, 64 bytes) and its pg_locks coordinates;
  * 0, or CLI_EXIT_SOFTWARE having said why (a key not yet resolved). */
 static int key_coordinates(const pglock_key *key, char *id, uint32_t *classid,
@@ -145,6 +160,13 @@ static int print_key(const char *written, const pglock_key *key,
         if (!sql)
             return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
         printf("%-9s %s\n", "sql", sql);
+        free(sql);
+        int oom;
+        sql = key_sql_bigint(key, o, &oom);
+        if (oom)
+            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        if (sql)
+            printf("%-9s %s\n", "", sql);
         free(sql);
     }
     return 0;
@@ -201,6 +223,13 @@ static int print_key_json(json_writer *w, const char *written,
             return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
         json_string(w, "sql", sql);
         free(sql);
+        int oom;
+        sql = key_sql_bigint(key, o, &oom);
+        if (oom)
+            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        if (sql)
+            json_string(w, "sql_bigint", sql);
+        free(sql);
     }
     json_object_end(w);
     return 0;
@@ -217,11 +246,10 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
         if (pglock_key_locktag(&keys[i], &classid, &objid, &objsubid) == 0)
             continue; /* known without the server */
         if (!pg) {
-            char msg[512];
-            pg = cli_connect(conn, "pglock key", NULL, msg, sizeof msg);
+            pglock_error err;
+            pg = cli_connect(conn, "pglock key", NULL, &err);
             if (!pg) {
-                rc = cli_error(CLI_EXIT_UNAVAILABLE,
-                               "hashtext keys need the server: %s", msg);
+                rc = cli_connect_error(&err, "hashtext keys need the server");
                 break;
             }
         }

@@ -206,29 +206,6 @@ static int lead_term(run_state *st, run_job *job)
     }
 }
 
-/* 0 if libpq accepts -d as given, else 69 with libpq's reason.  A
- * conninfo string or URI that libpq cannot parse (a misspelt keyword, a
- * bad escape) never becomes valid, so retrying it forever would only hide
- * the mistake; a server that is down is another matter and is retried.
- * The test for "is a conninfo" is libpq's own (a URI prefix or an '='). */
-static int check_conninfo(const cli_conn *conn)
-{
-    const char *d = conn->dbname;
-    if (!d || !(strchr(d, '=') || strncmp(d, "postgresql://", 13) == 0 ||
-                strncmp(d, "postgres://", 11) == 0))
-        return 0;
-    char *err = NULL;
-    PQconninfoOption *o = PQconninfoParse(d, &err);
-    if (o) {
-        PQconninfoFree(o);
-        return 0;
-    }
-    char msg[512];
-    pglock_conn_error_message(msg, sizeof msg, err ? err : "out of memory", d);
-    PQfreemem(err);
-    return cli_error(CLI_EXIT_UNAVAILABLE, "invalid connection string: %s", msg);
-}
-
 /* Contends, leads, and contends again after a loss, until lead must
  * exit: returns that exit status.  The registry stays the caller's. */
 static int lead(run_state *st, run_job *job, pglock_key *key)
@@ -279,12 +256,11 @@ int cmd_lead(int argc, char **argv)
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
     if (rc >= 0)
         return rc;
-    rc = check_conninfo(&a.conn);
-    if (rc == 0) {
-        setenv("PGLOCK_LEADER", "1", 1);
-        srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
-        rc = lead(&st, &job, &key);
-    }
+    /* A conninfo libpq refuses (a misspelt keyword) never becomes valid:
+     * the first connect says so with 64 rather than retrying forever. */
+    setenv("PGLOCK_LEADER", "1", 1);
+    srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+    rc = lead(&st, &job, &key);
     cli_registry_free(st.registry);
     return rc;
 }

@@ -92,10 +92,13 @@ int cmd_run(int argc, char **argv)
 
     rc = run_connect(&st, &key, NULL);
     if (rc < 0) {
-        int code = run_exit_code_for_open(rc);
-        if (run_stop_signal())
-            code = 128 + run_stop_signal();
-        cli_error(code, "%s", st.error);
+        if (run_stop_signal()) {
+            cli_verbose("interrupted while connecting");
+            cli_registry_free(st.registry);
+            return 128 + run_stop_signal();
+        }
+        int code = cli_error(run_exit_code_for_open(rc), "%s", st.error);
+        cli_connect_hint(st.error);
         if (rc == PGLOCK_EPOOLER)
             cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
                      "transaction through a transaction-mode pooler.");

@@ -834,11 +834,10 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
 {
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
-    char err[512];
-    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", err,
-                               sizeof err);
+    pglock_error err;
+    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
-        *code = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        *code = cli_connect_error(&err, NULL);
     return conn;
 }
 

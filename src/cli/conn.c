@@ -1,4 +1,6 @@
 /* Connection options (-h -p -U -d) as libpq keyword/value arrays. */
+#include <stdlib.h>
+#include <string.h>
 #include "cli.h"
 
 /*
@@ -38,7 +40,7 @@ void cli_conn_params(const cli_conn *conn, const char *application_name,
 }
 
 PGconn *cli_connect(const cli_conn *conn, const char *application_name,
-                    const char *client_encoding, char *err, size_t errlen)
+                    const char *client_encoding, pglock_error *err)
 {
     const char *keywords[9], *values[9];
     cli_conn_params(conn, application_name, keywords, values);
@@ -51,15 +53,53 @@ PGconn *cli_connect(const cli_conn *conn, const char *application_name,
         keywords[n] = NULL;
         values[n] = NULL;
     }
-    PGconn *pg = PQconnectdbParams(keywords, values, 1);
-    if (pg && PQstatus(pg) == CONNECTION_OK)
-        return pg;
-    const char *msg = pg ? PQerrorMessage(pg) : "out of memory";
-    if (!*msg)
-        msg = "unknown error";
-    /* libpq quotes a malformed -d conninfo in its complaint, password
-     * and all: the library hides those parts. */
-    pglock_conn_error_message(err, errlen, msg, conn ? conn->dbname : NULL);
-    PQfinish(pg);
-    return NULL;
+    /* No interrupt: these commands keep the default signal actions, so a
+     * signal ends them at once (no lock of theirs to release). */
+    return pglock_connect_params(keywords, values, 1, NULL, -1, err);
+}
+
+/* libpq's second line for the two commonest failures, which it indents
+ * under its message; ours stand alone as hints. */
+void cli_connect_hint(const char *message)
+{
+    if (strstr(message, "connection to server on socket") &&
+        strstr(message, "No such file or directory"))
+        cli_hint("Is the server running locally and accepting connections "
+                 "on that socket?");
+    else if (strstr(message, "Connection refused"))
+        cli_hint("Is the server running on that host and accepting TCP/IP "
+                 "connections?");
+}
+
+int cli_connect_error(const pglock_error *err, const char *what)
+{
+    int code = err->code == PGLOCK_EINVAL   ? CLI_EXIT_USAGE
+               : err->code == PGLOCK_ENOMEM ? CLI_EXIT_SOFTWARE
+                                            : CLI_EXIT_UNAVAILABLE;
+    cli_error(code, "%s%s%s", what ? what : "", what ? ": " : "", err->message);
+    cli_connect_hint(err->message);
+    return code;
+}
+
+/* One knob for the user: a query gets what a connect gets, the
+ * connection's connect_timeout (PGCONNECT_TIMEOUT included), else
+ * PGLOCK_CONNECT_TIMEOUT_S; libpq's "0" (forever) is honoured too. */
+static long query_timeout_ms(PGconn *conn)
+{
+    long s = PGLOCK_CONNECT_TIMEOUT_S;
+    PQconninfoOption *opts = PQconninfo(conn);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "connect_timeout") == 0 && o->val && *o->val)
+            s = atol(o->val);
+    PQconninfoFree(opts);
+    if (s <= 0)
+        return PGLOCK_WAIT_FOREVER;
+    return (s < 2 ? 2 : s) * 1000L;
+}
+
+PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
+                    const char *const *params, pglock_error *err)
+{
+    return pglock_exec_params(conn, sql, nparams, params,
+                              query_timeout_ms(conn), err);
 }

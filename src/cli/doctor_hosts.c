@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "doctor_hosts.h"
 
 #define CONNINFO_MAX_OPTIONS 64
@@ -84,18 +85,18 @@ static void probe(const PQconninfoOption *opts, doctor_host *h,
     k[n] = NULL, v[n] = NULL;
 
     h->role = "unreachable";
-    PGconn *c = PQconnectdbParams(k, v, 0);
-    if (!c || PQstatus(c) != CONNECTION_OK) {
-        first_line(h->error, sizeof h->error, c ? PQerrorMessage(c) : "out of memory");
-        PQfinish(c);
+    pglock_error err;
+    PGconn *c = pglock_connect_params(k, v, 0, NULL, -1, &err);
+    if (!c) {
+        first_line(h->error, sizeof h->error, err.message);
         return;
     }
-    PGresult *res = PQexecParams(c, "SELECT pg_is_in_recovery()", 0, NULL,
-                                 NULL, NULL, NULL, 0);
+    PGresult *res = cli_query(c, "SELECT pg_is_in_recovery()", 0, NULL, &err);
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
         h->role = PQgetvalue(res, 0, 0)[0] == 't' ? "standby" : "primary";
     else
-        first_line(h->error, sizeof h->error, PQerrorMessage(c));
+        first_line(h->error, sizeof h->error,
+                   res ? PQresultErrorMessage(res) : err.message);
     PQclear(res);
     PQfinish(c);
 }

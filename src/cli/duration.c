@@ -1,13 +1,15 @@
-/* DURATION arguments: "500ms", "30s", "5m", "2h", or plain seconds. */
+/* DURATION arguments: "500ms", "30s", "1.5s", "5m", "2h", or plain
+ * seconds. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
 
 /*
- * Digits, then an optional unit (ms, s, m, h; lower case).  Leading zeros
- * are harmless here ("05s" is 5 s: a duration names no lock).  No sign,
- * no spaces, no fraction, and at most CLI_DURATION_MAX_MS (about 24.8
+ * Digits, an optional fraction ("1.5s", "0.25m": it must come to whole
+ * milliseconds), then an optional unit (ms, s, m, h; lower case).
+ * Leading zeros are harmless here ("05s" is 5 s: a duration names no
+ * lock).  No sign, no spaces, and at most CLI_DURATION_MAX_MS (about 24.8
  * days): callers add durations together (lease arithmetic, deadlines), and
  * a huge value must be refused, not wrap around.
  */
@@ -37,9 +39,22 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
             v = v * 10 + d;
         i++;
     }
+    /* At most 9 decimals: frac * scale stays far below LONG_MAX. */
+    long frac = 0, frac_div = 1;
+    size_t frac_at = i;
+    if (text[i] == '.' && i > 0) {
+        for (i++; text[i] >= '0' && text[i] <= '9' && frac_div < 1000000000L; i++) {
+            frac = frac * 10 + (text[i] - '0');
+            frac_div *= 10;
+        }
+    }
     const char *why = NULL;
     long scale = 0;
-    if (i == 0)
+    if (frac_at > 0 && text[frac_at] == '.' && (i == frac_at + 1 ||
+                                                (text[i] >= '0' && text[i] <= '9')))
+        why = i == frac_at + 1 ? "expected digits after the decimal point"
+                               : "too many decimals";
+    else if (i == 0)
         why = "expected a number of seconds, or a number followed by ms, s, "
               "m or h";
     else {
@@ -48,8 +63,11 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
                 scale = units[u].ms;
         if (!scale)
             why = "unknown unit (use ms, s, m or h, e.g. 30s)";
-        else if (overflow || v > CLI_DURATION_MAX_MS / scale)
+        else if (overflow || v > CLI_DURATION_MAX_MS / scale ||
+                 v * scale + frac * scale / frac_div > CLI_DURATION_MAX_MS)
             why = "too large (at most 2147483647ms, about 24 days)";
+        else if (frac * scale % frac_div != 0)
+            why = "finer than a millisecond";
     }
     if (why) {
         if (err && errlen) {
@@ -60,6 +78,6 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
         return -1;
     }
     if (out_ms)
-        *out_ms = v * scale;
+        *out_ms = v * scale + frac * scale / frac_div;
     return 0;
 }

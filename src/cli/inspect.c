@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "inspect.h"
 
 /*
@@ -170,9 +171,10 @@ int inspect_advisory_locks(PGconn *conn, int all_databases,
     char sql[sizeof query_template + 64];
     snprintf(sql, sizeof sql, query_template, waitstart, waitstart, waitstart);
     const char *params[1] = {all_databases ? "true" : "false"};
-    PGresult *res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+    pglock_error qerr;
+    PGresult *res = cli_query(conn, sql, 1, params, &qerr);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        const char *msg = PQresultErrorMessage(res);
+        const char *msg = res ? PQresultErrorMessage(res) : qerr.message;
         if (!msg || !*msg)
             msg = PQerrorMessage(conn);
         size_t len = strcspn(msg, "\n");

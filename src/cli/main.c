@@ -67,5 +67,12 @@ int main(int argc, char **argv)
             return finish_stdout(commands[i].fn(argc - 1, argv + 1));
     if (arg[0] == '-')
         return cli_usage_error(NULL, "unrecognized option \"%s\"", arg);
-    return cli_usage_error(NULL, "unrecognized command \"%s\"", arg);
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[i] = commands[i].name;
+    const char *near = cli_did_you_mean(arg, names, sizeof names / sizeof names[0]);
+    cli_error(CLI_EXIT_USAGE, "unrecognized command \"%s\"", arg);
+    if (near)
+        cli_hint("Did you mean \"pglock %s\"?", near);
+    return cli_try_help(NULL);
 }

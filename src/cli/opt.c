@@ -92,7 +92,20 @@ static int refused(const cli_opt_parser *p, int c)
     /* A long option that takes no value, given one, has optopt set. */
     if (is_long && optopt && strchr(arg, '='))
         return cli_usage_error(p->command, "option \"%s\" takes no value", arg);
-    return cli_usage_error(p->command, "unrecognized option \"%s\"", name);
+    const char *near = NULL;
+    if (is_long) {
+        const char *names[sizeof p->longopts / sizeof p->longopts[0]];
+        size_t n = 0;
+        for (; p->longopts[n].name; n++)
+            names[n] = p->longopts[n].name;
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+        near = cli_did_you_mean(word, names, n);
+    }
+    cli_error(CLI_EXIT_USAGE, "unrecognized option \"%s\"", name);
+    if (near)
+        cli_hint("Did you mean \"--%s\"?", near);
+    return cli_try_help(p->command);
 }
 
 int cli_opt_next(cli_opt_parser *p, const char **value)

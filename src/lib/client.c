@@ -101,11 +101,11 @@ static int run_open_query(pglock_client *c)
     if (pooled)
         return pglock__fail(c, PGLOCK_EPOOLER,
             "session locks need a direct connection, but a connection pooler "
-            "is in the path (libpq's backend pid %d differs from the "
+            "is in the path (libpq's backend pid %u differs from the "
             "server's pg_backend_pid() %d); hold the locks in a transaction "
             "(xact hold mode) through a pooler, or connect to the server "
             "directly",
-            PQbackendPID(c->conn), c->backend_pid);
+            (unsigned)PQbackendPID(c->conn), c->backend_pid);
     if (!settings_applied)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
@@ -150,17 +150,6 @@ static void free_params(char **p)
     for (size_t i = 0; p && p[i]; i++)
         free(p[i]);
     free(p);
-}
-
-/* The caller's first dbname: the one libpq expands when it is a
- * conninfo string or URI; NULL if none. */
-static const char *conninfo_of(const char *const *keywords,
-                               const char *const *values)
-{
-    for (int i = 0; keywords && keywords[i]; i++)
-        if (strcmp(keywords[i], "dbname") == 0)
-            return values[i];
-    return NULL;
 }
 
 static int count_params(const char *const *keywords)
@@ -225,21 +214,21 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         v[nours + i] = values[i];
     }
     int kept = keep_params(c, k, v);
-    c->conn = kept == 0 ? PQconnectdbParams(k, v, 1) : NULL;
+    pglock__wait w = {.deadline = -1,
+                      .interrupt = c->opts.interrupt,
+                      .interrupt_fd = c->opts.interrupt_fd,
+                      .cancel_timeout_ms = -1};
+    pglock_error err;
+    c->conn = kept == 0 ? pglock__connect(k, v, 1, &w, &err) : NULL;
     free(k);
     free(v);
-    if (!c->conn)
+    if (kept != 0)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-    if (PQstatus(c->conn) != CONNECTION_OK) {
-        char line[400];
-        /* libpq's message, without what it may quote of a malformed
-         * conninfo string or URI (the password, say). */
-        pglock_conn_error_message(line, sizeof line, PQerrorMessage(c->conn),
-                                  conninfo_of(keywords, values));
-        pglock__fail(c, PGLOCK_ECONNECT, "%s", line);
-        PQfinish(c->conn);
-        c->conn = NULL;
-        return PGLOCK_ECONNECT;
+    if (!c->conn) {
+        /* EINVAL: libpq refused the options; EINTR: interrupted */
+        if (err.code == PGLOCK_ECONNECT || err.code == PGLOCK_ETIMEDOUT)
+            err.code = PGLOCK_ECONNECT;
+        return pglock__fail_error(c, &err);
     }
     PQsetNoticeProcessor(c->conn, pglock__quiet_notices, NULL);
 

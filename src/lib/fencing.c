@@ -14,7 +14,6 @@
  * handed out again after an immediate-mode stop (seen on PostgreSQL 15:
  * 749, a crash, then 746), emitted message or not.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,52 +151,14 @@ int pglock_fencing_token(PGconn *conn, int64_t *out, long timeout_ms,
 static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
                                pglock_error *err)
 {
-    PGconn *t = PQconnectStartParams((const char *const *)c->conn_keywords,
-                                     (const char *const *)c->conn_values, 1);
-    if (!t) {
-        pglock__error_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
-        return NULL;
-    }
-    PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
-    while (PQstatus(t) != CONNECTION_BAD && ps != PGRES_POLLING_OK &&
-           ps != PGRES_POLLING_FAILED) {
-        int64_t now = pglock_now_ms();
-        if ((w->interrupt && *w->interrupt) ||
-            (w->deadline >= 0 && now >= w->deadline)) {
-            int intr = w->interrupt && *w->interrupt;
-            pglock__error_set(err, intr ? PGLOCK_EINTR : PGLOCK_ETIMEDOUT, NULL,
-                            intr ? "interrupted while connecting"
-                                 : "could not connect in time");
-            PQfinish(t);
-            return NULL;
-        }
-        struct pollfd p[2] = {
-            {PQsocket(t), ps == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0},
-            {w->interrupt_fd, POLLIN, 0}};
-        int ms = w->deadline < 0 ? PGLOCK__INTERRUPT_POLL_MS
-                                 : (int)(w->deadline - now);
-        if (w->interrupt && ms > PGLOCK__INTERRUPT_POLL_MS)
-            ms = PGLOCK__INTERRUPT_POLL_MS;
-        int n = poll(p, 2, ms);
-        if (n > 0 && p[1].revents) {
-            pglock__error_set(err, PGLOCK_EINTR, NULL,
-                            "interrupted while connecting");
-            PQfinish(t);
-            return NULL;
-        }
-        if (n > 0)
-            ps = PQconnectPoll(t);
-    }
-    if (PQstatus(t) != CONNECTION_OK) {
-        /* the conninfo parsed for the lock connection: no password in
-         * libpq's message */
-        pglock__error_set(err, PGLOCK_ECONNECT, NULL, "%s", PQerrorMessage(t));
-        PQfinish(t);
-        return NULL;
-    }
+    /* the conninfo parsed for the lock connection: no password in
+     * libpq's message */
+    PGconn *t = pglock__connect((const char *const *)c->conn_keywords,
+                                (const char *const *)c->conn_values, 1, w, err);
     /* The server's notices (a cancelled wait for synchronous replication
      * warns) are not for the caller's stderr. */
-    PQsetNoticeProcessor(t, pglock__quiet_notices, NULL);
+    if (t)
+        PQsetNoticeProcessor(t, pglock__quiet_notices, NULL);
     return t;
 }
 

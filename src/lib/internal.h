@@ -257,6 +257,14 @@ PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
                                const char *const *params, long timeout_ms,
                                pglock__wait_end *end);
 
+/* ---- connecting (connect.c) */
+
+/* pglock_connect_params() with w's deadline (-1: none) on top of the
+ * per-host connect_timeout; its PGLOCK_ETIMEDOUT is that deadline's. */
+PGconn *pglock__connect(const char *const *keywords, const char *const *values,
+                        int expand_dbname, const pglock__wait *w,
+                        pglock_error *err);
+
 /* Deadline for a wait of timeout_ms starting now (-1 for forever). */
 int64_t pglock__deadline(long timeout_ms, long grace_ms);
 

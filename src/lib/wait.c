@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
 #include "internal.h"
 
@@ -263,5 +264,56 @@ PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
     }
     PGresult *last = res[nres - 1];
     pglock__clear_results(res, nres - 1);
+    return last;
+}
+
+PGresult *pglock_exec_params(PGconn *conn, const char *sql, int nparams,
+                             const char *const *params, long timeout_ms,
+                             pglock_error *err)
+{
+    pglock_error mine;
+    if (!err)
+        err = &mine;
+    if (!conn || !sql || nparams < 0 || timeout_ms < PGLOCK_WAIT_FOREVER) {
+        pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
+        return NULL;
+    }
+    if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
+        pglock__error_result(err, NULL, conn, "could not send the query");
+        return NULL;
+    }
+    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
+                      .interrupt = NULL,
+                      .interrupt_fd = -1,
+                      .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(conn, &w, res, &nres, &cancelled);
+    PGresult *last = nres > 0 ? res[nres - 1] : NULL;
+    pglock__clear_results(res, nres > 0 ? nres - 1 : 0);
+    if (cancelled || end == PGLOCK__WAIT_ABANDONED) {
+        /* Our cancel: the answer, if any, is the cancel's error. */
+        PQclear(last);
+        if (end == PGLOCK__WAIT_ABANDONED)
+            shutdown(PQsocket(conn), SHUT_RDWR);
+        pglock__error_set(err, PGLOCK_ETIMEDOUT, "57014",
+                          "no answer from the server within %ld ms%s",
+                          timeout_ms,
+                          end == PGLOCK__WAIT_ABANDONED
+                              ? ", and the cancel was not answered: the "
+                                "connection was shut down"
+                              : "");
+        return NULL;
+    }
+    if (!last || end == PGLOCK__WAIT_CONNLOST) {
+        pglock__error_result(err, last, conn, "connection lost");
+        if (err->code == 0 || err->code == PGLOCK_ESERVER)
+            err->code = PGLOCK_ECONNLOST;
+        PQclear(last);
+        return NULL;
+    }
+    err->code = 0;
+    err->sqlstate[0] = '\0';
+    err->message[0] = '\0';
     return last;
 }

@@ -132,7 +132,10 @@ field() {
     run --separate-stderr "$PGLOCK_BIN" key -h "$TMP/no-such-dir" -p 1 hashtext:x
     [ "$status" -eq 69 ]
     [ -z "$output" ]
-    [ "$(wc -l <<<"$stderr")" -eq 1 ]
+    # one error line, and libpq's hint as ours
+    [ "$(grep -c '^pglock: error: hashtext keys need the server: ' <<<"$stderr")" -eq 1 ]
+    [ "$(wc -l <<<"$stderr")" -eq 2 ]
+    [[ "${stderr##*$'\n'}" == "pglock: hint: Is the server running locally and accepting connections on that socket?" ]]
     # Keys the client computes never connect.
     run "$PGLOCK_BIN" key -h "$TMP/no-such-dir" -p 1 nightly-billing
     [ "$status" -eq 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # pglock lead: a connection string libpq cannot parse never becomes valid,
-# so lead exits 69 at once with libpq's reason instead of retrying it
-# forever; a server that is merely down is retried (never an exit).
+# so lead exits 64 (a usage error) at once with libpq's reason instead of
+# retrying it forever; a server that is merely down is retried (never an
+# exit).
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -9,12 +10,12 @@ bats_require_minimum_version 1.5.0
 setup() { setup_run; }
 teardown() { teardown_run; }
 
-@test "an unparsable conninfo or URI: 69 at once, one line, no password" {
-    run -69 timeout 10 "$PGLOCK_BIN" lead -d "password=s3cr3t bogus_option=1" "$K" -- touch "$out/ran"
+@test "an unparsable conninfo or URI: 64 at once, one line, no password" {
+    run -64 timeout 10 "$PGLOCK_BIN" lead -d "password=s3cr3t bogus_option=1" "$K" -- touch "$out/ran"
     [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: ')" -eq 1 ]
     [[ "$output" == *'invalid connection option "bogus_option"'* ]]
     [[ "$output" != *s3cr3t* ]]
-    run -69 timeout 10 "$PGLOCK_BIN" lead -d "postgresql://u:s3cr3t@/%zz" "$K" -- touch "$out/ran"
+    run -64 timeout 10 "$PGLOCK_BIN" lead -d "postgresql://u:s3cr3t@/%zz" "$K" -- touch "$out/ran"
     [[ "$output" == *"%zz"* ]]
     [[ "$output" != *s3cr3t* ]]
     [ ! -e "$out/ran" ]

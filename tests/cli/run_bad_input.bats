@@ -78,12 +78,18 @@ usage_64() {
 }
 
 @test "connection failures leave no session behind: down, bad conninfo, wrong password" {
-    local -a dbs=("host=/nonexistent-dir port=1" "bogus_option=1" "postgresql://%zz")
+    local -a dbs=("host=/nonexistent-dir port=1")
     [ -n "${PGLOCK_TEST_DOWN:-}" ] && dbs+=("$PGLOCK_TEST_DOWN")
     local d
     for d in "${dbs[@]}"; do
         run "$PGLOCK_BIN" run -d "$d" "$K" -- touch "$out/ran"
         [ "$status" -eq 69 ]
+        [ ! -e "$out/ran" ]
+    done
+    # A conninfo libpq refuses is the caller's mistake: 64, like any
+    # other bad option.
+    for d in "bogus_option=1" "postgresql://%zz" "host=/tmp sslmode=bogus"; do
+        run -64 "$PGLOCK_BIN" run -d "$d" "$K" -- touch "$out/ran"
         [ ! -e "$out/ran" ]
     done
     if [ -n "${PGLOCK_TEST_PW_CONNINFO:-}" ]; then

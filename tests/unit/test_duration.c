@@ -19,7 +19,9 @@ static void test_accepts(void **state)
         {"0", 0},          {"30", 30000},      {"500ms", 500},
         {"0ms", 0},        {"30s", 30000},     {"5m", 300000},
         {"2h", 7200000},   {"05s", 5000},      {"1ms", 1},
-        {"86400", 86400000L},
+        {"86400", 86400000L}, {"1.5s", 1500},   {"1.5", 1500},
+        {"0.25m", 15000},  {"2.5h", 9000000L}, {"0.001s", 1},
+        {"1.000s", 1000},
     };
     for (size_t i = 0; i < sizeof goods / sizeof goods[0]; i++) {
         long ms = -1;
@@ -44,7 +46,14 @@ static void test_rejects(void **state)
         {" 5s", "expected a number"},
         {"5s ", "unknown unit"},
         {"5 s", "unknown unit"},
-        {"1.5s", "unknown unit"},
+        {"1.5ms", "finer than a millisecond"},
+        {"0.0005s", "finer than a millisecond"},
+        {"1.", "expected digits after the decimal point"},
+        {"1.s", "expected digits after the decimal point"},
+        {".5s", "expected a number"},
+        {"1.0000000001s", "too many decimals"},
+        {"1.5.5s", "unknown unit"},
+        {"2147483.648s", "too large"},
         {"5x", "unknown unit"},
         {"5S", "unknown unit"},
         {"5sec", "unknown unit"},
