@@ -100,8 +100,8 @@ if [ "$SMOKE" = 1 ]; then
     BREAKDOWN_RUNS=2
 else
     OPS="--reps 11 --iters 1000"
-    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
-    DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
+    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 5"
+    DISTINCT="--procs 1,2,4,8 --duration-ms 1000 --reps 5"
     SCALE="--iters 100 --reps 9"
     SERVER="--iters 500 --reps 7 --hold-ms 15000"
     HYPERFINE="--warmup 5 --runs 40"
