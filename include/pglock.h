@@ -313,7 +313,9 @@ typedef struct pglock_options {
      * and client_connection_check_interval derive from the lease; with no
      * lease from this (ms).  0: the default (10000). */
     long dead_peer_ms;
-    /* How locks are held; PGLOCK_HOLD_SESSION by default. */
+    /* How locks are held; PGLOCK_HOLD_AUTO by default, as pglock run and
+     * lead (--mode=auto): PGLOCK_HOLD_SESSION insists on session locks
+     * and refuses a pooler with PGLOCK_EPOOLER. */
     pglock_hold_mode hold;
 } pglock_options;
 

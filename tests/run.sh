@@ -22,6 +22,7 @@
 # Environment:
 #   TESTS=REGEX          run only the suites whose name matches (grep -E),
 #                        e.g. TESTS=keys or TESTS='test_lease|run.bats'
+#   SKIP_TESTS=REGEX     leave out the suites whose name matches
 #   PGLOCK_TEST_TIMEOUT  seconds per suite (default 300)
 #
 # A BUILD written valgrind:BUILD runs only that build's cmocka binaries,
@@ -103,6 +104,12 @@ run_suite() {
     [ -z "$skips" ] || printf '%s\n' "$skips"
 }
 
+# wanted NAME: whether suite NAME runs (TESTS, SKIP_TESTS).
+wanted() {
+    { [ -z "${TESTS:-}" ] || echo "$1" | grep -qE "$TESTS"; } &&
+        { [ -z "${SKIP_TESTS:-}" ] || ! echo "$1" | grep -qE "$SKIP_TESTS"; }
+}
+
 for build in "$@"; do
     memcheck=()
     case $build in valgrind:*)
@@ -128,7 +135,7 @@ for build in "$@"; do
     for bin in "$build"/tests/test_*; do
         [ -x "$bin" ] && [ -f "$bin" ] || continue
         name=$(basename "$bin")
-        [ -z "${TESTS:-}" ] || echo "$name" | grep -qE "$TESTS" || continue
+        wanted "$name" || continue
         CMOCKA_MESSAGE_OUTPUT=TAP run_suite "$name" "$logs/$name.log" \
             "${memcheck[@]}" "$bin"
     done
@@ -136,13 +143,13 @@ for build in "$@"; do
     for bats_file in "$SRC"/tests/cli/*.bats; do
         [ -f "$bats_file" ] || continue
         name=$(basename "$bats_file")
-        [ -z "${TESTS:-}" ] || echo "$name" | grep -qE "$TESTS" || continue
+        wanted "$name" || continue
         PGLOCK_BIN=$build/pglock PGLOCK_BUILD=$build \
             run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
     done
     # 60 s of random faults (tests/chaos), on the normal build only: the
     # sanitizer builds are too slow for its timing bounds.
-    if [ -z "${PGLOCK_SANITIZE:-}" ] && { [ -z "${TESTS:-}" ] || echo chaos | grep -qE "$TESTS"; }; then
+    if [ -z "${PGLOCK_SANITIZE:-}" ] && wanted chaos; then
         run_suite chaos "$logs/chaos.log" "$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build"
     fi
 done

@@ -558,10 +558,12 @@ int cmd_doctor(int argc, char **argv)
                    : PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
                                                   : PQerrorMessage(conn),
                    msg, sizeof msg);
+        /* No answer, an error, a lost connection: unavailable.  An
+         * answer of the wrong shape is ours to fix. */
+        int ours = PQresultStatus(res) == PGRES_TUPLES_OK;
         PQclear(res);
-        int lost = PQstatus(conn) != CONNECTION_OK;
         PQfinish(conn);
-        return cli_error(lost ? CLI_EXIT_UNAVAILABLE : CLI_EXIT_SOFTWARE,
+        return cli_error(ours ? CLI_EXIT_SOFTWARE : CLI_EXIT_UNAVAILABLE,
                          "could not read the server's settings: %s", msg);
     }
 

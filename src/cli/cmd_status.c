@@ -891,8 +891,10 @@ int cmd_status(int argc, char **argv)
     if (o.watch) {
         rc = watch(conn, &o, reg);
     } else if (refresh(stdout, conn, &o, reg, err, sizeof err)) {
-        rc = cli_error(PQstatus(conn) == CONNECTION_OK ? CLI_EXIT_SOFTWARE
-                                                       : CLI_EXIT_UNAVAILABLE,
+        /* The server would not tell (an error, no answer in time, a lost
+         * connection): unavailable.  Only our own failure is 70. */
+        rc = cli_error(strcmp(err, "out of memory") == 0 ? CLI_EXIT_SOFTWARE
+                                                         : CLI_EXIT_UNAVAILABLE,
                        "%s", err);
     }
     PQfinish(conn);

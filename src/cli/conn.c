@@ -76,6 +76,9 @@ int cli_connect_error(const pglock_error *err, const char *what)
     int code = err->code == PGLOCK_EINVAL   ? CLI_EXIT_USAGE
                : err->code == PGLOCK_ENOMEM ? CLI_EXIT_SOFTWARE
                                             : CLI_EXIT_UNAVAILABLE;
+    /* A refused conninfo is the whole story: no "what" before it. */
+    if (code == CLI_EXIT_USAGE)
+        what = NULL;
     cli_error(code, "%s%s%s", what ? what : "", what ? ": " : "", err->message);
     cli_connect_hint(err->message);
     return code;

@@ -27,6 +27,10 @@ void pglock_options_init(pglock_options *opts)
     opts->interrupt_fd = -1;
     opts->cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
     opts->dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
+    /* As pglock run and lead: session locks on a direct connection, a
+     * holding transaction through a pooler (never PGLOCK_EPOOLER for the
+     * setup the README recommends). */
+    opts->hold = PGLOCK_HOLD_AUTO;
 }
 
 /* One round trip: who is on the other end, and — only when that is a

@@ -85,3 +85,27 @@ install_to() {
     [[ "$output" == "held by "[0-9]* ]]
     [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
 }
+
+@test "a custom prefix: the tool needs nothing more; a consumer linked with its rpath and man with MANPATH find the rest (README)" {
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+    install_to "$out/prefix"
+    # the tool: libpglock is linked in, only libpq comes from the system
+    run -0 env -u LD_LIBRARY_PATH "$out/prefix/bin/pglock" key nightly-billing
+    [[ "$output" == *-3003901418071974465* ]]
+    run -0 ldd "$out/prefix/bin/pglock"
+    [[ "$output" != *libpglock* ]]
+    # a consumer linked with -Wl,-rpath,$PREFIX/lib runs without LD_LIBRARY_PATH
+    local libdir flags pglock_flags
+    libdir=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)")
+    flags=$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs pglock)
+    read -ra pglock_flags <<<"$flags"
+    cc -std=c11 ${PGLOCK_SANITIZE:+-fsanitize=address,undefined} -o "$out/consumer" \
+        "$CONSUMER/consumer.c" "${pglock_flags[@]}" "-Wl,-rpath,$libdir"
+    run -0 env -u LD_LIBRARY_PATH "$out/consumer" "$PGLOCK_TEST_PRIMARY" "$K"
+    [[ "$output" == "held by "[0-9]* ]]
+    # the man pages, with MANPATH
+    if command -v man >/dev/null; then
+        run -0 env MANPATH="$out/prefix/share/man:" man -w pglock
+        [ "$output" = "$out/prefix/share/man/man1/pglock.1" ]
+    fi
+}

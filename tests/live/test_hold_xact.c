@@ -63,8 +63,14 @@ static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
     assert_int_equal(pglock_client_backend_pid(p), 0);
     pglock_client_close(p);
 
+    /* the default is auto, as in the CLI; session insists */
+    pglock_client *dflt = NULL;
+    assert_int_equal(pglock_client_open(&dflt, pooler, NULL), 0);
+    assert_int_equal(pglock_client_hold_mode(dflt), PGLOCK_HOLD_XACT);
+    pglock_client_close(dflt);
     pglock_options o;
     pglock_options_init(&o);
+    o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *s = NULL;
     assert_int_equal(pglock_client_open(&s, pooler, &o), PGLOCK_EPOOLER);
     assert_non_null(strstr(pglock_client_error(s), "pooler"));

@@ -333,8 +333,11 @@ static void a_pooler_is_refused_for_session_locks(void **state)
 {
     (void)state;
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    pglock_options o;
+    pglock_options_init(&o);
+    o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *c = NULL;
-    int rc = pglock_client_open(&c, pooler, NULL);
+    int rc = pglock_client_open(&c, pooler, &o);
     assert_int_equal(rc, PGLOCK_EPOOLER);
     assert_non_null(strstr(pglock_client_error(c), "pooler"));
     pglock_key k;
@@ -350,6 +353,7 @@ static void a_pooler_gets_no_session_settings(void **state)
     pglock_options o;
     pglock_options_init(&o);
     o.lease_ms = 4321;
+    o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *c = NULL;
     assert_int_equal(pglock_client_open(&c, pooler, &o), PGLOCK_EPOOLER);
     pglock_client_close(c);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bats
+# Messages that say what went wrong: a misspelt command or option gets a
+# "did you mean", a fraction in a duration is understood, a refused
+# connection keeps libpq's hint, key --sql shows the form to type, and a
+# pooler's backend pid reads the same in run and doctor.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() { teardown_run; }
+
+@test "a misspelt command or long option: did you mean, 64" {
+    run -64 --separate-stderr "$PGLOCK_BIN" rnu "$K" -- true
+    [ "${stderr_lines[0]}" = 'pglock: error: unrecognized command "rnu"' ]
+    [ "${stderr_lines[1]}" = 'pglock: hint: Did you mean "pglock run"?' ]
+    run -64 --separate-stderr "$PGLOCK_BIN" stauts
+    [ "${stderr_lines[1]}" = 'pglock: hint: Did you mean "pglock status"?' ]
+    run -64 --separate-stderr "$PGLOCK_BIN" run --wiat=5s "$K" -- true
+    [ "${stderr_lines[0]}" = 'pglock: error: unrecognized option "--wiat=5s"' ]
+    [ "${stderr_lines[1]}" = 'pglock: hint: Did you mean "--wait"?' ]
+    # nothing close: no guess
+    run -64 --separate-stderr "$PGLOCK_BIN" frobnicate
+    [ "${#stderr_lines[@]}" -eq 2 ]
+    [[ "${stderr_lines[1]}" == Try* ]]
+    run -64 --separate-stderr "$PGLOCK_BIN" run --try=yes "$K" -- true
+    [ "${stderr_lines[0]}" = 'pglock: error: option "--try=yes" takes no value' ]
+}
+
+@test "a duration with a fraction: 1.5s is 1500 ms; finer than a millisecond is refused" {
+    run -0 "$PGLOCK_BIN" run -d "$DB" --wait=1.5s "$K" -- true
+    run -64 --separate-stderr "$PGLOCK_BIN" run -d "$DB" --wait=1.5ms "$K" -- true
+    [ "${stderr_lines[0]}" = 'pglock: error: invalid value for --wait: invalid duration "1.5ms": finer than a millisecond' ]
+    # the fraction is really used: a 0.5 s wait on a held lock ends in 75
+    bg h run -d "$DB" "$K" -- sh -c "touch $out/held; while [ ! -e $out/release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/held"
+    run -75 "$PGLOCK_BIN" run -d "$DB" --wait=0.5s "$K" -- touch "$out/ran"
+    [ ! -e "$out/ran" ]
+    touch "$out/release"
+    finish h 10
+}
+
+@test "a refused connection keeps libpq's hint, as our own hint line" {
+    run -69 --separate-stderr "$PGLOCK_BIN" run -h "$BATS_TEST_TMPDIR" -p 1 "$K" -- true
+    [[ "${stderr_lines[0]}" == 'pglock: error: connection to server on socket '*'failed: No such file or directory' ]]
+    [ "${stderr_lines[1]}" = 'pglock: hint: Is the server running locally and accepting connections on that socket?' ]
+    if [ -n "${PGLOCK_TEST_DOWN:-}" ]; then
+        run -69 --separate-stderr "$PGLOCK_BIN" status -d "$PGLOCK_TEST_DOWN"
+        [[ "${stderr_lines[0]}" == *'failed: Connection refused' ]]
+        [ "${stderr_lines[1]}" = 'pglock: hint: Is the server running on that host and accepting TCP/IP connections?' ]
+    fi
+}
+
+@test "key --sql prints the SQL expression and the plain bigint form" {
+    run -0 "$PGLOCK_BIN" key --sql nightly-billing
+    [ "${lines[-2]}" = "sql       SELECT pg_advisory_lock(('x' || substr(encode(sha256(convert_to('nightly-billing', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint);" ]
+    [ "${lines[-1]}" = "          SELECT pg_advisory_lock(-3003901418071974465);" ]
+    # both take the same lock on the server
+    local expr plain
+    expr=$(q "select ('x' || substr(encode(sha256(convert_to('nightly-billing', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint")
+    [ "$expr" = -3003901418071974465 ]
+    run -0 "$PGLOCK_BIN" key --sql --json --xact --shared nightly-billing
+    plain=$(py 'd[0]["sql_bigint"]')
+    [ "$plain" = "SELECT pg_advisory_xact_lock_shared(-3003901418071974465);" ]
+    # a bigint key has one form only
+    run -0 "$PGLOCK_BIN" key --sql 42
+    [ "${lines[-1]}" = "sql       SELECT pg_advisory_lock(42);" ]
+}
+
+@test "a pooler's backend pid prints unsigned in run and in doctor" {
+    need PGLOCK_TEST_POOLER
+    run -69 --separate-stderr "$PGLOCK_BIN" run --mode=session -d "$PGLOCK_TEST_POOLER" "$K" -- true
+    [[ "$stderr" =~ libpq\'s\ backend\ pid\ ([0-9]+)\ differs ]]
+    run -0 "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER"
+    [[ "$output" =~ PQbackendPID\(\)\ ([0-9]+)\ is\ not ]]
+}
+
+@test "lead --help names every exit status it can return" {
+    run -0 "$PGLOCK_BIN" lead --help
+    [[ "$output" == *74* ]]
+    [[ "$output" == *69* ]]
+    [[ "$output" == *64* ]]
+}
