@@ -274,12 +274,17 @@ int main(int argc, char **argv)
         measure_count(pv, 4, counts[i], iters, reps);
     }
     printf("\n%d library clients, each holding one lock and heartbeating "
-           "every %d ms (the default 30 s lease), for %.1f s, with the "
-           "largest count of other locks held:\n\n", holders, HEARTBEAT_MS,
+           "every %d ms (the default 30 s lease), for %.1f s each, with the "
+           "largest count of other locks held, then none:\n\n", holders, HEARTBEAT_MS,
            (double)hold_ms / 1000.0);
     printf("| holders | other locks | heartbeats/s | server CPU (%% of one core)"
            " | server CPU µs per heartbeat |\n|---:|---:|---:|---:|---:|\n");
     fleet(conninfo, holders, hold_ms, held);
+    if (held > 0) {
+        bench_exec(filler, "SELECT pg_advisory_unlock_all()", NULL,
+                   PGRES_TUPLES_OK);
+        fleet(conninfo, holders, hold_ms, 0);
+    }
     printf("\n");
     pglock_client_close(pv[1].client);
     pglock_client_close(pv[2].client);

@@ -107,7 +107,7 @@ else
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 5"
     DISTINCT="--procs 1,2,4,8 --duration-ms 1000 --reps 5"
     SCALE="--iters 100 --reps 9"
-    SERVER="--iters 500 --reps 7 --hold-ms 15000"
+    SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"
     HYPERFINE_STATUS="--warmup 2 --runs 15"
     BREAKDOWN_RUNS=20
