@@ -89,7 +89,7 @@ static pglock_client *holder(const char *conninfo, pglock_hold_mode hold,
                              int64_t key)
 {
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = hold;
     o.application_name = "pglock-bench";
     pglock_client *c = NULL;

@@ -8,7 +8,7 @@ pglock_client *bench_pglock_open(const char *conninfo)
 {
     pglock_client *client;
     pglock_options opts;
-    pglock_options_init(&opts);
+    pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.application_name = "pglock-bench";
     int rc = pglock_client_open(&client, conninfo, &opts);
     if (rc != 0)

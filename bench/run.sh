@@ -54,12 +54,10 @@ q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$PGLOCK_TEST_PRIMARY" -c "$1"; }
 # than the default 64 x max_connections, and more connections.
 SCALE_COUNTS=1,100,10000
 SERVER_COUNTS=0,10000,100000
-STATUS_COUNTS=1000,10000,50000
 HOLDERS=200
 if [ "$SMOKE" = 1 ]; then
     SCALE_COUNTS=1,100
     SERVER_COUNTS=0,100
-    STATUS_COUNTS=100,1000
     HOLDERS=10
 elif [ "$(q 'show max_locks_per_transaction')" -lt 512 ] ||
      [ "$(q 'show max_connections')" -lt 250 ]; then
@@ -73,7 +71,6 @@ elif [ "$(q 'show max_locks_per_transaction')" -lt 512 ] ||
         say "max_locks_per_transaction < 512 or max_connections < 250 on this server: smaller counts"
         SCALE_COUNTS=1,100,1000
         SERVER_COUNTS=0,1000
-        STATUS_COUNTS=100,1000
         HOLDERS=50
     fi
 fi
@@ -100,7 +97,6 @@ if [ "$SMOKE" = 1 ]; then
     SCALE="--iters 20 --reps 1"
     SERVER="--iters 20 --reps 1 --hold-ms 500"
     HYPERFINE="--warmup 1 --runs 3"
-    HYPERFINE_STATUS="--warmup 0 --runs 2"
     BREAKDOWN_RUNS=2
 else
     OPS="--reps 11 --iters 1000"
@@ -109,7 +105,6 @@ else
     SCALE="--iters 100 --reps 9"
     SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"
-    HYPERFINE_STATUS="--warmup 2 --runs 15"
     BREAKDOWN_RUNS=20
 fi
 REDIS_ARG=()
@@ -265,18 +260,6 @@ else
     out "pglock's library was not built into the benchmarks: not measured."
 fi
 
-out "## 8. \`pglock status\` as the server's lock count grows (Unix socket)"
-out ""
-out "Wall time of the whole process (hyperfine, median), one session holding the locks."
-out ""
-if [ -x "$PGLOCK" ] && [ ${#STATUS_ARGS[@]} -gt 0 ] && command -v hyperfine >/dev/null; then
-    say "status scale"
-    "$ROOT/bench/status_scale.sh" "$PGLOCK" "$PGLOCK_TEST_PRIMARY" "$STATUS_COUNTS" \
-        "$HYPERFINE_STATUS" >>"$REPORT"
-else
-    out "\`pglock status\` or hyperfine is not available: not measured."
-    out ""
-fi
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 
 if [ "$SMOKE" = 1 ]; then

@@ -1,66 +1,92 @@
 #!/usr/bin/env bash
-# status_scale.sh — how `pglock status` grows with the server's lock count:
-# its wall time as a whole process (hyperfine's median) at each count,
-# beside `psql -c 'select count(*) from pg_locks'` run the same way.
-# Prints a markdown table.
+# status_scale.sh — what `pglock status` costs as the server's lock count
+# grows (issue 19, goal 2), next to reading pg_locks bare.
 #
-#   bench/status_scale.sh PGLOCK CONNINFO COUNTS HYPERFINE_ARGS
-# COUNTS: comma-separated, ascending (e.g. 1000,10000,50000).
+#   bench/status_scale.sh BUILD_DIR [COUNTS...]    (default 1000 10000 50000)
+#
+# Starts its own throwaway PostgreSQL (a temp dir, a Unix socket only,
+# max_locks_per_transaction raised so that 50,000 locks fit), holds N
+# advisory locks in one psql session, and prints, for each N, the median
+# of REPS runs (default 9) of:
+#   - server: the statement's own time from the server log
+#     (log_min_duration_statement = 0), status's statement against
+#     SELECT count(*) FROM pg_locks;
+#   - process: a whole `pglock status` against a whole
+#     `psql -c 'select count(*) from pg_locks'`, wall clock.
+# Output to stdout goes to /dev/null in both.
 set -euo pipefail
 
-PGLOCK=${1:?usage: status_scale.sh PGLOCK CONNINFO COUNTS HYPERFINE_ARGS}
-DSN=${2:?}
-COUNTS=${3:?}
-HF_ARGS=${4:-"--warmup 2 --runs 10"}
-T=$(mktemp -d "${TMPDIR:-/tmp}/pglock-status-scale.XXXXXX")
+BUILD=$(readlink -f "${1:?usage: bench/status_scale.sh BUILD_DIR [COUNTS...]}")
+shift
+COUNTS=("$@")
+[ ${#COUNTS[@]} -gt 0 ] || COUNTS=(1000 10000 50000)
+REPS=${REPS:-9}
+PGBIN=${PGLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
+PSQL=${PGLOCK_PGCLIENT:-/usr/lib/postgresql/15/bin}/psql
+PGLOCK=$BUILD/pglock
+
+DIR=$(mktemp -d)
+RUNAS=()
+if [ "$(id -u)" = 0 ]; then
+    chown postgres "$DIR"
+    RUNAS=(runuser -u postgres --)
+fi
+PORT=$((50000 + RANDOM % 5000))
+CONN="host=$DIR port=$PORT user=postgres dbname=postgres"
 HOLDER=
-APP=pglock-status-scale-$$
-# Ends the holding session on the server (its psql alone would leave the
-# backend asleep, holding the locks) and waits for its psql.
-release() {
-    [ -n "$HOLDER" ] || return 0
-    q "select count(pg_terminate_backend(pid)) from pg_stat_activity
-       where application_name = '$APP'" >/dev/null || true
-    wait "$HOLDER" 2>/dev/null || true
-    HOLDER=
-}
 cleanup() {
-    release
-    rm -rf "$T"
+    [ -z "$HOLDER" ] || kill "$HOLDER" 2>/dev/null || true
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$DIR"
 }
 trap cleanup EXIT
 
-q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$DSN" -c "$1"; }
+"${RUNAS[@]}" "$PGBIN/initdb" -D "$DIR/data" -A trust -U postgres >/dev/null
+# (pg_ctl hands -o to a shell: one line)
+OPTS="-p $PORT -k $DIR -c listen_addresses= -c fsync=off -c max_connections=20"
+OPTS+=" -c max_locks_per_transaction=3000 -c log_min_duration_statement=0"
+"${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w -o "$OPTS" start >/dev/null
 
+now_ns() { date +%s%N; }
 
-echo "| locks held | \`pglock status\` ms | \`psql -c 'select count(*) from pg_locks'\` ms | ratio |"
-echo "|---:|---:|---:|---:|"
-IFS=, read -r -a counts <<<"$COUNTS"
-for n in "${counts[@]}"; do
-    # One session holds n locks (pairs in namespace 779) until killed.
-    PGAPPNAME=$APP psql -X -q -A -t "$DSN" >/dev/null 2>&1 <<SQL &
-SELECT count(pg_advisory_lock(779, g::int)) FROM generate_series(1, $n) g;
-SELECT pg_sleep(3600);
-SQL
+# median of the numbers on stdin
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# the durations (ms) of the logged statements matching PATTERN since line FROM
+durations() {
+    tail -n +"$1" "$DIR/log" | grep -E "duration: [0-9.]+ ms +(statement|execute [^:]*): $2" |
+        sed -E 's/.*duration: ([0-9.]+) ms.*/\1/'
+}
+
+wall_ms() { # CMD...: the median wall time of REPS runs, in ms
+    local t0 t1
+    for _ in $(seq "$REPS"); do
+        t0=$(now_ns)
+        "$@" >/dev/null
+        t1=$(now_ns)
+        echo $(((t1 - t0) / 1000))
+    done | median | awk '{printf "%.1f", $1 / 1000}'
+}
+
+echo "| locks | status statement (ms) | count(*) (ms) | ratio | pglock status (ms) | psql count(*) (ms) | ratio |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
+for n in "${COUNTS[@]}"; do
+    [ -z "$HOLDER" ] || { kill "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
+    mkfifo "$DIR/in.$n"
+    "$PSQL" -X -q "$CONN" -f "$DIR/in.$n" >/dev/null 2>&1 &
     HOLDER=$!
-    held=0
-    for _ in $(seq 300); do
-        kill -0 "$HOLDER" 2>/dev/null || { echo "status_scale: the lock holder failed" >&2; exit 1; }
-        held=$(q "select count(*) from pg_locks where locktype = 'advisory' and classid = 779 and granted")
-        [ "$held" -lt "$n" ] || break
-        sleep 0.2
+    exec {fd}>"$DIR/in.$n"
+    echo "select count(pg_advisory_lock(g)) from generate_series(1, $n) g;" >&$fd
+    for _ in $(seq 600); do
+        [ "$("$PSQL" -X -Atc "select count(*) from pg_locks where locktype = 'advisory'" "$CONN")" = "$n" ] && break
+        sleep 0.1
     done
-    [ "$held" -ge "$n" ] || { echo "status_scale: $n locks not held in time" >&2; exit 1; }
-    # shellcheck disable=SC2086 # HF_ARGS is a list of words
-    hyperfine -N $HF_ARGS --export-json "$T/s.json" \
-        "$PGLOCK status -d '$DSN'" \
-        "psql -X -q -A -t -d '$DSN' -c 'select count(*) from pg_locks'" >/dev/null 2>&1
-    python3 - "$T/s.json" "$n" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))["results"]
-s, c = r[0]["median"] * 1000, r[1]["median"] * 1000
-print("| %s | %.1f | %.1f | %.2f × |" % (f"{int(sys.argv[2]):,}", s, c, s / c))
-EOF
-    release
+    from=$(($(wc -l <"$DIR/log") + 1))
+    p_status=$(wall_ms "$PGLOCK" status -d "$CONN")
+    p_psql=$(wall_ms "$PSQL" -X -c 'select count(*) from pg_locks' "$CONN")
+    s_status=$(durations "$from" "SELECT 'r'" | median)
+    s_count=$(durations "$from" "select count\(\*\) from pg_locks" | median)
+    awk -v n="$n" -v a="$s_status" -v b="$s_count" -v c="$p_status" -v d="$p_psql" \
+        'BEGIN {printf "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", n, a, b, a / b, c, d, c / d}'
+    exec {fd}>&-
 done
-echo

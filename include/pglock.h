@@ -22,7 +22,37 @@
  * Threads
  *   The library keeps no global state.  No two threads may use one
  *   pglock_client (or one PGconn) at the same time; different clients may be
- *   used from different threads freely.
+ *   used from different threads freely.  A managed hold (pglock_hold_*)
+ *   owns its client while it runs: see "Managed hold" below.
+ *
+ * Structs that can grow
+ *   Every struct the caller allocates (pglock_options, pglock_key,
+ *   pglock_error, pglock_hold_options) begins with `unsigned int version`.
+ *   The library reads and writes only the fields that version has, so a
+ *   later release can append fields without breaking a program built
+ *   against this header.  Set it with the struct's init function (or, for
+ *   a key, any pglock_key_*() constructor); a zero or unknown version is
+ *   refused with PGLOCK_EINVAL and a message that says so.  Fields are only
+ *   ever appended; a struct's PGLOCK_*_VERSION grows by one whenever its
+ *   layout does.
+ *
+ * ABI and SONAME policy
+ *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR);
+ *   before 1.0 it is libpglock.so.0.MINOR, since a 0.x MINOR may break.
+ *   Within one MAJOR, releases only add: functions, enum values, error
+ *   codes, struct fields behind a new PGLOCK_*_VERSION (old versions keep
+ *   being accepted), and PGLOCK_HAS_* macros; a program built against an
+ *   older header of the same MAJOR runs unchanged.  Anything else (a
+ *   removed or changed function, a field moved, an old struct version no
+ *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
+ *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
+ *   did: the version fields are new); 1.0 freezes it.
+ *   tests/data/abi-layout.txt records every public struct's layout per
+ *   version, and a test fails when a layout changes without its version.
+ *
+ * Feature macros
+ *   PGLOCK_HAS_* tell at compile time what this header offers (as libpq's
+ *   LIBPQ_HAS_*); pglock_version() tells what is linked at run time.
  *
  * Keys
  *   A key is a 64-bit integer, a pair of 32-bit integers (namespace, id),
@@ -46,15 +76,20 @@ extern "C" {
 #endif
 
 #define PGLOCK_VERSION_MAJOR 0
-#define PGLOCK_VERSION_MINOR 1
+#define PGLOCK_VERSION_MINOR 2
 #define PGLOCK_VERSION_PATCH 0
-#define PGLOCK_VERSION "0.1.0"
+#define PGLOCK_VERSION "0.2.0"
 
 #if defined(__GNUC__)
 #define PGLOCK_EXPORT __attribute__((visibility("default")))
 #else
 #define PGLOCK_EXPORT
 #endif
+
+/* Public structs begin with a version field, set by their init (0.2). */
+#define PGLOCK_HAS_VERSIONED_STRUCTS 1
+/* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
+#define PGLOCK_HAS_MANAGED_HOLD 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -103,12 +138,22 @@ PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
                                                     const char *message,
                                                     const char *conninfo);
 
-/* Error details for functions that work on the caller's PGconn. */
+/* Error details for functions that work on the caller's PGconn.  Call
+ * pglock_error_init() once before passing it: a function given an error
+ * whose version it does not know writes only the fields every version has
+ * (code, sqlstate, message), and refuses the call (PGLOCK_EINVAL) with a
+ * message that says so. */
+#define PGLOCK_ERROR_VERSION 1
 typedef struct pglock_error {
+    unsigned int version; /* PGLOCK_ERROR_VERSION, set by pglock_error_init */
     int code;            /* the same code the function returned */
     char sqlstate[6];    /* server SQLSTATE, "" when there is none */
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
+
+/* Empties err (code 0, no message) and sets its version.  PGLOCK_EINVAL
+ * for a version this library does not know (err is then left alone). */
+PGLOCK_EXPORT int pglock_error_init(pglock_error *err, unsigned int version);
 
 /* ------------------------------------------------- bounded connections */
 
@@ -165,7 +210,12 @@ typedef enum pglock_key_kind {
     PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
 } pglock_key_kind;
 
+/* A key is made by a constructor below (or pglock_key_parse()), which
+ * sets its version: a key built by hand has version 0 and is refused
+ * (PGLOCK_EINVAL) by every function that takes a key. */
+#define PGLOCK_KEY_VERSION 1
 typedef struct pglock_key {
+    unsigned int version; /* PGLOCK_KEY_VERSION, set by the constructors */
     pglock_key_kind kind;
     int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
                           bigint once resolved (see resolved), else 0 */
@@ -290,7 +340,10 @@ typedef enum pglock_hold_mode {
     PGLOCK_HOLD_AUTO = 2
 } pglock_hold_mode;
 
+#define PGLOCK_OPTIONS_VERSION 1
 typedef struct pglock_options {
+    /* PGLOCK_OPTIONS_VERSION, set by pglock_options_init(). */
+    unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms (in xact hold: the holding transaction's
      * idle_in_transaction_session_timeout).  0 leaves the server's setting
@@ -319,8 +372,11 @@ typedef struct pglock_options {
     pglock_hold_mode hold;
 } pglock_options;
 
-/* Fills opts with the defaults. */
-PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
+/* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
+ * Returns 0, or PGLOCK_EINVAL for a version this library does not know
+ * (opts is then left alone). */
+PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
+                                      unsigned int version);
 
 /*
  * Opens a dedicated lock connection.  conninfo is a libpq conninfo string
@@ -335,7 +391,8 @@ PGLOCK_EXPORT void pglock_options_init(pglock_options *opts);
  *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
  * pglock_client_error() can tell why; close it with pglock_client_close().
- * opts may be NULL for the defaults.
+ * opts may be NULL for the defaults; options whose version is zero or
+ * unknown (not set by pglock_options_init()) are PGLOCK_EINVAL.
  */
 PGLOCK_EXPORT int pglock_client_open(pglock_client **out, const char *conninfo,
                                      const pglock_options *opts);
@@ -345,7 +402,13 @@ PGLOCK_EXPORT int pglock_client_open_params(pglock_client **out,
                                             const pglock_options *opts);
 
 /* Releases every lock (pg_advisory_unlock_all(), waiting for the answer,
- * so the locks are free when it returns), closes and frees.  NULL is ok. */
+ * so the locks are free when it returns), closes and frees.  NULL is ok.
+ * Bounded, even on a dead network: it returns within 5 s (10 s if a
+ * heartbeat was left in flight: its answer is awaited first); a
+ * connection that does not answer in time is shut down instead, and the
+ * server frees its locks when it notices (at the latest after the lease).
+ * A client whose connection was lost closes at once.  Call
+ * pglock_hold_stop() first if a hold runs on the client. */
 PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 
 /* The last error's message (one line, no newline; "" if none) and SQLSTATE
@@ -445,6 +508,114 @@ PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);
  * (CLOCK_BOOTTIME on Linux). */
 PGLOCK_EXPORT int64_t pglock_now_ms(void);
 
+/* ------------------------------------------------------- managed hold */
+
+/*
+ * A managed hold keeps a client's lease alive while the caller works, and
+ * tells the caller the moment it is lost, so the work can stop in time.
+ *
+ * Lease arithmetic (the same as `pglock run`): with the client's lease
+ * T_s = opts.lease_ms (without a lease: opts.dead_peer_ms), a heartbeat
+ * is sent every T_s/6, and the lease counts as lost when no heartbeat
+ * sent within the last T_c = 2*T_s/3 has been confirmed.  That leaves
+ * T_s/6 for the caller to stop its work after the notice, and T_s/6 of
+ * margin, before the server can end the silent session and hand the lock
+ * to someone else:  T_c + stop + margin <= T_s.  A loss the server causes
+ * (pg_terminate_backend, restart, failover) frees the lock at once; it is
+ * noticed at the next heartbeat's answer or socket error (so within T_s/6
+ * plus the round trip, or at once when the socket closes).
+ *
+ * Notice.  On loss, in this order: the client's connection is closed (its
+ * locks, if the server still has them, are freed), the loss fd becomes
+ * readable (and stays readable), and on_lost is called once, with the
+ * code (PGLOCK_ECONNLOST) and a one-line message.  pglock_hold_loss()
+ * tells the same at any time, from any thread.
+ *
+ * Two ways to drive it:
+ *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,
+ *     every signal blocked) that runs the heartbeats; on_lost runs on it.
+ *   - PGLOCK_HOLD_LOOP: the caller's event loop drives it.  Watch
+ *     pglock_hold_fd() for reading and call pglock_hold_step() when it is
+ *     readable or when the timeout step gave last has passed; on_lost runs
+ *     inside pglock_hold_step().
+ *
+ * Thread rules.  While a hold runs (from pglock_hold_start() until
+ * pglock_hold_stop() returns), the client and its connection are the
+ * hold's: call no other function on the client, from any thread (not even
+ * the accessors).  The loss fd, pglock_hold_loss() and pglock_now_ms() may
+ * be used from any thread.  on_lost must be quick and must not call
+ * pglock_hold_stop(), pglock_hold_step() or any function on the client;
+ * it may call pglock_hold_loss(), write to a pipe, signal a condition
+ * variable, kill() a child, set a flag.  A hold in loop mode is used from
+ * one thread at a time, like a client.
+ *
+ * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
+ * time (one heartbeat, bounded by the client's cancel_timeout_ms, default
+ * 2 s; in thread mode plus the thread's exit, which never waits on the
+ * network) and frees the hold, closing the loss fd.  It returns 0 when the
+ * lock was held throughout (the client is the caller's again, its locks
+ * held), else the loss code (the client's connection is then closed: close
+ * the client).  So stop + pglock_client_close() take at most
+ * cancel_timeout_ms + 5 s, even on a dead network.
+ */
+typedef struct pglock_hold pglock_hold;
+
+typedef enum pglock_hold_drive {
+    PGLOCK_HOLD_THREAD = 0, /* the hold's own thread */
+    PGLOCK_HOLD_LOOP = 1    /* the caller's event loop: pglock_hold_step() */
+} pglock_hold_drive;
+
+/* Called once when the hold learns the lease is lost: code is negative
+ * (PGLOCK_ECONNLOST), message one line, borrowed for the call. */
+typedef void (*pglock_hold_lost_fn)(void *arg, int code, const char *message);
+
+#define PGLOCK_HOLD_OPTIONS_VERSION 1
+typedef struct pglock_hold_options {
+    /* PGLOCK_HOLD_OPTIONS_VERSION, set by pglock_hold_options_init(). */
+    unsigned int version;
+    pglock_hold_drive drive;  /* PGLOCK_HOLD_THREAD by default */
+    pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
+    void *arg;                /* on_lost's first argument */
+} pglock_hold_options;
+
+/* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
+ * this library does not know (opts is then left alone). */
+PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
+                                           unsigned int version);
+
+/*
+ * Starts keeping client's lease alive; call it once the locks are taken.
+ * opts may be NULL (thread mode, no callback).  Returns 0 with *out set,
+ * or PGLOCK_EINVAL (bad options), PGLOCK_ESTATE (the client is lost or
+ * busy, or holds nothing), PGLOCK_ENOMEM, with the message on the client
+ * and *out NULL.  If the lease already ran out before the call, the hold
+ * starts lost (the notice is given at once).
+ */
+PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,
+                                    const pglock_hold_options *opts);
+
+/* Readable (and staying so) once the lease is lost.  Owned by the hold:
+ * do not read or close it; remove it from your poll set before stop. */
+PGLOCK_EXPORT int pglock_hold_loss_fd(const pglock_hold *hold);
+
+/* 0 while the lease holds, else the loss code, with its message copied to
+ * buf (may be NULL).  Any thread, on_lost included. */
+PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold, char *buf,
+                                   size_t len);
+
+/* Loop mode: the fd to watch for reading (the lock connection's socket;
+ * -1 once lost). */
+PGLOCK_EXPORT int pglock_hold_fd(const pglock_hold *hold);
+
+/* Loop mode: does what is due (send a heartbeat, read its answer, check
+ * the deadline); never blocks.  Returns 0 while the lease holds, with
+ * *timeout_ms set to when to call again at the latest (a poll timeout),
+ * else the loss code (after the notice).  PGLOCK_ESTATE in thread mode. */
+PGLOCK_EXPORT int pglock_hold_step(pglock_hold *hold, long *timeout_ms);
+
+/* Ends the hold and frees it (NULL is ok: 0); see "Stop" above. */
+PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);
+
 /* ------------------------------------------------ transaction locks */
 
 /*
@@ -522,6 +693,95 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
  */
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
                                               int64_t *out, long timeout_ms);
+
+/* ------------------------------------------------- who holds what */
+
+/*
+ * Who holds and who waits for advisory locks, as pg_locks tells it,
+ * joined with pg_stat_activity and pg_database: the same view
+ * `pglock status` shows (it is a client of these calls).
+ *
+ * The list is allocated by the library, like a PGresult, and freed with
+ * pglock_holders_free().  Entries are read with pglock_holders_get(),
+ * which returns a pointer into the list (its strings too): valid until
+ * the list is freed.
+ *
+ * Growth rule: pglock_holder only ever grows at its end, and a caller
+ * never allocates, copies by value or takes sizeof of it, so a program
+ * built against an older header keeps working with a newer library.
+ * PGLOCK_HAS_HOLDERS says the calls exist.
+ */
+#define PGLOCK_HAS_HOLDERS 1
+
+typedef struct pglock_holders pglock_holders;
+
+/* One advisory lock request: a row of pg_locks and its session. */
+typedef struct pglock_holder {
+    pglock_key key;          /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
+    const char *database;    /* NULL if the database is gone */
+    int pid;                 /* 0: no backend (a prepared transaction) */
+    pglock_mode mode;        /* held, or asked for by a waiter */
+    int granted;             /* 1: holds, 0: waits */
+    int has_session;         /* a pg_stat_activity row was found */
+    int hidden;              /* pg_stat_activity hides this session's
+                                client, state and times from our role */
+    const char *user;              /* NULL when unknown */
+    const char *application_name;  /* "" when unset; NULL when unknown */
+    const char *client_addr;       /* NULL: Unix socket, hidden, unknown */
+    int client_port;               /* -1: Unix socket; 0: unknown */
+    const char *state;             /* "idle", "active", ...; NULL: hidden */
+    /* Holders: how long the lock has been held, in seconds.  The server
+     * records no acquisition time, so this is a range: at least
+     * held_min_s (from state_change, when the session is idle: the lock
+     * was taken before its last statement ended) and at most held_max_s
+     * (from backend_start: no lock is older than its session); -1:
+     * unknown. */
+    double held_min_s;
+    double held_max_s;
+    /* Waiters: how long it has waited, in seconds, and from which column:
+     * "waitstart" (pg_locks, PostgreSQL 14+: exact) or "query_start" (an
+     * upper bound, while waitstart is not yet set or before 14); -1 /
+     * NULL when unknown.  waitstart is shown even when hidden is 1. */
+    double waiting_s;
+    const char *waiting_source;
+    /* Waiters: pg_blocking_pids(pid), the sessions it waits for (holders
+     * in a conflicting mode, and conflicting waiters ahead of it). */
+    const int *blocked_by;
+    int n_blocked_by;
+    /* New fields are added here, at the end, only. */
+} pglock_holder;
+
+/* pglock_holders_list() flags. */
+#define PGLOCK_HOLDERS_ALL_DATABASES 1u /* every database, not conn's only */
+
+/*
+ * Lists the requests for the nkeys keys (nkeys 0: every advisory lock) in
+ * conn's database (or in all with PGLOCK_HOLDERS_ALL_DATABASES): holders
+ * and waiters, ordered by database, key (bigints before pairs), holders
+ * before waiters, waiters in the order they began to wait.
+ *
+ * One statement (one round trip) on the caller's conn, which must be
+ * idle; read-only, so it may run through a pooler, and outside or inside
+ * a transaction.  Legacy keys must be resolved first (PGLOCK_EINVAL).
+ * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0), as
+ * pglock_exec_params(): past it the query is cancelled (PGLOCK_ETIMEDOUT);
+ * a cancel that is not answered either shuts conn down (PQfinish() it).
+ * On a standby (in recovery) it returns PGLOCK_ESTANDBY: the locks that
+ * matter are the primary's, and none of them can be seen there.
+ * *out is NULL on failure.  err may be NULL.
+ */
+PGLOCK_EXPORT int pglock_holders_list(pglock_holders **out, PGconn *conn,
+                                      const pglock_key *keys, int nkeys,
+                                      unsigned flags, long timeout_ms,
+                                      pglock_error *err);
+/* How many entries; 0 for NULL. */
+PGLOCK_EXPORT int pglock_holders_count(const pglock_holders *list);
+/* Entry i (0 <= i < count), borrowed from the list; NULL when out of
+ * range. */
+PGLOCK_EXPORT const pglock_holder *pglock_holders_get(
+    const pglock_holders *list, int i);
+/* Frees the list and everything borrowed from it.  NULL is ok. */
+PGLOCK_EXPORT void pglock_holders_free(pglock_holders *list);
 
 #ifdef __cplusplus
 }

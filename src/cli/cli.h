@@ -82,6 +82,9 @@ void cli_connect_hint(const char *message);
  * PGLOCK_CONNECT_TIMEOUT_S): every query of the one-shot commands. */
 PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
                     const char *const *params, pglock_error *err);
+/* That bound, in ms (PGLOCK_WAIT_FOREVER for connect_timeout=0), for the
+ * library calls that take one (status's pglock_holders_list()). */
+long cli_query_timeout_ms(PGconn *conn);
 
 /*
  * Options, declared once in tables (opt.c): the parser and --help both
@@ -191,5 +194,10 @@ int cmd_lead(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_history(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
 
 #endif

@@ -165,6 +165,7 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
         "transaction); session locks need PostgreSQL directly";
     int timed_out;
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGconn *b = cli_connect(cc, "pglock doctor", NULL, &err);
     if (!b) {
         add(r, "pool_mode", WARNING, session_fix,
@@ -547,6 +548,7 @@ int cmd_doctor(int argc, char **argv)
 
     char msg[512];
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, &err);
     if (!conn)
         return cli_connect_error(&err, NULL);

@@ -247,6 +247,7 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
             continue; /* known without the server */
         if (!pg) {
             pglock_error err;
+            pglock_error_init(&err, PGLOCK_ERROR_VERSION);
             pg = cli_connect(conn, "pglock key", NULL, &err);
             if (!pg) {
                 rc = cli_connect_error(&err, "hashtext keys need the server");
@@ -254,6 +255,7 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
             }
         }
         pglock_error err;
+        pglock_error_init(&err, PGLOCK_ERROR_VERSION);
         if (pglock_key_resolve(&keys[i], pg, &err) != PGLOCK_OK)
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);
     }

@@ -20,11 +20,6 @@
 #include "cli.h"
 #include "run.h"
 
-/* Reconnect backoff: from BACKOFF_MIN_MS doubling up to BACKOFF_MAX_MS,
- * each wait drawn from [b/2, b] so that a crowd of followers spreads out. */
-#define BACKOFF_MIN_MS 100L
-#define BACKOFF_MAX_MS 5000L
-
 enum { OPT_RESTART = 300, OPT_REFUSED };
 
 static const cli_opt lead_opts[] = {
@@ -67,35 +62,7 @@ static const run_command lead_cmd = {
     "lost in the command's last moments (a loss while it runs restarts the\n"
     "contention instead), 69 connection refused for good (a pooler with\n"
     "--mode=session, a server older than 14), 64 usage.\n",
-    lead_opts, lead_option};
-
-/* Waits ms, or less if a stop signal arrives.  Returns the stop signal or
- * 0.  Other signals' bytes (SIGCHLD of a reaped job) are drained. */
-static int pause_ms(long ms)
-{
-    int64_t until = pglock_now_ms() + ms;
-    for (;;) {
-        if (run_stop_signal())
-            return run_stop_signal();
-        int64_t left = until - pglock_now_ms();
-        if (left <= 0)
-            return 0;
-        struct pollfd p = {run_event_fd(), POLLIN, 0};
-        if (poll(&p, 1, (int)left) > 0) {
-            unsigned char buf[64];
-            while (read(run_event_fd(), buf, sizeof buf) > 0) {
-            }
-        }
-    }
-}
-
-/* The next backoff wait, and the next base (doubled, capped). */
-static long next_backoff(long *base)
-{
-    long b = *base;
-    *base = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
-    return b / 2 + (long)(random() % (b / 2 + 1));
-}
+    lead_opts, lead_option, 0};
 
 /* Connects and waits for leadership.  0 when leader; else a stop signal's
  * exit status (128+N), a usage status, or -1 to back off and retry. */
@@ -125,8 +92,15 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         }
         return -1;
     }
+    if ((rc = run_record_prepare(st)) >= 0) {
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return rc;
+    }
     cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);
     rc = pglock_lock(st->client, key, a->mode, PGLOCK_WAIT_FOREVER);
+    if (run_stop_signal() || rc < 0)
+        run_record_not_run(st, 0);
     if (run_stop_signal()) {
         pglock_client_close(st->client);
         st->client = NULL;
@@ -147,6 +121,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
     if ((rc = run_job_env(st)) < 0) {
         /* The command never started: let the lock go and contend again. */
         int code = run_job_env_failed(st, rc, 1);
+        run_record_not_run(st, 0);
         pglock_client_close(st->client);
         st->client = NULL;
         return run_stop_signal() ? code : -1;
@@ -217,17 +192,19 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
     long ct = st->lease.server_ms / 3000;
     snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
 
-    long base = BACKOFF_MIN_MS;
+    long base = RUN_BACKOFF_MIN_MS;
     for (;;) {
         int rc = contend(st, key, connect_timeout);
         if (rc > 0)
             return rc;
         if (rc == 0) {
-            base = BACKOFF_MIN_MS;
+            base = RUN_BACKOFF_MIN_MS;
             cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
                         a->key_text, st->key_id,
                         pglock_client_backend_pid(st->client), (long long)st->token);
+            run_record_start(st);
             rc = lead_term(st, job);
+            run_record_end(st, rc >= 0 ? rc : a->lost_code);
             pglock_client_close(st->client);
             st->client = NULL;
             if (rc >= 0) {
@@ -237,9 +214,9 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
             /* Lost: the command is gone; contend again. */
             st->hb_inflight = 0;
         }
-        long wait = next_backoff(&base);
+        long wait = run_next_backoff(&base);
         cli_verbose("contending again in %ldms", wait);
-        int sig = pause_ms(wait);
+        int sig = run_pause_ms(wait);
         if (sig)
             return 128 + sig;
     }

@@ -23,7 +23,8 @@ static const cli_opt run_opts[] = {
     {'n', 'n', "try", CLI_OPT_NO_VALUE, NULL,
      "do not wait: if the lock is held, exit 75"},
     {'w', 'w', "wait", CLI_OPT_VALUE, "DURATION",
-     "wait at most DURATION, then exit 75\n"
+     "wait at most DURATION, then exit 75; a lost\n"
+     "connection is retried within it\n"
      "(default: wait as long as it takes)"},
     {OPT_MIN_HOLD, 0, "min-hold", CLI_OPT_VALUE, "DURATION",
      "keep the lock at least this long from acquisition"},
@@ -75,7 +76,7 @@ static const run_command run_cmd = {
     "Exit status: the command's (128+N if killed by signal N), 126/127 if it\n"
     "could not be run, 75 busy, 74 lock lost, 69 server unavailable or the\n"
     "command not run (no fencing token in time), 64 usage.\n",
-    run_opts, run_option};
+    run_opts, run_option, 1};
 
 static int run_locked(run_state *st, run_job *job);
 
@@ -84,13 +85,13 @@ int cmd_run(int argc, char **argv)
     run_args a;
     run_state st;
     run_job job;
-    pglock_key key;
+    pglock_key keys[RUN_MAX_KEYS];
     run_args_init(&a, &run_cmd);
-    int rc = run_prepare(argc, argv, &a, &st, &job, &key);
+    int rc = run_prepare(argc, argv, &a, &st, &job, keys);
     if (rc >= 0)
         return rc;
 
-    rc = run_connect(&st, &key, NULL);
+    rc = run_connect(&st, keys, NULL);
     if (rc < 0) {
         if (run_stop_signal()) {
             cli_verbose("interrupted while connecting");
@@ -105,19 +106,29 @@ int cmd_run(int argc, char **argv)
         cli_registry_free(st.registry);
         return code;
     }
-    const char *db = pglock_client_database(st.client);
+    /* a copy: a reconnect while waiting replaces the client */
+    char db[128];
+    snprintf(db, sizeof db, "%s", pglock_client_database(st.client));
+    if ((rc = run_record_prepare(&st)) >= 0) {
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return rc;
+    }
 
     /* Take the lock. */
     cli_verbose("acquiring %s lock \"%s\" (%s) in database \"%s\"",
                 a.mode == PGLOCK_SHARED ? "shared" : "exclusive",
-                a.key_text, st.key_id, db);
-    rc = pglock_lock(st.client, &key, a.mode, a.timeout_ms);
+                st.key_label, st.key_id, db);
+    int failed = 0;
+    rc = run_acquire(&st, keys, &failed);
     if (rc < 0) {
         int code;
+        const char *key_text = st.key_texts[failed];
+        const char *why = st.client ? pglock_client_error(st.client) : st.error;
         if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
             code = a.conflict_code;
             cli_notice("lock \"%s\" in database \"%s\" is %s; the command was "
-                       "not run", a.key_text, db,
+                       "not run", key_text, db,
                        rc == PGLOCK_EBUSY ? "held by another session"
                                           : "still held after the wait");
         } else if (rc == PGLOCK_EINTR && run_stop_signal()) {
@@ -127,34 +138,41 @@ int cmd_run(int argc, char **argv)
             /* Not our signal: someone cancelled the wait on the server
              * (pg_cancel_backend).  Say so; 130 would claim a Ctrl-C. */
             code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for lock \"%s\" was "
-                             "cancelled on the server: %s", a.key_text,
-                             pglock_client_error(st.client));
+                             "cancelled on the server: %s", key_text,
+                             why);
+        } else if (!st.client && rc == PGLOCK_ECONNECT) {
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
+                             "\"%s\" and not regained within --wait; the command was "
+                             "not run: %s", key_text, why);
         } else if (rc == PGLOCK_ECONNLOST) {
             /* e.g. the server restarted, or pglock was stopped (Ctrl-Z)
              * past the lease while waiting: the command never ran */
             code = cli_error(CLI_EXIT_UNAVAILABLE, "connection lost while waiting for lock "
-                             "\"%s\"; the command was not run: %s", a.key_text,
-                             pglock_client_error(st.client));
+                             "\"%s\"; the command was not run: %s", key_text,
+                             why);
         } else {
             code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
                    : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
-            cli_error(code, "%s", pglock_client_error(st.client));
+            cli_error(code, "%s", why);
         }
+        run_record_not_run(&st, rc);
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
         return code;
     }
     st.acquired_at = pglock_now_ms();
-    cli_verbose("acquired \"%s\" (%s), backend pid %d", a.key_text, st.key_id,
+    cli_verbose("acquired \"%s\" (%s), backend pid %d", st.key_label, st.key_id,
                 pglock_client_backend_pid(st.client));
 
     if ((rc = run_job_env(&st)) < 0) {
         int code = run_job_env_failed(&st, rc, 0);
+        run_record_not_run(&st, rc);
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
         return code;
     }
 
+    run_record_start(&st);
     rc = run_locked(&st, &job);
     cli_registry_free(st.registry);
     return rc;
@@ -167,6 +185,7 @@ static int run_locked(run_state *st, run_job *job)
     const run_args *a = st->args;
     int code = run_job_term(st, job);
     if (code >= 0) {
+        run_record_end(st, code);
         pglock_client_close(st->client);
         return code;
     }
@@ -193,6 +212,7 @@ static int run_locked(run_state *st, run_job *job)
                 code = 128 + run_stop_signal();
         }
     }
+    run_record_end(st, code);
     pglock_client_close(st->client);
     cli_verbose("released");
     return code;

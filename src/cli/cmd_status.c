@@ -1,27 +1,30 @@
 /*
  * pglock status — who holds and who waits, by name.
  *
- * One query per refresh (inspect.c) gives every advisory lock request in
- * the database; this file names the keys (registry, or a pglock
- * application_name that hashes back to the key), groups the requests by
- * key, arranges waiters under whoever blocks them, and prints a table with
- * a tree, a JSON document, or a live --watch view.
+ * One call per refresh (pglock_holders_list(): one query) gives the
+ * requests for the keys asked for, or for every advisory lock; this file
+ * names the keys (registry, or a pglock application_name that hashes back
+ * to the key), groups the requests by key, arranges waiters under
+ * whoever blocks them, and hands the result to a renderer: a table
+ * (status_text.c), a JSON document (status_json.c), or a live --watch
+ * view of either.  With KEYs, the exit status says whether all are held.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
-#include "cli.h"
-#include "inspect.h"
 #include "json.h"
+#include "status.h"
 
 #define DEFAULT_WATCH_MS 2000L
+
+/* Exit status of `status KEY...` when some KEY is free. */
+#define EXIT_SOME_FREE 1
 
 typedef struct status_options {
     cli_conn conn;
@@ -33,15 +36,6 @@ typedef struct status_options {
     pglock_key *filter; /* the KEYs given; NULL: every key */
     int n_filter;
 } status_options;
-
-/* One key's requests: a run of snapshot entries with the same key. */
-typedef struct lock_view {
-    inspect_entry *e;
-    int n;
-    const char *name;        /* NULL when unknown */
-    const char *name_source; /* "registry" or "application_name" */
-    int holders, waiters, exclusive;
-} lock_view;
 
 static volatile sig_atomic_t interrupted;
 
@@ -63,6 +57,8 @@ static const cli_opt status_opts[] = {
      "one JSON document (schema in pglock(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
+    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
+     "print errors only; the exit status answers"},
     CLI_OPT_END};
 
 static const cli_opt *const status_tables[] = {
@@ -75,8 +71,26 @@ static void print_help(void)
            "  pglock status [OPTION]... [KEY]...\n\n"
            "With no KEY, every advisory lock held or awaited in the database.\n\n");
     cli_opt_help(stdout, status_tables);
-    printf("\nExit status: 0 when it could look, 64 for bad options or keys,\n"
-           "69 when it could not connect.\n");
+    printf("\nExit status: with KEYs, 0 when every KEY is held, 1 when any is\n"
+           "free; with no KEY, 0 when it could look.  64 for bad options or\n"
+           "keys, 69 when it could not look (no connection, a standby).\n");
+}
+
+/* ------------------------------------------------------------ keys */
+
+static int same_lock(const pglock_key *a, const pglock_key *b)
+{
+    uint32_t ca, oa, cb, ob;
+    int sa, sb;
+    return pglock_key_locktag(a, &ca, &oa, &sa) == 0 &&
+           pglock_key_locktag(b, &cb, &ob, &sb) == 0 &&
+           ca == cb && oa == ob && sa == sb;
+}
+
+void status_key_text(const pglock_key *key, char *buf, size_t len)
+{
+    if (pglock_key_format(key, buf, len) < 0)
+        snprintf(buf, len, "?");
 }
 
 /* ------------------------------------------------------------ naming */
@@ -98,12 +112,12 @@ static const char *name_from_application(const char *app, const pglock_key *key,
         pglock_key parsed;
         if (rest[0] == '@') {
             const pglock_key *k = cli_registry_lookup(reg, rest + 1);
-            if (k && inspect_same_lock(k, key))
+            if (k && same_lock(k, key))
                 return rest + 1;
             return NULL;
         }
         if (pglock_key_parse(&parsed, rest, NULL, 0) != PGLOCK_OK ||
-            parsed.kind != PGLOCK_KEY_TEXT || !inspect_same_lock(&parsed, key))
+            parsed.kind != PGLOCK_KEY_TEXT || !same_lock(&parsed, key))
             return NULL;
         return parsed.name;
     }
@@ -112,14 +126,14 @@ static const char *name_from_application(const char *app, const pglock_key *key,
 
 static void name_lock(lock_view *v, const cli_registry *reg)
 {
-    const char *n = cli_registry_name_of(reg, &v->e[0].key);
+    const char *n = cli_registry_name_of(reg, &v->e[0]->key);
     if (n) {
         v->name = n;
         v->name_source = "registry";
         return;
     }
     for (int i = 0; i < v->n; i++) {
-        n = name_from_application(v->e[i].application_name, &v->e[i].key, reg);
+        n = name_from_application(v->e[i]->application_name, &v->e[i]->key, reg);
         if (n) {
             v->name = n;
             v->name_source = "application_name";
@@ -128,44 +142,31 @@ static void name_lock(lock_view *v, const cli_registry *reg)
     }
 }
 
-static int wanted(const status_options *o, const pglock_key *key)
-{
-    if (!o->n_filter)
-        return 1;
-    for (int i = 0; i < o->n_filter; i++)
-        if (inspect_same_lock(&o->filter[i], key))
-            return 1;
-    return 0;
-}
-
-/* Groups the snapshot into locks; returns how many (views has room for
- * snap->n). */
-static int group_locks(inspect_snapshot *snap, const status_options *o,
+/* Groups the list's entries (already in key order) into locks; returns
+ * how many (views has room for one per entry). */
+static int group_locks(const pglock_holder *const *e, int n,
                        const cli_registry *reg, lock_view *views)
 {
     int nv = 0;
-    for (int i = 0; i < snap->n;) {
+    for (int i = 0; i < n;) {
         int j = i + 1;
-        while (j < snap->n && inspect_same_lock(&snap->entries[j].key,
-                                                &snap->entries[i].key) &&
-               !strcmp(snap->entries[j].database ? snap->entries[j].database : "",
-                       snap->entries[i].database ? snap->entries[i].database : ""))
+        while (j < n && same_lock(&e[j]->key, &e[i]->key) &&
+               !strcmp(e[j]->database ? e[j]->database : "",
+                       e[i]->database ? e[i]->database : ""))
             j++;
-        if (wanted(o, &snap->entries[i].key)) {
-            lock_view *v = &views[nv++];
-            memset(v, 0, sizeof *v);
-            v->e = &snap->entries[i];
-            v->n = j - i;
-            for (int k = 0; k < v->n; k++) {
-                if (v->e[k].granted) {
-                    v->holders++;
-                    v->exclusive |= v->e[k].exclusive;
-                } else {
-                    v->waiters++;
-                }
+        lock_view *v = &views[nv++];
+        memset(v, 0, sizeof *v);
+        v->e = &e[i];
+        v->n = j - i;
+        for (int k = 0; k < v->n; k++) {
+            if (v->e[k]->granted) {
+                v->holders++;
+                v->exclusive |= v->e[k]->mode == PGLOCK_EXCLUSIVE;
+            } else {
+                v->waiters++;
             }
-            name_lock(v, reg);
         }
+        name_lock(v, reg);
         i = j;
     }
     return nv;
@@ -173,505 +174,81 @@ static int group_locks(inspect_snapshot *snap, const status_options *o,
 
 /* ------------------------------------------------------- the tree */
 
-/* Index in v of the request whose child e is: a waiter ahead of it in the
- * queue that blocks it (the nearest), else a holder that blocks it; -1
- * for none (a root).  Only entries before e can be waiter parents, so the
- * tree has no cycles. */
-static int parent_of(const lock_view *v, int idx)
+int status_parent_of(const lock_view *v, int idx)
 {
-    const inspect_entry *e = &v->e[idx];
+    const pglock_holder *e = v->e[idx];
     if (e->granted)
         return -1;
+    /* Only entries before e can be parents, so the tree has no cycles.
+     * Holders come first in v; a queue's waiters are few. */
     int holder = -1;
     for (int k = idx - 1; k >= 0; k--) {
+        if (v->e[k]->pid == 0)
+            continue;
         for (int b = 0; b < e->n_blocked_by; b++) {
-            if (v->e[k].pid != e->blocked_by[b] || v->e[k].pid == 0)
+            if (v->e[k]->pid != e->blocked_by[b])
                 continue;
-            if (!v->e[k].granted)
+            if (!v->e[k]->granted)
                 return k;
-            if (holder < 0 || k < holder)
-                holder = k;
+            holder = k;
         }
     }
     return holder;
 }
 
-/* ------------------------------------------------------ text output */
-
-static void format_duration(double s, char *buf, size_t len)
-{
-    long t = (long)(s + 0.5);
-    if (t < 60)
-        snprintf(buf, len, "%lds", t);
-    else if (t < 3600)
-        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-    else if (t < 86400)
-        snprintf(buf, len, "%ldh%02ldm", t / 3600, t % 3600 / 60);
-    else
-        snprintf(buf, len, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
-}
-
-/* Copies s (UTF-8) for a terminal: control characters become '?', the
- * C0 ones and DEL, and the C1 ones too (U+0080..U+009F, bytes C2 80..C2
- * 9F: a terminal reads U+009B as CSI, as it reads ESC [). */
-static void clean(const char *s, char *buf, size_t len)
-{
-    size_t i = 0, o = 0;
-    for (; s && s[i] && o + 1 < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        unsigned char next = (unsigned char)s[i + 1];
-        if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {
-            buf[o++] = '?';
-            i++;
-        } else {
-            buf[o++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
-        }
-    }
-    buf[o] = '\0';
-}
-
-/* Display width: code points (UTF-8 lead bytes). */
-static int width(const char *s)
-{
-    int w = 0;
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            w++;
-    return w;
-}
-
-enum { COL_SESSION, COL_USER, COL_CLIENT, COL_FOR, COL_SINCE, COL_APP, NCOLS };
-#define CELL 160
-/* The longest session cell after its tree prefix: "└─ waits " (13 bytes),
- * a pid (at most 11), " (exclusive)" (12). */
-#define SESSION_REST 36
-
-/* snprintf into a table cell; long values are cut. */
-static void cellf(char *cell, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void cellf(char *cell, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cell, CELL, fmt, ap);
-    va_end(ap);
-}
-
-typedef struct text_row {
-    int is_header;         /* a lock's title line, printed as is */
-    char cell[NCOLS][CELL];
-} text_row;
-
-typedef struct text_table {
-    text_row *rows;
-    int n, cap;
-    int *hidden;           /* pids whose details were hidden */
-    int n_hidden, cap_hidden;
-} text_table;
-
-static void note_hidden(text_table *t, int pid)
-{
-    for (int i = 0; i < t->n_hidden; i++)
-        if (t->hidden[i] == pid)
-            return;
-    if (t->n_hidden == t->cap_hidden) {
-        int cap = t->cap_hidden ? t->cap_hidden * 2 : 16;
-        int *h = realloc(t->hidden, (size_t)cap * sizeof *h);
-        if (!h)
-            return;
-        t->hidden = h;
-        t->cap_hidden = cap;
-    }
-    t->hidden[t->n_hidden++] = pid;
-}
-
-static text_row *table_add(text_table *t)
-{
-    if (t->n == t->cap) {
-        int cap = t->cap ? t->cap * 2 : 64;
-        text_row *r = realloc(t->rows, (size_t)cap * sizeof *r);
-        if (!r)
-            return NULL;
-        t->rows = r;
-        t->cap = cap;
-    }
-    text_row *r = &t->rows[t->n++];
-    memset(r, 0, sizeof *r);
-    return r;
-}
-
-static void fill_session_cells(text_row *r, const inspect_entry *e,
-                               text_table *t)
-{
-    char a[64], b[64];
-    clean(e->user ? e->user : "?", r->cell[COL_USER], CELL);
-    if (e->application_name)
-        clean(e->application_name, r->cell[COL_APP], CELL);
-    if (e->pid == 0) {
-        cellf(r->cell[COL_CLIENT], "-");
-        cellf(r->cell[COL_FOR], "?");
-        cellf(r->cell[COL_SINCE], "prepared transaction");
-        return;
-    }
-    if (e->hidden || !e->has_session) {
-        if (e->hidden)
-            note_hidden(t, e->pid);
-        cellf(r->cell[COL_CLIENT], "hidden");
-        /* pg_locks.waitstart is not hidden, the session's columns are */
-        if (!e->granted && e->waiting_source &&
-            !strcmp(e->waiting_source, "waitstart")) {
-            char a[64];
-            format_duration(e->waiting_s, a, sizeof a);
-            cellf(r->cell[COL_FOR], "%s", a);
-            cellf(r->cell[COL_SINCE], "waitstart");
-        } else {
-            cellf(r->cell[COL_FOR], "?");
-            cellf(r->cell[COL_SINCE], "%s",
-                  e->hidden ? "hidden: no privilege" : "no session");
-        }
-        return;
-    }
-    if (e->client_port == -1 || !e->client_addr)
-        cellf(r->cell[COL_CLIENT], "local");
-    else if (strchr(e->client_addr, ':'))
-        cellf(r->cell[COL_CLIENT], "[%s]:%d", e->client_addr, e->client_port);
-    else
-        cellf(r->cell[COL_CLIENT], "%s:%d", e->client_addr, e->client_port);
-    if (e->granted) {
-        if (e->held_max_s < 0) {
-            cellf(r->cell[COL_FOR], "?");
-        } else if (e->held_min_s >= 0) {
-            format_duration(e->held_min_s, a, sizeof a);
-            format_duration(e->held_max_s, b, sizeof b);
-            cellf(r->cell[COL_FOR], "%s-%s", a, b);
-            cellf(r->cell[COL_SINCE], "state_change-backend_start");
-        } else {
-            format_duration(e->held_max_s, b, sizeof b);
-            cellf(r->cell[COL_FOR], "<=%s", b);
-            cellf(r->cell[COL_SINCE], "backend_start");
-        }
-    } else if (e->waiting_s >= 0 && e->waiting_source) {
-        format_duration(e->waiting_s, a, sizeof a);
-        int exact = !strcmp(e->waiting_source, "waitstart");
-        cellf(r->cell[COL_FOR], "%s%s", exact ? "" : "<=", a);
-        cellf(r->cell[COL_SINCE], "%s", e->waiting_source);
-    } else {
-        cellf(r->cell[COL_FOR], "?");
-    }
-}
-
-/* Adds v->e[idx] and, under it, the requests it blocks. */
-static int add_subtree(text_table *t, const lock_view *v, const int *parent,
-                       int idx, const char *prefix, int last, int depth)
-{
-    text_row *r = table_add(t);
-    if (!r)
-        return -1;
-    const inspect_entry *e = &v->e[idx];
-    char pid[24];
-    if (e->pid)
-        snprintf(pid, sizeof pid, "%d", e->pid);
-    else
-        snprintf(pid, sizeof pid, "-");
-    const char *what = e->granted ? "holds" : "waits";
-    /* A waiter says what it asks for; holders share the lock's mode. */
-    const char *mode = e->granted ? "" : e->exclusive ? " (exclusive)" : " (shared)";
-    cellf(r->cell[COL_SESSION], "%s%s%s %s%s", prefix,
-             depth == 0 ? "" : (last ? "└─ " : "├─ "), what, pid, mode);
-    fill_session_cells(r, e, t);
-
-    /* The rows below start with child_prefix.  A chain too deep for them
-     * to fit a cell is cut here, as a chain deeper than 32 is, rather than
-     * printed cut short (maybe inside a character). */
-    char child_prefix[CELL];
-    int len = snprintf(child_prefix, sizeof child_prefix, "%s%s", prefix,
-                       depth == 0 ? "" : (last ? "   " : "│  "));
-    int deeper = depth < 32 && len >= 0 && len + SESSION_REST < CELL;
-    int nchildren = 0, seen = 0;
-    for (int k = 0; k < v->n; k++)
-        nchildren += parent[k] == idx;
-    for (int k = 0; k < v->n; k++) {
-        if (parent[k] != idx)
-            continue;
-        seen++;
-        if (!deeper) /* a pathological chain: keep it readable */
-            continue;
-        if (add_subtree(t, v, parent, k, child_prefix, seen == nchildren,
-                        depth + 1))
-            return -1;
-    }
-    return 0;
-}
-
-static int add_lock(text_table *t, const lock_view *v, int all_databases)
-{
-    char key[64], name[CELL], db[CELL], mode[64];
-    inspect_key_text(&v->e[0].key, key, sizeof key);
-    clean(v->e[0].database ? v->e[0].database : "?", db, sizeof db);
-    if (v->holders == 0)
-        snprintf(mode, sizeof mode, "not held");
-    else if (v->exclusive)
-        snprintf(mode, sizeof mode, "exclusive");
-    else
-        snprintf(mode, sizeof mode, "shared by %d", v->holders);
-    char waiting[32] = "";
-    if (v->waiters)
-        snprintf(waiting, sizeof waiting, ", %d waiting", v->waiters);
-    text_row *r = table_add(t);
-    if (!r)
-        return -1;
-    r->is_header = 1;
-    /* The title spans two cells: the name (cut at CELL bytes), the rest. */
-    if (v->name) {
-        clean(v->name, name, sizeof name);
-        cellf(r->cell[0], "%s (%s) = ", name, v->name_source);
-    }
-    cellf(r->cell[1], "key %s%s%s: %s%s", key, all_databases ? ", database " : "",
-          all_databases ? db : "", mode, waiting);
-    int *parent = malloc((size_t)v->n * sizeof *parent);
-    if (!parent)
-        return -1;
-    for (int k = 0; k < v->n; k++)
-        parent[k] = parent_of(v, k);
-    int rc = 0;
-    for (int k = 0; k < v->n && rc == 0; k++)
-        if (parent[k] < 0)
-            rc = add_subtree(t, v, parent, k, "  ", 1, 0);
-    free(parent);
-    return rc;
-}
-
-static void print_table(FILE *out, const text_table *t)
-{
-    static const char *const heads[NCOLS] = {"SESSION", "USER", "CLIENT", "FOR",
-                                             "SINCE (server column)", "APPLICATION"};
-    int w[NCOLS];
-    for (int c = 0; c < NCOLS; c++)
-        w[c] = width(heads[c]) + (c == 0 ? 2 : 0);
-    for (int i = 0; i < t->n; i++)
-        for (int c = 0; c < NCOLS && !t->rows[i].is_header; c++)
-            if (width(t->rows[i].cell[c]) > w[c])
-                w[c] = width(t->rows[i].cell[c]);
-    fprintf(out, "  %-*s", w[0] - 2, heads[0]);
-    for (int c = 1; c < NCOLS; c++)
-        fprintf(out, "  %-*s", c == NCOLS - 1 ? 0 : w[c], heads[c]);
-    fputc('\n', out);
-    for (int i = 0; i < t->n; i++) {
-        const text_row *r = &t->rows[i];
-        if (r->is_header) {
-            fprintf(out, "%s%s\n", r->cell[0], r->cell[1]);
-            continue;
-        }
-        for (int c = 0; c < NCOLS; c++) {
-            const char *s = r->cell[c][0] ? r->cell[c] : "-";
-            if (c == NCOLS - 1)
-                fprintf(out, "  %s", s);
-            else
-                fprintf(out, "%s%s%*s", c ? "  " : "", s, w[c] - width(s), "");
-        }
-        fputc('\n', out);
-    }
-}
-
-static void print_collision(const char *a, const char *b, const pglock_key *key,
-                            void *arg)
-{
-    char k[64], ca[CELL], cb[CELL];
-    inspect_key_text(key, k, sizeof k);
-    clean(a, ca, sizeof ca);
-    clean(b, cb, sizeof cb);
-    (void)arg;
-    cli_warning("registry names \"%s\" and \"%s\" are the same key %s", ca, cb, k);
-}
-
-static int render_text(FILE *out, const lock_view *views, int nv,
-                       const status_options *o, PGconn *conn)
-{
-    char db[CELL];
-    clean(PQdb(conn), db, sizeof db);
-    if (nv == 0) {
-        if (o->n_filter)
-            fprintf(out, "none of the given keys is held or awaited in %s%s\n",
-                    o->all_databases ? "any database" : "database ",
-                    o->all_databases ? "" : db);
-        else
-            fprintf(out, "no advisory locks held or awaited in %s%s\n",
-                    o->all_databases ? "any database" : "database ",
-                    o->all_databases ? "" : db);
-        return 0;
-    }
-    text_table t = {0};
-    int rc = 0;
-    for (int i = 0; i < nv && rc == 0; i++)
-        rc = add_lock(&t, &views[i], o->all_databases);
-    if (rc == 0) {
-        int waiting = 0;
-        for (int i = 0; i < nv; i++)
-            waiting += views[i].waiters;
-        if (o->all_databases)
-            fprintf(out, "%d lock%s (%d waiting) in all databases\n", nv,
-                    nv == 1 ? "" : "s", waiting);
-        else
-            fprintf(out, "%d lock%s (%d waiting) in database %s\n", nv,
-                    nv == 1 ? "" : "s", waiting, db);
-        print_table(out, &t);
-        if (t.n_hidden) {
-            char user[CELL];
-            clean(PQuser(conn), user, sizeof user);
-            fprintf(out, "note: %d session%s of other roles hide client, state "
-                    "and times from role \"%s\" (grant it pg_read_all_stats)\n",
-                    t.n_hidden, t.n_hidden == 1 ? "" : "s", user);
-        }
-    }
-    free(t.rows);
-    free(t.hidden);
-    return rc;
-}
-
-/* ------------------------------------------------------ JSON output */
-
-static void json_session(json_writer *w, const inspect_entry *e)
-{
-    json_int(w, "pid", e->pid);
-    json_string(w, "mode", e->exclusive ? "exclusive" : "shared");
-    json_bool(w, "visible", e->has_session && !e->hidden);
-    json_string(w, "user", e->user);
-    json_string(w, "application_name", e->application_name);
-    if (e->has_session && !e->hidden && (e->client_port == -1 || !e->client_addr))
-        json_string(w, "client_addr", "local");
-    else
-        json_string(w, "client_addr", e->client_addr);
-    if (e->client_port > 0)
-        json_int(w, "client_port", e->client_port);
-    else
-        json_null(w, "client_port");
-    json_string(w, "state", e->state);
-}
-
-static void json_lock(json_writer *w, const lock_view *v)
-{
-    char key[64];
-    inspect_key_text(&v->e[0].key, key, sizeof key);
-    uint32_t classid = 0, objid = 0;
-    int objsubid = 0;
-    pglock_key_locktag(&v->e[0].key, &classid, &objid, &objsubid);
-    json_object_begin(w, NULL);
-    json_string(w, "key", key);
-    json_string(w, "kind", v->e[0].key.kind == PGLOCK_KEY_PAIR ? "pair" : "int64");
-    json_int(w, "classid", classid);
-    json_int(w, "objid", objid);
-    json_int(w, "objsubid", objsubid);
-    json_string(w, "name", v->name);
-    json_string(w, "name_source", v->name_source);
-    json_string(w, "database", v->e[0].database);
-    json_string(w, "mode", v->holders == 0 ? NULL : v->exclusive ? "exclusive" : "shared");
-    json_int(w, "holder_count", v->holders);
-    json_int(w, "waiter_count", v->waiters);
-    json_array_begin(w, "holders");
-    for (int k = 0; k < v->n; k++) {
-        const inspect_entry *e = &v->e[k];
-        if (!e->granted)
-            continue;
-        json_object_begin(w, NULL);
-        json_session(w, e);
-        json_seconds(w, "held_min_s", e->held_min_s);
-        json_string(w, "held_min_source", e->held_min_s >= 0 ? "state_change" : NULL);
-        json_seconds(w, "held_max_s", e->held_max_s);
-        json_string(w, "held_max_source", e->held_max_s >= 0 ? "backend_start" : NULL);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_array_begin(w, "waiters");
-    for (int k = 0; k < v->n; k++) {
-        const inspect_entry *e = &v->e[k];
-        if (e->granted)
-            continue;
-        json_object_begin(w, NULL);
-        json_session(w, e);
-        json_seconds(w, "waiting_s", e->waiting_s);
-        json_string(w, "waiting_source", e->waiting_source);
-        json_array_begin(w, "blocked_by");
-        for (int b = 0; b < e->n_blocked_by; b++)
-            json_int(w, NULL, e->blocked_by[b]);
-        json_array_end(w);
-        int p = parent_of(v, k);
-        if (p >= 0)
-            json_int(w, "parent_pid", v->e[p].pid);
-        else
-            json_null(w, "parent_pid");
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_object_end(w);
-}
-
-static void json_collision(const char *a, const char *b, const pglock_key *key,
-                           void *arg)
-{
-    json_writer *w = arg;
-    char k[64];
-    inspect_key_text(key, k, sizeof k);
-    json_object_begin(w, NULL);
-    json_string(w, "key", k);
-    json_array_begin(w, "names");
-    json_string(w, NULL, a);
-    json_string(w, NULL, b);
-    json_array_end(w);
-    json_object_end(w);
-}
-
-static void render_json(FILE *out, const lock_view *views, int nv,
-                        const status_options *o, PGconn *conn,
-                        const cli_registry *reg)
-{
-    json_writer w;
-    json_init(&w, out);
-    char stamp[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_object_begin(&w, NULL);
-    json_int(&w, "format", 1);
-    json_string(&w, "generated_at", stamp);
-    json_int(&w, "server_version", PQserverVersion(conn));
-    json_string(&w, "database", PQdb(conn));
-    json_string(&w, "user", PQuser(conn));
-    json_bool(&w, "all_databases", o->all_databases);
-    json_array_begin(&w, "locks");
-    for (int i = 0; i < nv; i++)
-        json_lock(&w, &views[i]);
-    json_array_end(&w);
-    json_array_begin(&w, "registry_collisions");
-    cli_registry_collisions(reg, json_collision, &w);
-    json_array_end(&w);
-    json_object_end(&w);
-    json_end(&w);
-}
-
 /* ------------------------------------------------------ one refresh */
 
-/* Looks once and renders to out.  0, or -1 with one line in err. */
-static int refresh(FILE *out, PGconn *conn, const status_options *o,
-                   const cli_registry *reg, char *err, size_t errlen)
+/* 1 if every KEY given is held (in any database looked at). */
+static int all_held(const status_options *o, const lock_view *views, int nv)
 {
-    inspect_snapshot snap;
-    if (inspect_advisory_locks(conn, o->all_databases, &snap, err, errlen))
-        return -1;
-    lock_view *views = calloc((size_t)snap.n + 1, sizeof *views);
-    if (!views) {
-        inspect_snapshot_clear(&snap);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+    for (int i = 0; i < o->n_filter; i++) {
+        int held = 0;
+        for (int k = 0; k < nv && !held; k++)
+            held = views[k].holders > 0 && same_lock(&views[k].e[0]->key,
+                                                     &o->filter[i]);
+        if (!held)
+            return 0;
     }
-    int nv = group_locks(&snap, o, reg, views);
-    int rc = 0;
-    if (o->json)
-        render_json(out, views, nv, o, conn, reg);
-    else if (render_text(out, views, nv, o, conn))
-        rc = -1, snprintf(err, errlen, "out of memory");
+    return 1;
+}
+
+/* Looks once and renders to out.  0 (*held: every KEY is held), or a
+ * PGLOCK_E* code with one line in err. */
+static int refresh(FILE *out, PGconn *conn, const status_options *o,
+                   const cli_registry *reg, int *held, char *err,
+                   size_t errlen)
+{
+    pglock_holders *list = NULL;
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    int rc = pglock_holders_list(&list, conn, o->filter, o->n_filter,
+                                 o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
+                                 cli_query_timeout_ms(conn), &perr);
+    if (rc) {
+        snprintf(err, errlen, "%s", perr.message);
+        return rc;
+    }
+    int n = pglock_holders_count(list);
+    const pglock_holder **e = calloc((size_t)n + 1, sizeof *e);
+    lock_view *views = calloc((size_t)n + 1, sizeof *views);
+    rc = e && views ? PGLOCK_OK : PGLOCK_ENOMEM;
+    if (rc == PGLOCK_OK) {
+        for (int i = 0; i < n; i++)
+            e[i] = pglock_holders_get(list, i);
+        int nv = group_locks(e, n, reg, views);
+        *held = all_held(o, views, nv);
+        status_scene s = {views, nv, o->all_databases, o->n_filter > 0,
+                          conn, reg};
+        if (o->json)
+            status_render_json(out, &s);
+        else if (status_render_text(out, &s))
+            rc = PGLOCK_ENOMEM;
+    }
+    if (rc)
+        snprintf(err, errlen, "out of memory");
     free(views);
-    inspect_snapshot_clear(&snap);
+    free(e);
+    pglock_holders_free(list);
     return rc;
 }
 
@@ -692,11 +269,14 @@ static void nap(long ms)
  * screen in between, so nothing flickers.  Like watch(1), the frame is
  * cut to the terminal's size: a line that wrapped or a screen that
  * scrolled would leave the next frame misplaced. */
-static void draw_frame(const char *frame, size_t len, int tty)
+static void draw_frame(const char *frame, size_t len, int tty, int json)
 {
     if (!tty) {
+        /* Text frames are set apart by a blank line; JSON documents are
+         * one per line, nothing between them. */
         fwrite(frame, 1, len, stdout);
-        fputc('\n', stdout);
+        if (!json)
+            fputc('\n', stdout);
         fflush(stdout);
         return;
     }
@@ -762,7 +342,8 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
         char err[512];
         if (PQstatus(conn) != CONNECTION_OK)
             PQreset(conn);
-        if (refresh(mem, conn, o, reg, err, sizeof err)) {
+        int held;
+        if (refresh(mem, conn, o, reg, &held, err, sizeof err)) {
             if (o->json) { /* still one document per line */
                 json_writer w;
                 json_init(&w, mem);
@@ -772,11 +353,11 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
                 json_object_end(&w);
                 json_end(&w);
             } else
-                fprintf(mem, "error: %s\n", err);
+                fprintf(mem, "pglock: error: %s\n", err);
         }
         fclose(mem);
         if (!interrupted)
-            draw_frame(frame, len, tty);
+            draw_frame(frame, len, tty, o->json);
         free(frame);
         nap(o->watch_ms);
     }
@@ -805,6 +386,7 @@ static int parse_options(int argc, char **argv, status_options *o,
         case OPT_KEYS: o->keys_path = value; break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
+        case 'q': cli_quiet = 1; break;
         case OPT_WATCH:
             o->watch = 1;
             if (value) {
@@ -835,10 +417,55 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
         *code = cli_connect_error(&err, NULL);
     return conn;
+}
+
+/* Parses the KEYs (argv from optind) into o->filter; 0 or an exit code. */
+static int parse_keys(int argc, char **argv, status_options *o,
+                      const cli_registry *reg)
+{
+    char err[512];
+    int nkeys = argc - optind;
+    o->filter = calloc((size_t)nkeys + 1, sizeof *o->filter);
+    if (!o->filter)
+        return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+    for (int i = 0; i < nkeys; i++)
+        if (cli_parse_key(argv[optind + i], reg, &o->filter[i], err, sizeof err))
+            return cli_usage_error("status", "%s", err);
+    o->n_filter = nkeys;
+    return 0;
+}
+
+/* Looks once (or watches) on conn; the exit status. */
+static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
+{
+    char err[512];
+    for (int i = 0; i < o->n_filter; i++) {
+        /* legacy keys' values come from the server; others need nothing */
+        pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        if (pglock_key_resolve(&o->filter[i], conn, &perr))
+            return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+    }
+    if (o->watch)
+        return watch(conn, o, reg);
+    int held = 0;
+    FILE *out = stdout;
+    if (cli_quiet && !(out = fopen("/dev/null", "w")))
+        return cli_error(CLI_EXIT_SOFTWARE, "cannot open /dev/null: %s",
+                         strerror(errno));
+    int rc = refresh(out, conn, o, reg, &held, err, sizeof err);
+    if (out != stdout)
+        fclose(out);
+    if (rc == PGLOCK_ENOMEM)
+        return cli_error(CLI_EXIT_SOFTWARE, "%s", err);
+    if (rc) /* no connection, a standby, a server error: could not look */
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    return o->n_filter && !held ? EXIT_SOME_FREE : 0;
 }
 
 int cmd_status(int argc, char **argv)
@@ -859,47 +486,16 @@ int cmd_status(int argc, char **argv)
     cli_registry *reg = NULL;
     if (cli_registry_load(&reg, o.keys_path, err, sizeof err))
         return cli_error(CLI_EXIT_USAGE, "%s", err);
-    cli_registry_collisions(reg, print_collision, stderr);
-
-    int nkeys = argc - optind;
-    pglock_key *keys = calloc((size_t)nkeys + 1, sizeof *keys);
-    if (!keys) {
-        cli_registry_free(reg);
-        return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
-    }
-    for (int i = 0; i < nkeys; i++) {
-        if (cli_parse_key(argv[optind + i], reg, &keys[i], err, sizeof err)) {
-            rc = cli_usage_error("status", "%s", err);
-            goto out;
-        }
-    }
-    o.filter = keys;
-    o.n_filter = nkeys;
-
-    PGconn *conn = connect_or_fail(&o, &rc);
-    if (!conn)
-        goto out;
-    for (int i = 0; i < nkeys; i++) {
-        /* legacy keys' values come from the server; others need nothing */
-        pglock_error perr;
-        if (pglock_key_resolve(&keys[i], conn, &perr)) {
-            rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+    status_warn_collisions(reg);
+    rc = parse_keys(argc, argv, &o, reg);
+    if (rc == 0) {
+        PGconn *conn = connect_or_fail(&o, &rc);
+        if (conn) {
+            rc = look(conn, &o, reg);
             PQfinish(conn);
-            goto out;
         }
     }
-    if (o.watch) {
-        rc = watch(conn, &o, reg);
-    } else if (refresh(stdout, conn, &o, reg, err, sizeof err)) {
-        /* The server would not tell (an error, no answer in time, a lost
-         * connection): unavailable.  Only our own failure is 70. */
-        rc = cli_error(strcmp(err, "out of memory") == 0 ? CLI_EXIT_SOFTWARE
-                                                         : CLI_EXIT_UNAVAILABLE,
-                       "%s", err);
-    }
-    PQfinish(conn);
-out:
-    free(keys);
+    free(o.filter);
     cli_registry_free(reg);
     return rc;
 }

@@ -87,7 +87,7 @@ int cli_connect_error(const pglock_error *err, const char *what)
 /* One knob for the user: a query gets what a connect gets, the
  * connection's connect_timeout (PGCONNECT_TIMEOUT included), else
  * PGLOCK_CONNECT_TIMEOUT_S; libpq's "0" (forever) is honoured too. */
-static long query_timeout_ms(PGconn *conn)
+long cli_query_timeout_ms(PGconn *conn)
 {
     long s = PGLOCK_CONNECT_TIMEOUT_S;
     PQconninfoOption *opts = PQconninfo(conn);
@@ -104,5 +104,5 @@ PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
                     const char *const *params, pglock_error *err)
 {
     return pglock_exec_params(conn, sql, nparams, params,
-                              query_timeout_ms(conn), err);
+                              cli_query_timeout_ms(conn), err);
 }

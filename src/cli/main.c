@@ -18,6 +18,11 @@ static const command commands[] = {
     {"status", cmd_status, "show who holds and who waits, by name"},
     {"key", cmd_key, "show how a key maps to bigint, pg_locks and SQL"},
     {"doctor", cmd_doctor, "check the server and the path to it"},
+    {"init", cmd_init, "create the run history (pglock.runs) in a database"},
+    {"history", cmd_history, "show recorded runs, newest first"},
+    {"check", cmd_check, "monitoring plugin: did KEY's job run lately?"},
+    {"metrics", cmd_metrics, "locks and runs as Prometheus metrics"},
+    {"terminate", cmd_terminate, "end the session holding a lock, after saying who"},
 };
 
 static void print_help(void)
@@ -29,7 +34,11 @@ static void print_help(void)
            "  pglock lead   [OPTION]... KEY -- COMMAND [ARG]...\n"
            "  pglock status [OPTION]... [KEY]...\n"
            "  pglock key    KEY...\n"
-           "  pglock doctor [OPTION]...\n\n"
+           "  pglock doctor [OPTION]...\n"
+           "  pglock init   [OPTION]...\n"
+           "  pglock history [OPTION]... [KEY]...\n"
+           "  pglock check  [OPTION]... KEY --within=AGE\n"
+           "  pglock metrics [OPTION]...\n\n"
            "Commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         printf("  %-8s %s\n", commands[i].name, commands[i].summary);

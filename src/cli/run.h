@@ -3,6 +3,10 @@
  * to the CLI.  One file per concern:
  *   run_options.c     the options, their defaults and --help
  *   run_session.c     checks, key, lock connection, the job's environment
+ *   run_acquire.c     taking the keys, riding out a lost connection
+ *   run_retry.c       backoff and pauses between reconnects
+ *   run_keys.c        several keys: parsed, put in canonical order, taken
+ *                     all or none
  *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
  *   run_signals.c     the signal self-pipe and the stop flag
  *   run_supervisor.c  heartbeats, signal forwarding, Ctrl-Z, loss
@@ -154,12 +158,18 @@ typedef struct run_command {
     /* One option: -1 to go on, an exit status to stop with, or -2 when
      * id is not one of opts. */
     int (*option)(run_args *a, int id, const char *value);
+    int several_keys;         /* takes KEY... (run), not one KEY (lead) */
 } run_command;
+
+/* The most keys one `pglock run` takes (documented in pglock(1)). */
+#define RUN_MAX_KEYS 32
 
 struct run_args {
     const run_command *cmd;
     const char *command;      /* cmd->name: for messages */
-    const char *key_text;
+    const char *key_text;     /* the first key as given (lead: the key) */
+    const char *keys[RUN_MAX_KEYS]; /* every key, as given */
+    int nkeys;
     pglock_mode mode;
     long timeout_ms;          /* PGLOCK_TRY, PGLOCK_WAIT_FOREVER or ms */
     long lease_ms;
@@ -176,12 +186,19 @@ struct run_args {
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
+    int record;               /* --record or PGLOCK_RECORD=1 (run_record.c) */
+    const char *host_label;   /* --host-label, or NULL: the host name */
 };
 
 typedef struct run_state {
     const run_args *args;
-    const char *key_label;    /* the key as the user wrote it */
-    char key_id[64];          /* pglock_key_format() of the key */
+    const char *key_label;    /* the key as the user wrote it (several:
+                                 joined with ", ", in canonical order) */
+    char key_id[RUN_MAX_KEYS * 24]; /* pglock_key_format() of each key,
+                                       space separated */
+    int nkeys;
+    const char *key_texts[RUN_MAX_KEYS]; /* as given, in canonical order */
+    char label_buf[512];
     cli_registry *registry;   /* for @NAME keys, or NULL; owns their names */
     run_lease lease;
     pglock_client *client;
@@ -205,6 +222,9 @@ typedef struct run_state {
     int lost;                 /* the lock is lost: the job is being stopped */
     char lost_reason[512];
     int fatal;                /* internal error: exit 70 */
+
+    PGconn *record_conn;      /* run_record.c: the history's connection */
+    long long record_id;      /* the start row's id, 0 if none */
 } run_state;
 
 /* Defaults for cmd. */
@@ -220,16 +240,52 @@ int run_duration_option(const char *command, const char *name,
                         const char *text, long *out);
 int run_exit_code_option(const char *command, const char *name,
                          const char *text, int *out);
-/* run_parse_args(), then the lease arithmetic, the key (and registry) and
- * the signal handling; fills st, job and key.  -1 to go on (the caller
+/* run_parse_args(), then the lease arithmetic, the keys (and registry) and
+ * the signal handling; fills st, job and key[0..a->nkeys) (RUN_MAX_KEYS
+ * for a command with several_keys, else one).  -1 to go on (the caller
  * frees st->registry), else the exit status (the message printed, nothing
  * left to free). */
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
                 run_job *job, pglock_key *key);
-/* Opens st->client (connect_timeout: seconds as text, or NULL) and
- * resolves a legacy key; 0, or a PGLOCK_E* code with st->error set and
+/* Opens st->client (connect_timeout: seconds as text, or NULL), resolves
+ * legacy keys and puts the keys in canonical order (run_keys_order()); 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
+/* Parses st->nkeys keys from st->key_texts into keys, loading the
+ * registry for @NAME; refuses a key given twice.  0, or -1 with err set
+ * (a usage error). */
+int run_keys_parse(run_state *st, pglock_key *keys, char *err, size_t errlen);
+/* Once every key is resolved: sorts keys (and st->key_texts) into the
+ * canonical order, refuses duplicates (-1, err set), fills st->key_id and
+ * st->key_label.  0 or -1. */
+int run_keys_order(run_state *st, pglock_key *keys, char *err, size_t errlen);
+/* Takes st->nkeys keys in order, all or none, within timeout_ms for all of
+ * them together (PGLOCK_TRY: each a try).  0 when all are held; else
+ * pglock_lock()'s code for keys[*failed], and none is held. */
+int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
+                 long timeout_ms, int *failed);
+/* Reconnect backoff: from RUN_BACKOFF_MIN_MS doubling up to
+ * RUN_BACKOFF_MAX_MS, each wait drawn from [b/2, b] so that a crowd of
+ * waiters spreads out. */
+#define RUN_BACKOFF_MIN_MS 100L
+#define RUN_BACKOFF_MAX_MS 5000L
+/* The next wait, and the next base (doubled, capped). */
+long run_next_backoff(long *base);
+/* Waits ms, or less if a stop signal arrives: the stop signal or 0.
+ * Other signals' bytes are drained. */
+int run_pause_ms(long ms);
+/* run's acquisition: run_lock_all() within a->timeout_ms; a connection
+ * lost while waiting with --wait=DURATION is reopened with backoff and the
+ * wait begun again, within the same budget, said once on stderr.  0 when
+ * held; else a PGLOCK_E* code for keys[*failed] with st->client still
+ * open, or, when the connection could not be regained (PGLOCK_ECONNECT,
+ * or a refusal for good), st->client NULL and st->error set. */
+int run_acquire(run_state *st, pglock_key *keys, int *failed);
+
+/* The keys joined with sep into buf (cut at len). */
+void run_join_keys(char *buf, size_t len, const char *const *texts, int n,
+                   const char *sep);
+
 /* After the grant: takes the fencing token if asked (bounded by the
  * client deadline) and sets the job's environment (PGLOCK_KEY, _KEY_ID,
  * _DATABASE, _BACKEND_PID, _FENCING_TOKEN).  0, or a PGLOCK_E* code with
@@ -260,5 +316,27 @@ int run_exit_status_of(int status);
 void run_application_name(char buf[64], const char *command, const char *key);
 /* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
 int run_exit_code_for_open(int rc);
+
+/* ------------------------------------ the run history (run_record.c) */
+
+/* --record and --host-label, after the shared options in --help. */
+extern const cli_opt run_record_opts[];
+/* One of them: -1 to go on, an exit status, or -2 when id is not one. */
+int run_record_option(run_args *a, int id, const char *value);
+/* Without --record, nothing.  Else before the lock is taken: opens the
+ * history's connection and checks that pglock.runs can be written.  -1 to
+ * go on (a connection not made in time only warns: the job runs
+ * unrecorded), or 69 after one line naming `pglock init`. */
+int run_record_prepare(run_state *st);
+/* After the grant (and the token): the start row, bounded by the client
+ * deadline; one warning if it cannot be written in time. */
+void run_record_start(run_state *st);
+/* When the lock was not taken (rc from pglock_lock()) or the job not
+ * started: a "skipped" row for a busy lock (PGLOCK_EBUSY, PGLOCK_ETIMEDOUT),
+ * then the history's connection is closed. */
+void run_record_not_run(run_state *st, int rc);
+/* After the job: its end, exit status `code` and outcome; one warning if
+ * it cannot be written.  Then the history's connection is closed. */
+void run_record_end(run_state *st, int code);
 
 #endif

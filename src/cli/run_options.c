@@ -70,7 +70,7 @@ void run_args_init(run_args *a, const run_command *cmd)
 }
 
 /* Every table, in --help's order. */
-static void tables_of(const run_command *cmd, const cli_opt *t[8])
+static void tables_of(const run_command *cmd, const cli_opt *t[10])
 {
     int n = 0;
     t[n++] = cmd->opts;
@@ -78,6 +78,7 @@ static void tables_of(const run_command *cmd, const cli_opt *t[8])
     t[n++] = command_opts;
     t[n++] = cli_conn_opts;
     t[n++] = keys_opts;
+    t[n++] = run_record_opts;
     t[n++] = cli_output_opts;
     t[n++] = cli_help_opts;
     t[n] = NULL;
@@ -85,12 +86,13 @@ static void tables_of(const run_command *cmd, const cli_opt *t[8])
 
 void run_print_help(const run_command *cmd)
 {
-    const cli_opt *t[8];
+    const cli_opt *t[10];
     tables_of(cmd, t);
+    const char *keys = cmd->several_keys ? "KEY..." : "KEY";
     printf("%s\n\nUsage:\n"
-           "  pglock %s [OPTION]... KEY -- COMMAND [ARG]...\n"
-           "  pglock %s [OPTION]... KEY -c STRING\n\n",
-           cmd->summary, cmd->name, cmd->name);
+           "  pglock %s [OPTION]... %s -- COMMAND [ARG]...\n"
+           "  pglock %s [OPTION]... %s -c STRING\n\n",
+           cmd->summary, cmd->name, keys, cmd->name, keys);
     cli_opt_help(stdout, t);
     printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
            "DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n%s", cmd->epilogue);
@@ -171,10 +173,43 @@ static int shared_option(run_args *a, int id, const char *value)
     }
 }
 
+static int ends_keys(const char *arg)
+{
+    return strcmp(arg, "--") == 0 || strcmp(arg, "-c") == 0 ||
+           strcmp(arg, "--command") == 0 || strncmp(arg, "--command=", 10) == 0;
+}
+
+/* KEY... up to "--" or -c; with neither, the older form KEY COMMAND...
+ * (one key, then the command).  -1 to go on, else the exit status. */
+static int parse_keys(int argc, char **argv, run_args *a)
+{
+    int end = optind;
+    while (end < argc && !ends_keys(argv[end]))
+        end++;
+    if (end == argc)
+        end = optind + 1;
+    for (int i = optind; i < end; i++) {
+        if (i > optind && argv[i][0] == '-')
+            return cli_usage_error(a->command, "option \"%s\" after the key: options "
+                                   "go before KEY, the command after \"--\"", argv[i]);
+        if (a->nkeys == RUN_MAX_KEYS)
+            return cli_usage_error(a->command, "too many keys (at most %d)",
+                                   RUN_MAX_KEYS);
+        a->keys[a->nkeys++] = argv[i];
+    }
+    if (a->nkeys > 1 && !a->cmd->several_keys)
+        return cli_usage_error(a->command, "%s takes one key, \"%s\" is a second "
+                               "one (the command goes after \"--\")", a->command,
+                               a->keys[1]);
+    a->key_text = a->keys[0];
+    optind = end;
+    return -1;
+}
+
 int run_parse_args(int argc, char **argv, run_args *a)
 {
     const char *command_name = a->command;
-    const cli_opt *t[8];
+    const cli_opt *t[10];
     tables_of(a->cmd, t);
     cli_opt_parser p;
     if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
@@ -186,13 +221,16 @@ int run_parse_args(int argc, char **argv, run_args *a)
             return -id;
         rc = a->cmd->option(a, id, value);
         if (rc == -2)
+            rc = run_record_option(a, id, value);
+        if (rc == -2)
             rc = shared_option(a, id, value);
         if (rc >= 0)
             return rc;
     }
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
-    a->key_text = argv[optind++];
+    if ((rc = parse_keys(argc, argv, a)) >= 0)
+        return rc;
     if (optind < argc && strcmp(argv[optind], "--") == 0) {
         optind++;
     } else if (optind < argc && (strcmp(argv[optind], "-c") == 0 ||

@@ -72,11 +72,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
         return cli_try_help(a->command);
     }
 
-    if (a->keys_file || a->key_text[0] == '@') {
-        if (cli_registry_load(&st->registry, a->keys_file, err, sizeof err) < 0)
-            return cli_usage_error(a->command, "%s", err);
-    }
-    if (cli_parse_key(a->key_text, st->registry, key, err, sizeof err) < 0)
+    if (run_keys_parse(st, key, err, sizeof err) < 0)
         return cli_usage_error(a->command, "%s", err);
 
     /* Signals: stop signals interrupt the wait and later go to the job. */
@@ -105,8 +101,9 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 {
     const run_args *a = st->args;
-    char appname[64];
-    run_application_name(appname, a->command, a->key_text);
+    char appname[64], keys[256];
+    run_join_keys(keys, sizeof keys, a->keys, a->nkeys, " ");
+    run_application_name(appname, a->command, keys);
     const char *kw[12], *val[12];
     int nkw = 0;
     if (connect_timeout) {
@@ -122,7 +119,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     kw[nkw] = NULL;
     val[nkw] = NULL;
     pglock_options opts;
-    pglock_options_init(&opts);
+    pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
     opts.interrupt = run_stop_flag();
@@ -146,10 +143,14 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
                     ? "through a pooler: the lock is held in a transaction"
                     : "session lock on a direct connection");
 
-    if (!key->resolved) { /* a legacy key's value: asked once, here */
+    for (int i = 0; i < st->nkeys; i++) {
+        if (key[i].resolved || (key[i].kind != PGLOCK_KEY_HASHTEXT &&
+                                key[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED))
+            continue;
+        /* a legacy key's value: asked once, here */
         pglock_error perr;
-        memset(&perr, 0, sizeof perr);
-        rc = pglock_key_resolve(key, pc, &perr);
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        rc = pglock_key_resolve(&key[i], pc, &perr);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "%s", perr.message);
             pglock_client_close(st->client);
@@ -157,8 +158,11 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
             return rc;
         }
     }
-    if (pglock_key_format(key, st->key_id, sizeof st->key_id) < 0)
-        snprintf(st->key_id, sizeof st->key_id, "?");
+    if (run_keys_order(st, key, st->error, sizeof st->error) < 0) {
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return PGLOCK_EINVAL;
+    }
     return 0;
 }
 
@@ -189,7 +193,9 @@ int run_job_env(run_state *st)
     }
     snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st->client));
     const char *db = pglock_client_database(st->client);
-    setenv("PGLOCK_KEY", a->key_text, 1);
+    char keys[4096];
+    run_join_keys(keys, sizeof keys, st->key_texts, st->nkeys, "\n");
+    setenv("PGLOCK_KEY", keys, 1);
     setenv("PGLOCK_KEY_ID", st->key_id, 1);
     setenv("PGLOCK_DATABASE", db ? db : "", 1);
     setenv("PGLOCK_BACKEND_PID", pidbuf, 1);

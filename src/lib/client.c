@@ -21,9 +21,12 @@ static void version_text(char *buf, size_t len, int num)
 
 /* ------------------------------------------------------------ options */
 
-void pglock_options_init(pglock_options *opts)
+int pglock_options_init(pglock_options *opts, unsigned int version)
 {
+    if (!opts || version != PGLOCK_OPTIONS_VERSION)
+        return PGLOCK_EINVAL;
     memset(opts, 0, sizeof *opts);
+    opts->version = version;
     opts->interrupt_fd = -1;
     opts->cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
     opts->dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
@@ -31,6 +34,7 @@ void pglock_options_init(pglock_options *opts)
      * holding transaction through a pooler (never PGLOCK_EPOOLER for the
      * setup the README recommends). */
     opts->hold = PGLOCK_HOLD_AUTO;
+    return PGLOCK_OK;
 }
 
 /* One round trip: who is on the other end, and — only when that is a
@@ -172,10 +176,16 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     *out = c;
     if (!c)
         return PGLOCK_ENOMEM;
+    /* Only the fields of a version we know are read (there is one). */
+    if (opts && opts->version != PGLOCK_OPTIONS_VERSION)
+        return pglock__fail(c, PGLOCK_EINVAL,
+            "invalid options: version %u is not one this library knows (%u);"
+            " call pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) first",
+            opts->version, (unsigned)PGLOCK_OPTIONS_VERSION);
     if (opts)
         c->opts = *opts;
     else
-        pglock_options_init(&c->opts);
+        pglock_options_init(&c->opts, PGLOCK_OPTIONS_VERSION);
     if (c->opts.cancel_timeout_ms == 0)
         c->opts.cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
     if (c->opts.dead_peer_ms == 0)
@@ -223,6 +233,7 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     c->conn = kept == 0 ? pglock__connect(k, v, 1, &w, &err) : NULL;
     free(k);
     free(v);

@@ -158,10 +158,17 @@ static PGconn *start_after_current(PGconn *conn)
     return next;
 }
 
-/* 1 if libpq refused the options themselves (a misspelled keyword, a bad
- * sslmode, ...), before trying any host: the caller's mistake. */
-static int is_options_error(const char *msg)
+/* 1 if libpq refused the options themselves, before trying any host: a
+ * conninfo string or URI it cannot parse (conninfo: the caller's, or
+ * NULL), a misspelled keyword, a bad sslmode...: the caller's mistake. */
+static int is_options_error(const char *msg, const char *conninfo)
 {
+    if (conninfo && (strchr(conninfo, '=') || strncmp(conninfo, "postgres", 8) == 0)) {
+        PQconninfoOption *o = PQconninfoParse(conninfo, NULL);
+        if (!o)
+            return 1;
+        PQconninfoFree(o);
+    }
     return strncmp(msg, "invalid ", 8) == 0 ||
            strncmp(msg, "could not match ", 16) == 0 ||
            strncmp(msg, "missing \"=\"", 11) == 0 ||
@@ -246,7 +253,7 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
     }
     const char *ci = conninfo_of(keywords, values, expand_dbname);
     if (PQstatus(conn) == CONNECTION_BAD &&
-        is_options_error(PQerrorMessage(conn)))
+        is_options_error(PQerrorMessage(conn), ci))
         return fail(conn, err, PGLOCK_EINVAL, "", PQerrorMessage(conn), ci);
     long host_ms = host_timeout_ms(conn);
     char earlier[1024] = "";
@@ -290,6 +297,9 @@ PGconn *pglock_connect_params(const char *const *keywords,
                       .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error mine;
+    pglock_error_init(&mine, PGLOCK_ERROR_VERSION);
+    if (err && pglock__error_begin(err) != 0)
+        return NULL;
     PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
                                    err ? err : &mine);
     if (conn)

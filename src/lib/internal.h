@@ -90,6 +90,12 @@ int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what);
 int pglock__fail_error(pglock_client *c, const pglock_error *err);
+/* At the start of a public function given err: empties it, or, when its
+ * version is not PGLOCK_ERROR_VERSION (the caller did not call
+ * pglock_error_init()), says so in it and returns PGLOCK_EINVAL. */
+int pglock__error_begin(pglock_error *err);
+/* 1 when key was made by a constructor of a version this library knows. */
+int pglock__key_version_ok(const pglock_key *key);
 /* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
@@ -116,6 +122,11 @@ void pglock__quiet_notices(void *arg, const char *message);
 int pglock__key_is_legacy(const pglock_key *key);
 /* Formats key for messages: "123", "42:9", "hashtext(\"x\")". */
 void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
+/* The key of an advisory locktag (pg_locks classid, objid, objsubid):
+ * objsubid 1 is a bigint (classid high 32 bits, objid low), 2 a pair of
+ * int4 (classid, objid).  0, or -1 for any other objsubid (holders.c). */
+int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
+                             pglock_key *out);
 
 /* ---- SQL for a lock call (lock_sql.c) */
 

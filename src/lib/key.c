@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 #include "pglock.h"
 #include "key_internal.h"
+#include "internal.h"
 
 /* ----------------------------------------------------------- UTF-8 */
 
@@ -61,7 +62,13 @@ int pglock__utf8_valid(const char *str, size_t len)
 static void key_zero(pglock_key *out, pglock_key_kind kind)
 {
     memset(out, 0, sizeof *out);
+    out->version = PGLOCK_KEY_VERSION;
     out->kind = kind;
+}
+
+int pglock__key_version_ok(const pglock_key *key)
+{
+    return key && key->version == PGLOCK_KEY_VERSION;
 }
 
 int pglock_key_int64(pglock_key *out, int64_t id)
@@ -163,7 +170,7 @@ int pglock_key_locktag(const pglock_key *key, uint32_t *classid,
 {
     uint32_t c, o;
     int sub;
-    if (!key)
+    if (!pglock__key_version_ok(key))
         return PGLOCK_EINVAL;
     if (key->kind == PGLOCK_KEY_PAIR) {
         /* pg_advisory_lock(int4, int4): the ints as oids, objsubid 2. */
@@ -195,7 +202,7 @@ static int printed(int n)
 
 int pglock_key_format(const pglock_key *key, char *buf, size_t len)
 {
-    if (!key || (!buf && len))
+    if (!pglock__key_version_ok(key) || (!buf && len))
         return PGLOCK_EINVAL;
     if (key->kind == PGLOCK_KEY_PAIR)
         return printed(snprintf(buf, len, "%" PRId32 ":%" PRId32, key->ns,
@@ -258,7 +265,7 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
                    pglock_scope scope, char *buf, size_t len)
 {
     char num[64];
-    if (!key || (!buf && len))
+    if (!pglock__key_version_ok(key) || (!buf && len))
         return PGLOCK_EINVAL;
     if ((mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED) ||
         (scope != PGLOCK_SESSION && scope != PGLOCK_XACT))

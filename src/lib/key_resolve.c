@@ -33,10 +33,16 @@ static int take_value(pglock_key *key, const PGresult *res, pglock_error *err)
 
 int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof *err);
+    int bad = pglock__error_begin(err);
+    if (bad)
+        return bad;
     if (!key)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no key given");
+    if (!pglock__key_version_ok(key))
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
+                                 "invalid key: version %u; make keys with "
+                                 "the pglock_key_*() constructors",
+                                 key->version);
     if (!pglock__key_is_legacy(key))
         return PGLOCK_OK; /* nothing to ask: the value is known */
     if (!key->name)

@@ -67,6 +67,7 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
                             .pid_out = &pid,
                             .resolve = key};
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin, &req,
                                &err);
     /* A busy try inside the transaction still released its savepoint, and

@@ -28,11 +28,17 @@
 static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
                       long timeout_ms, pglock_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof *err);
+    int bad = pglock__error_begin(err);
+    if (bad)
+        return bad;
     if (!conn || !key)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid argument: no connection or key");
+    if (!pglock__key_version_ok(key))
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
+                                 "invalid key: version %u; make keys with "
+                                 "the pglock_key_*() constructors",
+                                 key->version);
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid lock mode %d", (int)mode);

@@ -32,7 +32,7 @@ house_format() {
 
 @test "usage errors of every subcommand: one error line, then the Try line" {
     local sub
-    for sub in run lead status key doctor; do
+    for sub in run lead status key doctor init history metrics terminate; do
         house_format 64 "$sub" --bogus-option
         house_format 64 "$sub" -Z
         house_format 64 "$sub" --help=yes
@@ -50,13 +50,21 @@ house_format() {
     house_format 64 key -5
     house_format 64 key
     house_format 64 doctor extra-argument
+    house_format 64 run K text:K -- true
+    house_format 64 lead K K2 -- true
+    house_format 64 terminate
+    house_format 64 terminate K K2
 }
 
 @test "a server that is not there: every subcommand says so in the house format, 69" {
     local sub
-    for sub in status doctor; do
+    for sub in status doctor init history metrics; do
         house_format 69 "$sub" -h /nonexistent-socket-dir -p 1
     done
+    # check is a monitoring plugin: UNKNOWN (3), its stderr still ours
+    house_format 3 check -h /nonexistent-socket-dir -p 1 K --within=1h
+    house_format 3 check --bogus-option
     house_format 69 run -h /nonexistent-socket-dir -p 1 K -- true
     house_format 69 key -h /nonexistent-socket-dir -p 1 hashtext:x
+    house_format 69 terminate -h /nonexistent-socket-dir -p 1 --yes K
 }

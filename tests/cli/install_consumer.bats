@@ -2,7 +2,8 @@
 # The installed library is usable by another project: `cmake --install`
 # into a temporary prefix, then a small consumer (tests/data/consumer)
 # built with pkg-config and with CMake's find_package(pglock) takes a lock
-# that pg_locks shows.  Also: only pglock_* symbols are exported.
+# that pg_locks shows.  Also: only pglock_* symbols are exported, and the
+# README's library example compiles against the installed header.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -44,6 +45,27 @@ install_to() {
     read -ra libpq_cflags <<<"$flags"
     cc -std=c11 -pedantic -Wall -Wextra -Werror -I"$out/prefix/include" \
         "${libpq_cflags[@]}" -c "$out/alone.c" -o "$out/alone.o"
+}
+
+# readme_example: the README's library example (the ```c block of "## The
+# library" that uses the managed hold), verbatim.
+readme_example() {
+    awk '/^## / { lib = ($0 == "## The library") }
+         lib && /^```c$/ { inblk = 1; buf = ""; next }
+         inblk && /^```$/ { inblk = 0; if (buf ~ /pglock_hold_start/) { printf "%s", buf; exit } next }
+         inblk { buf = buf $0 "\n" }' "$SRC/README.md"
+}
+
+@test "the README's library example compiles against the installed header" {
+    install_to "$out/prefix"
+    readme_example >"$out/example.c"
+    grep -q 'pglock_hold_start' "$out/example.c"
+    grep -q 'int main' "$out/example.c"
+    local flags libpq_cflags
+    flags=$(pkg-config --cflags libpq)
+    read -ra libpq_cflags <<<"$flags"
+    cc -std=c11 -pedantic -Wall -Wextra -Werror -I"$out/prefix/include" \
+        "${libpq_cflags[@]}" -c "$out/example.c" -o "$out/example.o"
 }
 
 @test "pkg-config: a consumer builds against the installed pglock.pc and locks" {

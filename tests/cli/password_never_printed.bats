@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # A malformed conninfo URI makes libpq quote part of it in its error,
 # password included ("invalid percent-encoded token: "s3cr%ZZet"").  No
-# command prints it: each says one line, exits 69, and the password is
+# command prints it: each says one line, exits 64 (the conninfo is the
+# caller's mistake), and the password is
 # nowhere in its output.
 
 bats_require_minimum_version 1.5.0
@@ -13,14 +14,14 @@ setup() {
 }
 
 # refused_without_password URI PASSWORD CMD...: `pglock CMD -d URI ...`
-# exits 69 with one error line, and PASSWORD (or a piece of it) is not
+# exits 64 with one error line, and PASSWORD (or a piece of it) is not
 # in its output.
 refused_without_password() {
     local uri=$1 pw=$2 cmd=$3
     shift 3
     run --separate-stderr "$PGLOCK_BIN" "$cmd" -d "$uri" "$@"
     echo "pglock $cmd: status $status, stderr: $stderr, stdout: $output"
-    [ "$status" -eq 69 ]
+    [ "$status" -eq 64 ]
     [ "${#stderr_lines[@]}" -eq 1 ]
     [[ "$stderr" == "pglock: error: "* ]]
     [[ "$stderr$output" != *"$pw"* ]]
@@ -56,7 +57,7 @@ every_command_refuses_without_password() {
 
 @test "a bad token outside the password is shown: it holds no secret" {
     run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://app:s3cret@localhost/db%zz'
-    [ "$status" -eq 69 ]
+    [ "$status" -eq 64 ]
     [ "$stderr" = 'pglock: error: invalid percent-encoded token: "db%zz"' ]
     # the same token as the password too: hidden
     run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://db%zz:db%zz@localhost/db'
@@ -65,7 +66,7 @@ every_command_refuses_without_password() {
 
 @test "a misspelt keyword is still named: a name is no secret" {
     run --separate-stderr "$PGLOCK_BIN" status -d 'host=localhost bogus_option=1 password=s3cret'
-    [ "$status" -eq 69 ]
+    [ "$status" -eq 64 ]
     [ "$stderr" = 'pglock: error: invalid connection option "bogus_option"' ]
     # unless the password is that very word
     run --separate-stderr "$PGLOCK_BIN" status -d 'postgresql://app:bogus@localhost/db?bogus=1'

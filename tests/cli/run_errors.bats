@@ -45,7 +45,7 @@ one_error() {
 
 @test "bad durations are usage errors" {
     local bad
-    for bad in 5x -1 '' 1.5s ' 5' 99999999999999999999 5m3; do
+    for bad in 5x -1 '' 1.5ms 1. ' 5' 99999999999999999999 5m3; do
         run -64 "$PGLOCK_BIN" run -w "$bad" -d "$DB" "$K" -- touch "$out/ran"
         one_error 64
         [[ "$output" == *"--wait"* ]]
@@ -125,14 +125,14 @@ one_error() {
     [ "$output" = 72001 ]
 }
 
-@test "bad conninfo and an unreachable server exit 69 with one line" {
+@test "an unreachable server exits 69, a bad conninfo 64, with one error line" {
     run -69 "$PGLOCK_BIN" run -d "host=/nonexistent-dir port=1" "$K" -- touch "$out/ran"
     one_error 69
     run "$PGLOCK_BIN" run -d "bogus_option=1" "$K" -- touch "$out/ran"
-    one_error 69
+    one_error 64
     [[ "$output" == *bogus_option* ]]
     run "$PGLOCK_BIN" run -d "postgresql://%zz" "$K" -- touch "$out/ran"
-    [ "$status" -eq 69 ]
+    [ "$status" -eq 64 ]
     [ ! -e "$out/ran" ]
 }
 

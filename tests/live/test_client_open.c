@@ -48,7 +48,7 @@ static void application_name_precedence(void **state)
     pglock_client_close(c);
 
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.application_name = "billing-worker";
     c = pt_open_client(primary, &o);
     seen_by_server(obs, c, buf, sizeof buf);

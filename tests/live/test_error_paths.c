@@ -35,6 +35,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
 
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
@@ -68,6 +69,7 @@ static void a_begin_lock_on_a_full_lock_table_rolls_back(void **s)
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     pt_lock_table_fill(filler);
     int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
                                      NULL, &err);
@@ -89,7 +91,7 @@ static void xact_hold_keeps_its_locks_after_a_full_lock_table(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_XACT;
     pglock_client *c = pt_open_client(primary, &o);
     PGconn *obs = pt_connect(primary), *filler = pt_connect(primary);
@@ -145,7 +147,7 @@ static void a_wait_cancelled_by_another_session_is_eintr(void **s)
     pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
-    xwaiter w = {.c = c};
+    xwaiter w = {.c = c, .err = {.version = PGLOCK_ERROR_VERSION}};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, xwait_main, &w);
@@ -196,7 +198,7 @@ static void a_cancelled_key_resolve_is_eintr(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *locker = pt_connect(primary);
-    resolver r = {.c = pt_connect(primary)};
+    resolver r = {.c = pt_connect(primary), .err = {.version = PGLOCK_ERROR_VERSION}};
     pglock_key_hashtext(&r.key, "error-paths");
     int pid = PQbackendPID(r.c);
     pt_execf(locker, "BEGIN");
@@ -234,7 +236,7 @@ static void a_key_resolve_on_a_cut_network_returns(void **s)
     (void)s;
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
-    resolver r = {.c = pt_connect(proxy)};
+    resolver r = {.c = pt_connect(proxy), .err = {.version = PGLOCK_ERROR_VERSION}};
     pglock_key_hashtext(&r.key, "error-paths-cut");
     pt_proxy_cut();
     pthread_t t;
@@ -281,7 +283,7 @@ static void an_xact_hold_legacy_lock_on_a_cut_network_returns(void **s)
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_XACT;
     o.cancel_timeout_ms = 500;
     locker l = {.c = pt_open_client(proxy, &o)};
@@ -308,7 +310,7 @@ static void an_xact_hold_legacy_lock_is_one_round_trip(void **s)
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_XACT;
     pglock_client *c = pt_open_client(proxy, &o);
     PGconn *obs = pt_connect(primary);

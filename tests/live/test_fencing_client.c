@@ -17,7 +17,7 @@
 static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
 {
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = hold;
     return pt_open_client(conninfo, &o);
 }
@@ -73,6 +73,7 @@ static void tokens_increase_across_an_immediate_crash(void **state)
 static int64_t token_on(PGconn *conn)
 {
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     int64_t t = 0;
     int rc = pglock_fencing_token(conn, &t, 5000, NULL, &err);
     if (rc != 0)
@@ -97,6 +98,7 @@ static void tokens_on_the_callers_connection_increase(void **state)
                               (long long)t4));
     /* never inside the caller's transaction, which it leaves alone */
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     int64_t t = 0;
     pt_execf(a, "BEGIN");
     assert_int_equal(pglock_fencing_token(a, &t, 5000, NULL, &err), PGLOCK_ESTATE);

@@ -32,6 +32,7 @@ static void *race_main(void *arg)
 {
     racer *r = arg;
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     if (r->client)
         r->rc = pglock_lock(r->client, &r->key, PGLOCK_EXCLUSIVE, 30000);
     else if (r->begin)
@@ -115,7 +116,7 @@ static void xact_hold_client_reports_what_the_server_has(void **state)
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *holder = pt_connect(primary);
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_XACT;
     racer r = {.client = pt_open_client(primary, &o)};
     /* A direct connection: libpq's backend pid is the server's (the

@@ -67,7 +67,7 @@ static void heartbeat_notices_a_terminated_backend(void **state)
 static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
 {
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = hold;
     return pt_open_client(conninfo, &o);
 }
@@ -262,7 +262,7 @@ static void a_lease_ends_a_silent_session_on_the_server(void **state)
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 1500;
     pglock_client *c = NULL;
     assert_int_equal(pglock_client_open(&c, primary, &o), 0);

@@ -21,7 +21,7 @@ static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
                                 long lease_ms)
 {
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = hold;
     o.lease_ms = lease_ms;
     return pt_open_client(conninfo, &o);
@@ -69,7 +69,7 @@ static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
     assert_int_equal(pglock_client_hold_mode(dflt), PGLOCK_HOLD_XACT);
     pglock_client_close(dflt);
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *s = NULL;
     assert_int_equal(pglock_client_open(&s, pooler, &o), PGLOCK_EPOOLER);

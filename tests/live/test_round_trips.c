@@ -132,6 +132,7 @@ static void transaction_locks_are_one_round_trip_each(void **state)
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     PGconn *c = pt_connect(proxy);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     pt_proxy_reset();
     for (int i = 0; i < 20; i++) {
         pglock_key k;

@@ -233,7 +233,7 @@ static void open_sets_the_lock_connection_settings(void **state)
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 30000;
     o.application_name = "pglock-test-settings";
     pglock_client *c = NULL;
@@ -292,7 +292,7 @@ static void an_ordinary_role_gets_the_lease_and_locks(void **state)
     const char *ordinary = pt_env_or_skip("PGLOCK_TEST_ORDINARY");
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 20000;
     pglock_client *c = pt_open_client(ordinary, &o);
     assert_int_equal(pt_query_intf(pglock_client_conn(c),
@@ -334,7 +334,7 @@ static void a_pooler_is_refused_for_session_locks(void **state)
     (void)state;
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *c = NULL;
     int rc = pglock_client_open(&c, pooler, &o);
@@ -351,7 +351,7 @@ static void a_pooler_gets_no_session_settings(void **state)
     (void)state;
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 4321;
     o.hold = PGLOCK_HOLD_SESSION;
     pglock_client *c = NULL;

@@ -98,7 +98,7 @@ static void an_interrupted_wait_leaves_nothing_behind(void **state)
     int64_t id = pt_unique_key();
     PGconn *holder = pt_connect_holding(primary, id);
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     stop_flag = 0;
     o.interrupt = &stop_flag;
     waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_EXCLUSIVE,
@@ -128,7 +128,7 @@ static void an_interrupt_fd_wakes_the_wait(void **state)
     int p[2];
     assert_int_equal(pipe(p), 0);
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.interrupt_fd = p[0];
     waiter w = {.c = pt_open_client(primary, &o), .mode = PGLOCK_SHARED,
                 .timeout_ms = 60000};
@@ -209,7 +209,7 @@ static void a_cut_network_wait_returns_by_its_deadline(void **state)
     int64_t id = pt_unique_key();
     PGconn *holder = pt_connect_holding(primary, id);
     pglock_options o;
-    pglock_options_init(&o);
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.cancel_timeout_ms = 500;
     o.lease_ms = 3000;
     pglock_client *c = pt_open_client(proxy, &o);

@@ -21,6 +21,7 @@ static void xact_lock_holds_until_commit(void **state)
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
 
     pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
@@ -44,6 +45,7 @@ static void xact_lock_outside_a_transaction_is_a_state_error(void **state)
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL, &err),
                      PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
@@ -65,6 +67,7 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
 
     pt_execf(c, "BEGIN");
     pt_execf(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
@@ -94,6 +97,7 @@ static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
     pglock_key k;
     pglock_key_pair(&k, 42, 9);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_SHARED,
                                             PGLOCK_WAIT_FOREVER, NULL, &err),
                      0);
@@ -118,6 +122,7 @@ static void begin_lock_busy_rolls_back(void **state)
     pglock_key_hashtext(&k, "import:o'brien");
     pt_execf(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
                                             PGLOCK_TRY, NULL, &err),
                      PGLOCK_EBUSY);
@@ -146,6 +151,7 @@ static void *xwait_main(void *arg)
 {
     xwaiter *w = arg;
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     w->rc = pglock_xact_lock(w->c, &w->key, PGLOCK_EXCLUSIVE,
                              PGLOCK_WAIT_FOREVER, w->flag, &err);
     return NULL;
@@ -188,6 +194,7 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
     pglock_key k;
     pglock_key_int64(&k, id);
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     for (int i = 0; i < 20; i++) {
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                                 NULL, &err), 0);
@@ -218,6 +225,7 @@ static void begin_lock_is_one_round_trip(void **state)
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err;
+    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     pt_proxy_reset();
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                             NULL, &err), 0);

@@ -1,5 +1,5 @@
 /* pglock status's pure parts: pg_locks locktags back to keys (signedness
- * of oid vs int4), and JSON string escaping of whatever bytes the server
+ * of oid vs int4, in the library's holders.c), and JSON string escaping of whatever bytes the server
  * sends. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +10,19 @@
 #include <string.h>
 #include <cmocka.h>
 #include "cli.h"
-#include "inspect.h"
+#include "internal.h"
+#include "status.h"
 #include "json.h"
+
+/* The same pg_locks coordinates. */
+static int same_lock(const pglock_key *a, const pglock_key *b)
+{
+    uint32_t ca, oa, cb, ob;
+    int sa, sb;
+    return pglock_key_locktag(a, &ca, &oa, &sa) == 0 &&
+           pglock_key_locktag(b, &cb, &ob, &sb) == 0 &&
+           ca == cb && oa == ob && sa == sb;
+}
 
 static void test_bigint_locktags_decode_with_sign(void **state)
 {
@@ -34,21 +45,21 @@ static void test_bigint_locktags_decode_with_sign(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pglock_key k;
         char buf[64];
-        assert_int_equal(inspect_key_from_locktag(cases[i].classid, cases[i].objid, 1, &k), 0);
+        assert_int_equal(pglock__key_from_locktag(cases[i].classid, cases[i].objid, 1, &k), 0);
         assert_int_equal(k.kind, PGLOCK_KEY_INT64);
         assert_true(k.id == cases[i].id);
-        inspect_key_text(&k, buf, sizeof buf);
+        status_key_text(&k, buf, sizeof buf);
         assert_string_equal(buf, cases[i].text);
         /* the same lock pglock_key_parse() makes from the text */
         pglock_key parsed;
         assert_int_equal(pglock_key_parse(&parsed, buf, NULL, 0), 0);
-        assert_true(inspect_same_lock(&parsed, &k));
+        assert_true(same_lock(&parsed, &k));
     }
     pglock_key named;
     assert_int_equal(pglock_key_text(&named, "nightly-billing"), 0);
     pglock_key decoded;
-    inspect_key_from_locktag(3595566995u, 1535581631u, 1, &decoded);
-    assert_true(inspect_same_lock(&named, &decoded));
+    pglock__key_from_locktag(3595566995u, 1535581631u, 1, &decoded);
+    assert_true(same_lock(&named, &decoded));
 }
 
 static void test_pair_locktags_decode_as_int4(void **state)
@@ -56,23 +67,23 @@ static void test_pair_locktags_decode_as_int4(void **state)
     (void)state;
     pglock_key k;
     char buf[64];
-    assert_int_equal(inspect_key_from_locktag(42, 9, 2, &k), 0);
+    assert_int_equal(pglock__key_from_locktag(42, 9, 2, &k), 0);
     assert_int_equal(k.kind, PGLOCK_KEY_PAIR);
-    inspect_key_text(&k, buf, sizeof buf);
+    status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "42:9");
     /* pg_advisory_lock(-1, -2) shows classid 4294967295 objid 4294967294 */
-    assert_int_equal(inspect_key_from_locktag(4294967295u, 4294967294u, 2, &k), 0);
-    inspect_key_text(&k, buf, sizeof buf);
+    assert_int_equal(pglock__key_from_locktag(4294967295u, 4294967294u, 2, &k), 0);
+    status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "-1:-2");
-    assert_int_equal(inspect_key_from_locktag(0x80000000u, 0x7FFFFFFFu, 2, &k), 0);
-    inspect_key_text(&k, buf, sizeof buf);
+    assert_int_equal(pglock__key_from_locktag(0x80000000u, 0x7FFFFFFFu, 2, &k), 0);
+    status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "-2147483648:2147483647");
     /* a pair and a bigint with the same numbers are different locks */
     pglock_key big;
-    inspect_key_from_locktag(42, 9, 1, &big);
-    assert_false(inspect_same_lock(&k, &big));
+    pglock__key_from_locktag(42, 9, 1, &big);
+    assert_false(same_lock(&k, &big));
     /* objsubid other than 1 and 2 is not pg_advisory_lock()'s */
-    assert_int_equal(inspect_key_from_locktag(1, 2, 3, &k), -1);
+    assert_int_equal(pglock__key_from_locktag(1, 2, 3, &k), -1);
 }
 
 /* s written as a JSON string literal */

@@ -3,7 +3,8 @@
  * tests/cli/install_consumer.bats through pkg-config and through CMake's
  * find_package(pglock).  It takes a session lock on KEYNAME and checks,
  * from a second connection of its own, that pg_locks shows the lock
- * granted to the client's backend at the coordinates the library computed.
+ * granted to the client's backend at the coordinates the library computed,
+ * while a managed hold keeps the lease (versioned options, as 0.2 wants).
  * Usage: consumer CONNINFO KEYNAME; prints "held by PID" and exits 0.
  */
 #include <inttypes.h>
@@ -24,14 +25,26 @@ int main(int argc, char **argv)
     if (pglock_key_text(&k, argv[2]) != 0 ||
         pglock_key_locktag(&k, &classid, &objid, &objsubid) != 0)
         return 4;
+#if !defined(PGLOCK_HAS_VERSIONED_STRUCTS) || !defined(PGLOCK_HAS_MANAGED_HOLD)
+#error "pglock.h lacks the 0.2 features"
+#endif
+    pglock_options opts;
+    if (pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) != 0)
+        return 4;
+    opts.lease_ms = 10000;
     pglock_client *c = NULL;
-    if (pglock_client_open(&c, argv[1], NULL) != 0) {
+    if (pglock_client_open(&c, argv[1], &opts) != 0) {
         fprintf(stderr, "open: %s\n", pglock_client_error(c));
         return 5;
     }
     if (pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY) != 0) {
         fprintf(stderr, "lock: %s\n", pglock_client_error(c));
         return 6;
+    }
+    pglock_hold *hold;
+    if (pglock_hold_start(&hold, c, NULL) != 0) {
+        fprintf(stderr, "hold: %s\n", pglock_client_error(c));
+        return 8;
     }
     char pid[16], cls[16], obj[16], sub[16];
     snprintf(pid, sizeof pid, "%d", pglock_client_backend_pid(c));
@@ -52,6 +65,10 @@ int main(int argc, char **argv)
                 PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "");
     PQclear(r);
     PQfinish(other);
+    if (pglock_hold_stop(hold) != 0) {
+        fprintf(stderr, "hold: %s\n", pglock_client_error(c));
+        ok = 0;
+    }
     pglock_client_close(c);
     if (!ok)
         return 7;

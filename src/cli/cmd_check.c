@@ -1,0 +1,210 @@
+/*
+ * pglock check KEY --within=AGE [--warn=AGE] — a monitoring
+ * plugin.  It follows the monitoring-plugins (Nagios) conventions, which
+ * Icinga, Sensu and most cron monitors accept: exit 0 OK, 1 WARNING,
+ * 2 CRITICAL, 3 UNKNOWN, and one line on stdout with perfdata.  That
+ * departs from pglock's sysexits codes, as every plugin must: a usage
+ * error or an unreachable server is UNKNOWN (3), not 64 or 69.
+ *
+ * The most recent finished run decides (skips and runs still going do not
+ * count): OK when it succeeded and started within --within, WARNING when
+ * it is older than --warn, CRITICAL when it failed, was killed, lost its
+ * lock or ended unrecorded, or is older than --within, or when KEY has no
+ * finished run at all.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "history.h"
+
+enum { CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN };
+static const char *const state_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
+
+enum { OPT_WITHIN = 300, OPT_WARN, OPT_KEYS };
+
+static const cli_opt check_opts[] = {
+    {0, 0, NULL, 0, NULL, "Check:"},
+    {OPT_WITHIN, 0, "within", CLI_OPT_VALUE, "AGE",
+     "CRITICAL unless the last run started this recently\n"
+     "(required)"},
+    {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "AGE",
+     "WARNING when the last run started longer ago"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "key registry for @NAME keys (or PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+static const cli_opt *const check_tables[] = {check_opts, cli_conn_opts,
+                                              cli_help_opts, NULL};
+
+static void usage(void)
+{
+    printf("pglock check tells a monitoring system whether KEY's job ran\n"
+           "lately and succeeded, from the history that --record writes.\n\n"
+           "Usage:\n  pglock check [OPTION]... KEY --within=AGE\n\n");
+    cli_opt_help(stdout, check_tables);
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Exit status (monitoring-plugins conventions, not sysexits): 0 OK,\n"
+           "1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot tell: bad options, no\n"
+           "server, no history table).\n");
+}
+
+/* The UNKNOWN line on stdout, after the error already on stderr. */
+static int unknown(const char *why)
+{
+    printf("PGLOCK UNKNOWN - %s\n", why);
+    return CHECK_UNKNOWN;
+}
+
+typedef struct check_args {
+    cli_conn conn;
+    long within_ms, warn_ms;
+    const char *keys_file;
+    const char *key_text;
+} check_args;
+
+static int parse(int argc, char **argv, check_args *c)
+{
+    const char *value;
+    int id;
+    cli_opt_parser p;
+    cli_opt_init(&p, "check", argc, argv, check_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        char err[256];
+        switch (id) {
+        case OPT_WITHIN:
+        case OPT_WARN:
+            if (history_parse_age(value, id == OPT_WITHIN ? &c->within_ms
+                                                           : &c->warn_ms,
+                                   err, sizeof err) < 0)
+                return cli_usage_error("check", "invalid value for %s: %s",
+                                       id == OPT_WITHIN ? "--within" : "--warn", err);
+            break;
+        case OPT_KEYS: c->keys_file = value; break;
+        case 'V': cli_print_version(); return 0;
+        default:
+            if (id < 0)
+                return -id;
+            cli_conn_option(&c->conn, id, value);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("check", "no key given");
+    if (optind + 1 < argc)
+        return cli_usage_error("check", "one key at a time: unexpected \"%s\"",
+                               argv[optind + 1]);
+    c->key_text = argv[optind];
+    if (c->within_ms < 0)
+        return cli_usage_error("check", "--within is required");
+    if (c->warn_ms >= c->within_ms)
+        return cli_usage_error("check", "--warn must be shorter than --within");
+    return -1;
+}
+
+/* Columns: 0 host, 1 started_at (UTC text), 2 age (s), 3 duration (s),
+ * 4 outcome, 5 exit_status. */
+static const char *const last_run_fmt =
+    "SELECT host, to_char(started_at AT TIME ZONE 'UTC',"
+    "  'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+    " extract(epoch FROM now() - started_at)::float8,"
+    " extract(epoch FROM ended_at - started_at)::float8, outcome, exit_status"
+    " FROM (SELECT r.*, %s AS outcome_now FROM pglock.runs r"
+    "       WHERE r.key = $1::text AND (r.outcome IS NULL"
+    "        OR r.outcome <> 'skipped')"
+    "       ORDER BY r.started_at DESC LIMIT 50) r"
+    " WHERE outcome_now <> 'running'"
+    " ORDER BY started_at DESC LIMIT 1";
+
+static int judge(PGresult *r, const check_args *c, const char *name)
+{
+    if (PQntuples(r) == 0) {
+        printf("PGLOCK CRITICAL - %s has no finished run recorded\n", name);
+        return CHECK_CRITICAL;
+    }
+    char host[300];
+    cli_echo_arg(PQgetvalue(r, 0, 0), 0, host, sizeof host);
+    double age = strtod(PQgetvalue(r, 0, 2), NULL);
+    double dur = PQgetisnull(r, 0, 3) ? -1 : strtod(PQgetvalue(r, 0, 3), NULL);
+    const char *outcome = PQgetisnull(r, 0, 4) ? "unrecorded" : PQgetvalue(r, 0, 4);
+    int state = CHECK_OK;
+    if (strcmp(outcome, "succeeded") != 0 || age * 1000 > c->within_ms)
+        state = CHECK_CRITICAL;
+    else if (c->warn_ms > 0 && age * 1000 > c->warn_ms)
+        state = CHECK_WARNING;
+    printf("PGLOCK %s - %s %s on %s, started %s (%.0fs ago)", state_names[state],
+           name, strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded" : outcome,
+           host, PQgetvalue(r, 0, 1), age);
+    if (dur >= 0)
+        printf(", took %.3fs", dur);
+    if (state != CHECK_OK && strcmp(outcome, "succeeded") == 0)
+        printf(", older than --%s", state == CHECK_WARNING ? "warn" : "within");
+    /* perfdata: 'label'=value[UOM];warn;crit;min;max */
+    printf(" | age=%.3fs;", age);
+    if (c->warn_ms > 0)
+        printf("%.3f", c->warn_ms / 1000.0);
+    printf(";%.3f;0; duration=", c->within_ms / 1000.0);
+    if (dur >= 0)
+        printf("%.3fs;;;0;", dur);
+    else
+        printf("U;;;0;");
+    printf(" exit_status=%s\n", PQgetisnull(r, 0, 5) ? "U" : PQgetvalue(r, 0, 5));
+    return state;
+}
+
+static int check(PGconn **pg, const check_args *c)
+{
+    char err[512], sql[2048], id[64];
+    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
+    if (!probe)
+        return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
+    int rc = history_check_probe(probe, 0, CHECK_UNKNOWN);
+    PQclear(probe);
+    if (rc)
+        return unknown("no readable run history (see pglock init)");
+    cli_registry *reg = NULL;
+    pglock_key key;
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    if (cli_registry_load(&reg, c->keys_file, err, sizeof err) < 0 ||
+        cli_parse_key(c->key_text, reg, &key, err, sizeof err) < 0) {
+        cli_registry_free(reg);
+        return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
+    }
+    cli_registry_free(reg);
+    if (!key.resolved && pglock_key_resolve(&key, *pg, &perr) < 0)
+        return cli_error(CHECK_UNKNOWN, "%s", perr.message), unknown(perr.message);
+    pglock_key_format(&key, id, sizeof id);
+    snprintf(sql, sizeof sql, last_run_fmt, history_outcome_expr);
+    const char *params[1] = {id};
+    PGresult *r = history_exec(pg, sql, 1, params, -1, err, sizeof err);
+    if (!r)
+        return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
+    char name[300];
+    cli_echo_arg(c->key_text, 0, name, sizeof name);
+    rc = judge(r, c, name);
+    PQclear(r);
+    return rc;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    check_args c;
+    memset(&c, 0, sizeof c);
+    c.within_ms = -1;
+    if (cli_help_asked(argc, argv)) {
+        usage();
+        return 0;
+    }
+    int rc = parse(argc, argv, &c);
+    if (rc == 0)
+        return 0;
+    if (rc > 0)
+        return unknown("invalid options (see pglock check --help)");
+    char err[512];
+    PGconn *pg = history_connect(&c.conn, "pglock check", -1, err, sizeof err);
+    if (!pg)
+        return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
+    rc = check(&pg, &c);
+    PQfinish(pg);
+    return rc;
+}

@@ -1,0 +1,304 @@
+/*
+ * pglock history — the recorded runs (pglock.runs), newest first: one line
+ * per run or skip, or --json.  --prune=AGE deletes finished rows
+ * older than that, at most HISTORY_PRUNE_BATCH per call, so that a prune
+ * run from cron never holds a long transaction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "history.h"
+#include "json.h"
+
+#define HISTORY_PRUNE_BATCH 10000
+#define HISTORY_DEFAULT_LIMIT 20
+
+enum { OPT_SINCE = 300, OPT_LIMIT, OPT_JSON, OPT_PRUNE, OPT_KEYS };
+
+static const cli_opt history_opts[] = {
+    {0, 0, NULL, 0, NULL, "History:"},
+    {OPT_SINCE, 0, "since", CLI_OPT_VALUE, "AGE",
+     "only runs started within AGE"},
+    {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
+     "at most N runs (default 20)"},
+    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "one JSON array (see pglock(1))"},
+    {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
+     "delete finished runs older than AGE (at most\n"
+     "10000 a call), then exit"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "key registry for @NAME keys (or PGLOCK_KEYS)"},
+    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
+    CLI_OPT_END};
+
+static const cli_opt *const history_tables[] = {history_opts, cli_conn_opts,
+                                                cli_help_opts, NULL};
+
+typedef struct history_args {
+    cli_conn conn;
+    long since_ms;   /* -1: all */
+    long limit;
+    long prune_ms;   /* -1: no prune */
+    int json;
+    const char *keys_file;
+    char keys[4096]; /* the keys asked for, '\n'-separated pglock_key_format() */
+} history_args;
+
+static void usage(void)
+{
+    printf("pglock history shows the runs recorded by run --record and lead\n"
+           "--record, newest first.\n\n"
+           "Usage:\n  pglock history [OPTION]... [KEY]...\n\n");
+    cli_opt_help(stdout, history_tables);
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
+           "unrecorded (pglock ended without recording the end).\n"
+           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
+}
+
+static int parse(int argc, char **argv, history_args *h)
+{
+    const char *value;
+    int id;
+    cli_opt_parser p;
+    cli_opt_init(&p, "history", argc, argv, history_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        char err[256], *end;
+        switch (id) {
+        case OPT_SINCE:
+        case OPT_PRUNE:
+            if (history_parse_age(value, id == OPT_SINCE ? &h->since_ms
+                                                          : &h->prune_ms,
+                                   err, sizeof err) < 0)
+                return cli_usage_error("history", "invalid value for %s: %s",
+                                       id == OPT_SINCE ? "--since" : "--prune", err);
+            break;
+        case OPT_LIMIT:
+            h->limit = strtol(value, &end, 10);
+            if (*end || end == value || h->limit < 1 || h->limit > 1000000 ||
+                value[0] == '+')
+                return cli_usage_error("history", "invalid value for --limit: "
+                                       "\"%s\" (expected 1 to 1000000)", value);
+            break;
+        case OPT_JSON: h->json = 1; break;
+        case OPT_KEYS: h->keys_file = value; break;
+        case 'q': cli_quiet = 1; break;
+        case 'V': cli_print_version(); return 0;
+        default:
+            if (id < 0)
+                return -id;
+            cli_conn_option(&h->conn, id, value);
+        }
+    }
+    return -1;
+}
+
+/* The keys asked for, as stored (pglock_key_format()), into h->keys. */
+static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
+{
+    cli_registry *reg = NULL;
+    char err[512];
+    int rc = 0;
+    if (cli_registry_load(&reg, h->keys_file, err, sizeof err) < 0)
+        return cli_error(CLI_EXIT_USAGE, "%s", err);
+    size_t used = 0;
+    for (int i = optind; i < argc && !rc; i++) {
+        pglock_key key;
+        char id[64];
+        pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        if (cli_parse_key(argv[i], reg, &key, err, sizeof err) < 0)
+            rc = cli_usage_error("history", "%s", err);
+        else if (!key.resolved && pglock_key_resolve(&key, pg, &perr) < 0)
+            rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+        else if (pglock_key_format(&key, id, sizeof id) < 0 ||
+                 used + strlen(id) + 2 > sizeof h->keys)
+            rc = cli_usage_error("history", "too many keys");
+        else
+            used += (size_t)snprintf(h->keys + used, sizeof h->keys - used,
+                                     "%s%s", used ? "\n" : "", id);
+    }
+    cli_registry_free(reg);
+    return rc;
+}
+
+/* Columns: 0 id, 1 key, 2 key_name, 3 host, 4 os_user, 5 pid, 6 command,
+ * 7 hold, 8 backend_pid, 9 fencing_token, 10 started_at, 11 ended_at,
+ * 12 duration (s), 13 exit_status, 14 outcome. */
+#define HISTORY_COLUMNS                                                       \
+    "r.id, r.key, r.key_name, r.host, r.os_user, r.pid, r.command, r.hold,"  \
+    " r.backend_pid, r.fencing_token,"                                        \
+    " to_char(r.started_at AT TIME ZONE 'UTC',"                               \
+    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
+    " to_char(r.ended_at AT TIME ZONE 'UTC',"                                 \
+    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
+    " extract(epoch FROM COALESCE(r.ended_at, now()) - r.started_at)::float8,"\
+    " r.exit_status, "
+
+static const char *const history_select_fmt =
+    "SELECT " HISTORY_COLUMNS "%s"
+    " FROM pglock.runs r"
+    " WHERE ($1::text IS NULL OR r.key = ANY (string_to_array($1::text, E'\\n')))"
+    "  AND ($2::bigint IS NULL"
+    "   OR r.started_at >= now() - $2::bigint * interval '1 millisecond')"
+    " ORDER BY r.started_at DESC, r.id DESC LIMIT $3::int";
+
+static const char *const prune_fmt =
+    "WITH gone AS (DELETE FROM pglock.runs WHERE id IN ("
+    " SELECT r.id FROM pglock.runs r"
+    " WHERE COALESCE(r.ended_at, r.started_at)"
+    "  < now() - $1::bigint * interval '1 millisecond'"
+    "  AND %s <> 'running' LIMIT %d) RETURNING 1)"
+    " SELECT count(*) FROM gone";
+
+static const char *val(PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+static void json_int_or_null(json_writer *w, const char *k, const char *v)
+{
+    if (v)
+        json_int(w, k, strtoll(v, NULL, 10));
+    else
+        json_null(w, k);
+}
+
+static void print_json(PGresult *r)
+{
+    json_writer w;
+    json_init(&w, stdout);
+    json_array_begin(&w, NULL);
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object_begin(&w, NULL);
+        json_int(&w, "id", strtoll(val(r, i, 0), NULL, 10));
+        json_string(&w, "key", val(r, i, 1));
+        json_string(&w, "key_name", val(r, i, 2));
+        json_string(&w, "host", val(r, i, 3));
+        json_string(&w, "os_user", val(r, i, 4));
+        json_int_or_null(&w, "pid", val(r, i, 5));
+        json_string(&w, "command", val(r, i, 6));
+        json_string(&w, "hold", val(r, i, 7));
+        json_int_or_null(&w, "backend_pid", val(r, i, 8));
+        json_int_or_null(&w, "fencing_token", val(r, i, 9));
+        json_string(&w, "started_at", val(r, i, 10));
+        json_string(&w, "ended_at", val(r, i, 11));
+        json_seconds(&w, "duration_seconds", val(r, i, 11)
+                     ? strtod(val(r, i, 12), NULL) : -1);
+        json_int_or_null(&w, "exit_status", val(r, i, 13));
+        json_string(&w, "outcome", val(r, i, 14));
+        json_object_end(&w);
+    }
+    json_array_end(&w);
+    json_end(&w);
+}
+
+/* "12.3s", "1m05s", "-" */
+static void format_duration(const char *secs, char *buf, size_t len)
+{
+    if (!secs) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    double s = strtod(secs, NULL);
+    if (s < 60)
+        snprintf(buf, len, "%.1fs", s);
+    else if (s < 3600)
+        snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* One line per run; names with control bytes shown escaped (\xNN). */
+static void print_text(PGresult *r)
+{
+    printf("%-24s %-10s %8s %4s %8s  %s  %s\n", "STARTED (UTC)", "OUTCOME",
+           "DURATION", "EXIT", "TOKEN", "HOST", "KEY");
+    for (int i = 0; i < PQntuples(r); i++) {
+        char host[300], name[300], dur[32];
+        cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
+        cli_echo_arg(val(r, i, 2) ? val(r, i, 2) : val(r, i, 1), 0, name,
+                     sizeof name);
+        const char *outcome = val(r, i, 14);
+        /* a skip took no time; a run that ended unrecorded, unknown */
+        format_duration(strcmp(outcome, "skipped") == 0 ||
+                                strcmp(outcome, "unrecorded") == 0
+                            ? NULL : val(r, i, 12),
+                        dur, sizeof dur);
+        printf("%-24s %-10s %8s %4s %8s  %s  %s\n", val(r, i, 10), outcome,
+               dur, val(r, i, 13) ? val(r, i, 13) : "-",
+               val(r, i, 9) ? val(r, i, 9) : "-", host, name);
+    }
+}
+
+static int prune(PGconn **pg, const history_args *h)
+{
+    char sql[2048], ms[24], err[512];
+    snprintf(sql, sizeof sql, prune_fmt, history_outcome_expr, HISTORY_PRUNE_BATCH);
+    snprintf(ms, sizeof ms, "%ld", h->prune_ms);
+    const char *params[1] = {ms};
+    PGresult *r = history_exec(pg, sql, 1, params, -1, err, sizeof err);
+    if (!r)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "could not prune: %s", err);
+    long n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    cli_notice("deleted %ld run%s", n, n == 1 ? "" : "s");
+    if (n == HISTORY_PRUNE_BATCH)
+        cli_hint("More may remain: run pglock history --prune again.");
+    return 0;
+}
+
+static int show(PGconn **pg, const history_args *h)
+{
+    char sql[4096], since[24], limit[24], err[512];
+    snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr);
+    snprintf(since, sizeof since, "%ld", h->since_ms);
+    snprintf(limit, sizeof limit, "%ld", h->limit);
+    const char *params[3] = {h->keys[0] ? h->keys : NULL,
+                             h->since_ms >= 0 ? since : NULL, limit};
+    PGresult *r = history_exec(pg, sql, 3, params, -1, err, sizeof err);
+    if (!r)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    if (h->json)
+        print_json(r);
+    else
+        print_text(r);
+    PQclear(r);
+    return 0;
+}
+
+int cmd_history(int argc, char **argv)
+{
+    history_args h;
+    memset(&h, 0, sizeof h);
+    h.since_ms = h.prune_ms = -1;
+    h.limit = HISTORY_DEFAULT_LIMIT;
+    if (cli_help_asked(argc, argv)) {
+        usage();
+        return 0;
+    }
+    int rc = parse(argc, argv, &h);
+    if (rc >= 0)
+        return rc;
+    if (h.prune_ms >= 0 && optind < argc)
+        return cli_usage_error("history", "--prune deletes for every key: "
+                               "give no KEY with it");
+    char err[512];
+    PGconn *pg = history_connect(&h.conn, "pglock history", -1, err, sizeof err);
+    if (!pg)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    PGresult *probe = history_exec(&pg, history_probe_sql, 0, NULL, -1, err,
+                                   sizeof err);
+    if (!probe)
+        rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    else
+        rc = history_check_probe(probe, 0, CLI_EXIT_UNAVAILABLE);
+    PQclear(probe);
+    if (!rc)
+        rc = keys_of(argc, argv, &h, pg);
+    if (!rc)
+        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h);
+    PQfinish(pg);
+    return rc;
+}

@@ -1,0 +1,220 @@
+/*
+ * pglock metrics — the locks and the recorded runs of one database in the
+ * Prometheus text exposition format, for node_exporter's textfile
+ * collector (pglock metrics > DIR/pglock.prom.$$ && mv ...) or a scrape
+ * through any exporter that runs a command.
+ *
+ * Per key (labels key="123" or "42:9", name="..." from the registry, else
+ * the name last recorded for it, else ""): locks held and waiting, the age
+ * of the oldest wait (pg_locks and pg_stat_activity); per recorded key:
+ * the last run's start, end, duration and outcome.  Without a history
+ * table only the lock metrics are printed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "history.h"
+
+enum { OPT_KEYS = 300 };
+
+static const cli_opt metrics_opts[] = {
+    {0, 0, NULL, 0, NULL, "Metrics:"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "key registry, to name the keys (or PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+static const cli_opt *const metrics_tables[] = {metrics_opts, cli_conn_opts,
+                                                cli_help_opts, NULL};
+
+static void usage(void)
+{
+    printf("pglock metrics prints the advisory locks and the recorded runs of\n"
+           "a database as Prometheus metrics (text exposition format).\n\n"
+           "Usage:\n  pglock metrics [OPTION]...\n\n");
+    cli_opt_help(stdout, metrics_tables);
+    printf("\nExit status: 0, 69 server unavailable, 64 usage.\n");
+}
+
+/* Columns: 0 classid, 1 objid, 2 objsubid, 3 held, 4 waiting, 5 oldest
+ * wait (s), 6 the name last recorded for the key (%s: that subquery, or
+ * NULL::text without a readable history). */
+static const char locks_fmt[] =
+    "SELECT g.*, %s FROM ("
+    " SELECT l.classid::bigint AS classid, l.objid::bigint AS objid,"
+    "  l.objsubid, count(*) FILTER (WHERE l.granted),"
+    "  count(*) FILTER (WHERE NOT l.granted),"
+    "  COALESCE(extract(epoch FROM now() - min(a.query_start)"
+    "   FILTER (WHERE NOT l.granted)), 0)::float8"
+    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.database ="
+    "  (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " GROUP BY 1, 2, 3) g ORDER BY 1, 2, 3";
+
+static const char recorded_name_sql[] =
+    "(SELECT r.key_name FROM pglock.runs r WHERE r.classid = g.classid"
+    " AND r.objid = g.objid AND r.objsubid = g.objsubid"
+    " ORDER BY r.started_at DESC LIMIT 1)";
+
+/* Columns: 0 classid, 1 objid, 2 objsubid, 3 start (epoch), 4 end (epoch
+ * or NULL), 5 duration (s or NULL), 6 key_name, 7 outcome. */
+static const char runs_fmt[] =
+    "SELECT classid, objid, objsubid, extract(epoch FROM started_at)::float8,"
+    " extract(epoch FROM ended_at)::float8,"
+    " extract(epoch FROM ended_at - started_at)::float8, key_name, %s"
+    " FROM (SELECT DISTINCT ON (r.key) r.* FROM pglock.runs r"
+    "       WHERE r.outcome IS DISTINCT FROM 'skipped'"
+    "       ORDER BY r.key, r.started_at DESC) r ORDER BY key";
+
+static const char *const outcomes[] = {"succeeded", "failed", "killed", "lost",
+                                       "running", "unrecorded", NULL};
+
+/* A label value, escaped as the format wants (\\, \", \n). */
+static void label(const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            printf("\\%c", *s);
+        else if (*s == '\n')
+            printf("\\n");
+        else
+            putchar(*s);
+    }
+}
+
+/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
+static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+{
+    long long cls = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    long long obj = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+    pglock_key key;
+    if (atoi(PQgetvalue(r, i, 2)) == 2)
+        pglock_key_pair(&key, (int32_t)(uint32_t)cls, (int32_t)(uint32_t)obj);
+    else
+        pglock_key_int64(&key, (int64_t)(((uint64_t)cls << 32) | (uint64_t)obj));
+    char id[64];
+    pglock_key_format(&key, id, sizeof id);
+    const char *name = reg ? cli_registry_name_of(reg, &key) : NULL;
+    if (!name && !PQgetisnull(r, i, name_col))
+        name = PQgetvalue(r, i, name_col);
+    printf("{key=\"%s\",name=\"", id);
+    label(name ? name : "");
+    printf("\"");
+}
+
+static void header(const char *metric, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s gauge\n", metric, help, metric);
+}
+
+/* One gauge with one sample per row that has a value in col. */
+static void gauge(PGresult *r, const char *metric, const char *help, int col,
+                  int name_col, const cli_registry *reg)
+{
+    header(metric, help);
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, col))
+            continue;
+        printf("%s", metric);
+        labels(r, i, name_col, reg);
+        printf("} %s\n", PQgetvalue(r, i, col));
+    }
+}
+
+static void print_runs(PGresult *r, const cli_registry *reg)
+{
+    gauge(r, "pglock_last_run_start_timestamp_seconds",
+          "When the last recorded run of the key started (server clock).", 3, 6, reg);
+    gauge(r, "pglock_last_run_end_timestamp_seconds",
+          "When the last recorded run of the key ended (absent while it runs "
+          "or when its end was never recorded).", 4, 6, reg);
+    gauge(r, "pglock_last_run_duration_seconds",
+          "How long the last recorded run of the key took.", 5, 6, reg);
+    header("pglock_last_run_outcome",
+           "1 for the outcome of the last recorded run of the key, else 0.");
+    for (int i = 0; i < PQntuples(r); i++)
+        for (int o = 0; outcomes[o]; o++) {
+            printf("pglock_last_run_outcome");
+            labels(r, i, 6, reg);
+            printf(",outcome=\"%s\"} %d\n", outcomes[o],
+                   strcmp(PQgetvalue(r, i, 7), outcomes[o]) == 0);
+        }
+}
+
+/* 1 when pglock.runs exists and can be read, 0 if not, -1 after an
+ * error (printed). */
+static int history_readable(PGconn **pg)
+{
+    char err[512];
+    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
+    if (!probe)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err), -1;
+    int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
+    PQclear(probe);
+    return usable;
+}
+
+static int metrics(PGconn **pg, const cli_registry *reg)
+{
+    char err[512], sql[2048];
+    int usable = history_readable(pg);
+    if (usable < 0)
+        return CLI_EXIT_UNAVAILABLE;
+    snprintf(sql, sizeof sql, locks_fmt, usable ? recorded_name_sql : "NULL::text");
+    PGresult *r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
+    if (!r)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    gauge(r, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
+          3, 6, reg);
+    gauge(r, "pglock_locks_waiting", "Sessions waiting for the key (pg_locks).",
+          4, 6, reg);
+    gauge(r, "pglock_oldest_wait_seconds",
+          "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
+    PQclear(r);
+
+    header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
+    printf("pglock_history_readable %d\n", usable);
+    if (!usable)
+        return 0;
+    snprintf(sql, sizeof sql, runs_fmt, history_outcome_expr);
+    r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
+    if (!r)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    print_runs(r, reg);
+    PQclear(r);
+    return 0;
+}
+
+int cmd_metrics(int argc, char **argv)
+{
+    cli_conn conn = {NULL, NULL, NULL, NULL};
+    const char *value, *keys_file = NULL;
+    int id;
+    if (cli_help_asked(argc, argv)) {
+        usage();
+        return 0;
+    }
+    cli_opt_parser p;
+    cli_opt_init(&p, "metrics", argc, argv, metrics_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        if (id < 0)
+            return -id;
+        if (id == OPT_KEYS)
+            keys_file = value;
+        else if (id == 'V')
+            return cli_print_version(), 0;
+        else
+            cli_conn_option(&conn, id, value);
+    }
+    if (optind < argc)
+        return cli_usage_error("metrics", "unexpected argument \"%s\"", argv[optind]);
+    cli_registry *reg = NULL;
+    char err[512];
+    if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
+        return cli_usage_error("metrics", "%s", err);
+    PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
+    int rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    PQfinish(pg);
+    cli_registry_free(reg);
+    return rc;
+}

@@ -1,0 +1,335 @@
+/*
+ * pglock terminate — end a stuck holder of KEY by name, after saying who
+ * it is.
+ *
+ * The story: look (one query, pglock_holders_list()) and list the sessions that hold
+ * KEY; nobody: exit 1.  Several (shared holders) need --all.  Ask on a
+ * terminal, else require --yes.  Then ONE statement checks, for each pid
+ * shown, that it still holds KEY and that we may signal it, and calls
+ * pg_terminate_backend() only for those rows and only if every one may be
+ * signalled: a holder that released in between, or a pooled server
+ * connection now serving someone else without KEY, is never terminated,
+ * and a waiter never is (only granted rows count).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+enum { OPT_YES = 256, OPT_ALL, OPT_KEYS };
+
+static const cli_opt terminate_opts[] = {
+    {0, 0, NULL, 0, NULL, "Options:"},
+    {OPT_YES, 'y', "yes", CLI_OPT_NO_VALUE, NULL,
+     "do not ask (needed when stdin is not a terminal)"},
+    {OPT_ALL, 0, "all", CLI_OPT_NO_VALUE, NULL,
+     "end every holder when several hold KEY (shared)"},
+    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "key registry for @NAME keys (or PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+static const cli_opt *const terminate_tables[] = {
+    terminate_opts, cli_conn_opts, cli_help_opts, NULL};
+
+static void print_help(void)
+{
+    printf("pglock terminate ends the session holding KEY (pg_terminate_backend),\n"
+           "after showing who it is.  Waiters are never ended.\n\n"
+           "Usage:\n"
+           "  pglock terminate [OPTION]... KEY\n\n");
+    cli_opt_help(stdout, terminate_tables);
+    printf("\nPrivilege: superuser, or membership in pg_signal_backend, or the\n"
+           "holder's own role; only a superuser may end a superuser's session.\n"
+           "Exit status: 0 terminated, 1 nobody held KEY, 64 usage (several\n"
+           "holders without --all, no terminal and no --yes), 69 could not\n"
+           "connect or not allowed to signal the holder.\n");
+}
+
+typedef struct terminate_options {
+    cli_conn conn;
+    int yes, all;
+    const char *keys_path;
+    const char *key_text;
+} terminate_options;
+
+/* -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, terminate_options *o)
+{
+    if (cli_help_asked(argc, argv)) {
+        print_help();
+        return 0;
+    }
+    cli_opt_parser p;
+    const char *value;
+    int id;
+    cli_opt_init(&p, "terminate", argc, argv, terminate_tables, 0);
+    while ((id = cli_opt_next(&p, &value)) != 0) {
+        switch (id) {
+        case OPT_YES: o->yes = 1; break;
+        case OPT_ALL: o->all = 1; break;
+        case OPT_KEYS: o->keys_path = value; break;
+        case 'V':
+            cli_print_version();
+            return 0;
+        default:
+            if (id < 0)
+                return -id;
+            cli_conn_option(&o->conn, id, value);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("terminate", "no lock key given");
+    if (optind + 1 < argc)
+        return cli_usage_error("terminate", "one key at a time: \"%s\" is a "
+                               "second one", argv[optind + 1]);
+    o->key_text = argv[optind];
+    return -1;
+}
+
+/* "41s", "2m13s": enough for a person to recognise a session. */
+static void format_seconds(double s, char *buf, size_t len)
+{
+    long t = (long)s;
+    if (t < 60)
+        snprintf(buf, len, "%lds", t);
+    else if (t < 3600)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+}
+
+/* One holder, on one line of stdout. */
+static void print_holder(const pglock_holder *e)
+{
+    char app[80], user[80], held[32] = "?";
+    cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
+    cli_echo_arg(e->user ? e->user : "?", 0, user, sizeof user);
+    if (e->held_max_s >= 0)
+        format_seconds(e->held_max_s, held, sizeof held);
+    char client[80];
+    if (e->client_addr)
+        snprintf(client, sizeof client, "%s:%d", e->client_addr, e->client_port);
+    else
+        snprintf(client, sizeof client, "%s",
+                 e->client_port == -1 ? "local socket" : "?");
+    printf("  pid %d  %s  user %s  from %s  session up %s  \"%s\"\n", e->pid,
+           e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared", user, client,
+           held, app);
+}
+
+/* The holders in list (granted rows with a backend), into pids. */
+static int find_holders(const pglock_holders *list, int *pids,
+                        const pglock_holder **rows, int max)
+{
+    int n = 0;
+    for (int i = 0; i < pglock_holders_count(list) && n < max; i++) {
+        const pglock_holder *e = pglock_holders_get(list, i);
+        if (e->granted && e->pid > 0) {
+            rows[n] = e;
+            pids[n++] = e->pid;
+        }
+    }
+    return n;
+}
+
+/* On a terminal: asks; 1 for yes.  Elsewhere: 0. */
+static int confirmed(int n, const char *key_text)
+{
+    if (!isatty(STDIN_FILENO))
+        return 0;
+    fprintf(stderr, "Terminate %s of lock \"%s\"? [y/N] ",
+            n == 1 ? "this session" : "these sessions", key_text);
+    fflush(stderr);
+    char line[32];
+    if (!fgets(line, sizeof line, stdin))
+        return 0;
+    return line[0] == 'y' || line[0] == 'Y';
+}
+
+/*
+ * The one statement.  For each pid shown that still holds the key
+ * (granted, same database, same locktag), whether we may signal it (the
+ * server's rule: superuser; or, for a non-superuser's session, privileges
+ * of its role or of pg_signal_backend), and the terminate itself, only if
+ * every row may be signalled.  With PostgreSQL 14+ the terminate waits up
+ * to 5 s for the session to end, so that the lock is free on return.
+ */
+static const char terminate_sql[] =
+    "WITH target AS ("
+    " SELECT l.pid, a.usename,"
+    "  current_setting('is_superuser')::bool"
+    "  OR (NOT coalesce(r.rolsuper, true)"
+    "      AND (pg_has_role(a.usesysid, 'USAGE')"
+    "           OR pg_has_role('pg_signal_backend', 'USAGE'))) AS may"
+    " FROM pg_locks l"
+    " JOIN pg_stat_activity a ON a.pid = l.pid"
+    " LEFT JOIN pg_roles r ON r.oid = a.usesysid"
+    " WHERE l.locktype = 'advisory' AND l.granted"
+    "  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    "  AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = $3::int2"
+    "  AND l.pid = ANY ($4::int[]))"
+    " SELECT pid, usename, may,"
+    "  CASE WHEN bool_and(may) OVER () THEN %s END"
+    " FROM target";
+
+/* Runs the statement; rows in *out (caller PQclear()s), or NULL with err. */
+static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *key,
+                                         const int *pids, int n, char *err,
+                                         size_t errlen)
+{
+    char sql[sizeof terminate_sql + 64];
+    snprintf(sql, sizeof sql, terminate_sql,
+             PQserverVersion(conn) >= 140000 ? "pg_terminate_backend(pid, 5000)"
+                                             : "pg_terminate_backend(pid)");
+    uint32_t classid, objid;
+    int objsubid;
+    pglock_key_locktag(key, &classid, &objid, &objsubid);
+    char c[16], o[16], s[8], arr[16 * 64 + 4];
+    snprintf(c, sizeof c, "%u", classid);
+    snprintf(o, sizeof o, "%u", objid);
+    snprintf(s, sizeof s, "%d", objsubid);
+    size_t used = (size_t)snprintf(arr, sizeof arr, "{");
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(arr + used, sizeof arr - used, "%s%d", i ? "," : "", pids[i]);
+    snprintf(arr + used, sizeof arr - used, "}");
+    const char *params[4] = {c, o, s, arr};
+    /* bounded: the terminate itself waits at most 5 s */
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    PGresult *res = pglock_exec_params(conn, sql, 4, params, 15000, &perr);
+    if (!res) {
+        snprintf(err, errlen, "%s", perr.message);
+        return NULL;
+    }
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        snprintf(err, errlen, "%s", msg ? msg : PQerrorMessage(conn));
+        err[strcspn(err, "\n")] = '\0';
+        /* the server's own refusal: the same as ours, below */
+        if (state && strcmp(state, "42501") == 0)
+            snprintf(err, errlen, "42501");
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+static int not_allowed(const char *key_text, const char *who)
+{
+    cli_error(CLI_EXIT_UNAVAILABLE, "permission denied to terminate the holder of "
+              "lock \"%s\"%s%s; nothing was terminated", key_text, who ? ": " : "",
+              who ? who : "");
+    cli_hint("Terminating a session needs superuser, membership in "
+             "pg_signal_backend, or the session's own role; only a superuser "
+             "may terminate a superuser's session.");
+    return CLI_EXIT_UNAVAILABLE;
+}
+
+/* Reports the statement's rows: the exit status. */
+static int report(PGresult *res, const char *key_text)
+{
+    int rows = PQntuples(res);
+    if (rows == 0) {
+        cli_notice("lock \"%s\" is no longer held by the sessions shown; nothing "
+                   "was terminated", key_text);
+        return CLI_EXIT_PROBLEM;
+    }
+    for (int i = 0; i < rows; i++) {
+        if (strcmp(PQgetvalue(res, i, 2), "t") != 0) {
+            char who[128];
+            snprintf(who, sizeof who, "pid %s (user %s)", PQgetvalue(res, i, 0),
+                     PQgetisnull(res, i, 1) ? "?" : PQgetvalue(res, i, 1));
+            return not_allowed(key_text, who);
+        }
+    }
+    int code = 0;
+    for (int i = 0; i < rows; i++) {
+        if (strcmp(PQgetvalue(res, i, 3), "t") == 0) {
+            printf("terminated pid %s\n", PQgetvalue(res, i, 0));
+        } else {
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "pid %s was signalled but had not "
+                             "ended after 5 s", PQgetvalue(res, i, 0));
+        }
+    }
+    return code;
+}
+
+/* Lists the holders and, if allowed, terminates them: the exit status. */
+static int terminate(PGconn *conn, const terminate_options *o,
+                     const pglock_key *key)
+{
+    char err[512];
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_holders *list = NULL;
+    if (pglock_holders_list(&list, conn, key, 1, 0, 15000, &perr) < 0)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+    int pids[64];
+    const pglock_holder *rows[64];
+    int n = find_holders(list, pids, rows, 64);
+    if (n == 0) {
+        pglock_holders_free(list);
+        cli_notice("lock \"%s\" is not held; nothing to terminate", o->key_text);
+        return CLI_EXIT_PROBLEM;
+    }
+    printf("lock \"%s\" in database \"%s\" is held by:\n", o->key_text,
+           rows[0]->database ? rows[0]->database : "?");
+    for (int i = 0; i < n; i++)
+        print_holder(rows[i]);
+    fflush(stdout);
+    pglock_holders_free(list);
+    if (n > 1 && !o->all) {
+        cli_error(CLI_EXIT_USAGE, "%d sessions hold lock \"%s\"; nothing was "
+                  "terminated", n, o->key_text);
+        cli_hint("Use --all to terminate all of them.");
+        return CLI_EXIT_USAGE;
+    }
+    if (!o->yes && !confirmed(n, o->key_text)) {
+        if (isatty(STDIN_FILENO))
+            return cli_error(CLI_EXIT_PROBLEM, "nothing was terminated");
+        cli_error(CLI_EXIT_USAGE, "not a terminal: --yes is needed to terminate");
+        return cli_try_help("terminate");
+    }
+    PGresult *res = terminate_still_holding(conn, key, pids, n, err, sizeof err);
+    if (!res)
+        return strcmp(err, "42501") == 0 ? not_allowed(o->key_text, NULL)
+                                         : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    int code = report(res, o->key_text);
+    PQclear(res);
+    return code;
+}
+
+int cmd_terminate(int argc, char **argv)
+{
+    terminate_options o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char err[512];
+    cli_registry *reg = NULL;
+    pglock_key key;
+    if ((o.keys_path || o.key_text[0] == '@') &&
+        cli_registry_load(&reg, o.keys_path, err, sizeof err) < 0)
+        return cli_usage_error("terminate", "%s", err);
+    if (cli_parse_key(o.key_text, reg, &key, err, sizeof err) < 0) {
+        cli_registry_free(reg);
+        return cli_usage_error("terminate", "%s", err);
+    }
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    PGconn *conn = cli_connect(&o.conn, "pglock terminate", "UTF8", &perr);
+    if (!conn) {
+        cli_registry_free(reg);
+        return cli_connect_error(&perr, NULL);
+    }
+    if (pglock_key_resolve(&key, conn, &perr) < 0)
+        rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+    else
+        rc = terminate(conn, &o, &key);
+    PQfinish(conn);
+    cli_registry_free(reg);
+    return rc;
+}

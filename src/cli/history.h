@@ -1,0 +1,56 @@
+/*
+ * history.h — the run history in the database (schema "pglock", table
+ * pglock.runs), shared by `pglock init`, `run --record`, `lead --record`,
+ * `history`, `check` and `metrics`.  Internal to the CLI.
+ *   history_sql.c   the schema, its version, and the SQL that reads it
+ *   history_conn.c  a connection tried with a deadline, bounded queries
+ *   run_record.c    what run and lead record
+ */
+#ifndef PGLOCK_CLI_HISTORY_H
+#define PGLOCK_CLI_HISTORY_H
+
+#include <stdint.h>
+#include "cli.h"
+
+/* The schema version this pglock creates and reads. */
+#define HISTORY_SCHEMA_VERSION 1
+
+/* `pglock init`'s statements, in one transaction (idempotent). */
+extern const char history_init_sql[];
+/* The GRANTs another role needs, as printed by `pglock init`. */
+extern const char history_grants_text[];
+/* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
+ * (exists bool, version int or NULL, may_insert bool, may_select bool). */
+extern const char history_probe_sql[];
+/*
+ * The outcome of row r, decided on the server: the stored one once the
+ * end is recorded; else "running" while the hold that the start record
+ * names (backend pid + backend_start, + xact_start for a transaction
+ * hold) still holds the key in pg_locks, else "unrecorded".
+ */
+extern const char history_outcome_expr[];
+
+/* Opens a connection with conn's parameters, application_name and
+ * client_encoding UTF8, without blocking past deadline (pglock_now_ms()
+ * scale; < 0: none).  NULL with one line in err. */
+PGconn *history_connect(const cli_conn *conn, const char *application_name,
+                        int64_t deadline, char *err, size_t errlen);
+/* Runs sql with text params on idle conn, waiting at most until deadline;
+ * the result (caller PQclear()s), or NULL with one line in err, and then
+ * conn is closed and set to NULL when it could not be trusted further
+ * (a timeout, a lost connection). */
+PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
+                       const char *const *params, int64_t deadline,
+                       char *err, size_t errlen);
+
+/* An age: a DURATION (cli_parse_duration()), or whole days ("30d").
+ * 0, or -1 with one line in err. */
+#define HISTORY_AGE_MAX_DAYS 36500
+int history_parse_age(const char *text, long *out_ms, char *err, size_t errlen);
+
+/* Exit status and message for a probe that says the history cannot be
+ * used by this role (missing table, another version, no privilege): 0
+ * when it can be used for what is asked (want_insert: recording). */
+int history_check_probe(PGresult *probe, int want_insert, int exit_code);
+
+#endif

@@ -1,0 +1,186 @@
+/*
+ * The history's connections: opened with a deadline (libpq's
+ * non-blocking connect) and queried with a deadline, so that recording
+ * never waits for a server or a pooled server connection past it.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "history.h"
+
+/* Waits until fd is ready for events or the deadline; 1 ready, 0 not. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    int64_t left = deadline < 0 ? 1000 : deadline - pglock_now_ms();
+    if (left <= 0)
+        return 0;
+    struct pollfd p = {fd, events, 0};
+    return poll(&p, 1, left > 1000 ? 1000 : (int)left) > 0 || deadline < 0;
+}
+
+static void first_line(char *out, size_t len, const char *msg)
+{
+    size_t n = strcspn(msg, "\n");
+    snprintf(out, len, "%.*s", (int)n, msg);
+}
+
+PGconn *history_connect(const cli_conn *conn, const char *application_name,
+                        int64_t deadline, char *err, size_t errlen)
+{
+    if (deadline < 0) { /* the one-shot commands: bounded by connect_timeout */
+        pglock_error perr;
+        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        PGconn *pg = cli_connect(conn, application_name, "UTF8", &perr);
+        if (!pg)
+            snprintf(err, errlen, "%s", perr.message);
+        return pg;
+    }
+    const char *kw[10], *val[10];
+    cli_conn_params(conn, application_name, kw, val);
+    int n = 0;
+    while (kw[n])
+        n++;
+    kw[n] = "client_encoding"; /* names are stored and shown as UTF-8 */
+    val[n++] = "UTF8";
+    kw[n] = NULL;
+    val[n] = NULL;
+    PGconn *pg = PQconnectStartParams(kw, val, 1);
+    if (!pg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+    while (PQstatus(pg) != CONNECTION_BAD && ps != PGRES_POLLING_OK &&
+           ps != PGRES_POLLING_FAILED) {
+        if (deadline >= 0 && pglock_now_ms() >= deadline) {
+            snprintf(err, errlen, "could not connect in time");
+            PQfinish(pg);
+            return NULL;
+        }
+        if (wait_fd(PQsocket(pg), ps == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                    deadline))
+            ps = PQconnectPoll(pg);
+    }
+    if (PQstatus(pg) != CONNECTION_OK) {
+        char line[512];
+        first_line(line, sizeof line, PQerrorMessage(pg));
+        /* never a password from a malformed -d in the message */
+        pglock_conn_error_message(err, errlen, line, conn ? conn->dbname : NULL);
+        PQfinish(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+/* Gives up on *conn: its answer will never be read. */
+static void drop(PGconn **conn)
+{
+    shutdown(PQsocket(*conn), SHUT_RDWR);
+    PQfinish(*conn);
+    *conn = NULL;
+}
+
+/* cli_query(), which cancels on the server a query not answered in
+ * time, with history_exec()'s conventions. */
+static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
+                          const char *const *params, char *err, size_t errlen)
+{
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    PGresult *res = cli_query(*conn, sql, nparams, params, &perr);
+    if (!res) {
+        snprintf(err, errlen, "%s", perr.message);
+        drop(conn);
+        return NULL;
+    }
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        first_line(err, errlen, PQresultErrorMessage(res));
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
+                       const char *const *params, int64_t deadline,
+                       char *err, size_t errlen)
+{
+    if (!*conn || PQstatus(*conn) != CONNECTION_OK) {
+        snprintf(err, errlen, "no connection");
+        return NULL;
+    }
+    if (deadline < 0) /* the one-shot commands: bounded by connect_timeout */
+        return one_shot(conn, sql, nparams, params, err, errlen);
+    if (!PQsendQueryParams(*conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
+        first_line(err, errlen, PQerrorMessage(*conn));
+        drop(conn);
+        return NULL;
+    }
+    PQflush(*conn);
+    for (;;) {
+        if (!PQconsumeInput(*conn)) {
+            first_line(err, errlen, PQerrorMessage(*conn));
+            drop(conn);
+            return NULL;
+        }
+        if (!PQisBusy(*conn))
+            break;
+        if (deadline >= 0 && pglock_now_ms() >= deadline) {
+            snprintf(err, errlen, "no answer in time");
+            drop(conn);
+            return NULL;
+        }
+        wait_fd(PQsocket(*conn), POLLIN, deadline);
+    }
+    PGresult *res = NULL, *r;
+    while ((r = PQgetResult(*conn)) != NULL) {
+        if (res && PQresultStatus(res) != PGRES_FATAL_ERROR) {
+            PQclear(res);
+            res = r;
+        } else if (res) {
+            PQclear(r); /* keep the first error */
+        } else {
+            res = r;
+        }
+    }
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        first_line(err, errlen, res ? PQresultErrorMessage(res)
+                                    : PQerrorMessage(*conn));
+        if (!*err)
+            snprintf(err, errlen, "the query failed");
+        PQclear(res);
+        if (PQstatus(*conn) != CONNECTION_OK)
+            drop(conn);
+        return NULL;
+    }
+    return res;
+}
+
+int history_check_probe(PGresult *probe, int want_insert, int exit_code)
+{
+    if (PQgetvalue(probe, 0, 0)[0] != 't') {
+        cli_error(exit_code, "no run history in this database: the table "
+                  "pglock.runs does not exist");
+        cli_hint("Run \"pglock init\" once, as a role that may create a schema.");
+        return exit_code;
+    }
+    const char *v = PQgetvalue(probe, 0, 1);
+    if (PQgetisnull(probe, 0, 1) || strcmp(v, "1") != 0) {
+        cli_error(exit_code, "pglock.runs has schema version %s; this pglock "
+                  "reads version %d", PQgetisnull(probe, 0, 1) ? "(none)" : v,
+                  HISTORY_SCHEMA_VERSION);
+        cli_hint("Run \"pglock init\" with this version of pglock.");
+        return exit_code;
+    }
+    int col = want_insert ? 2 : 3;
+    if (PQgetvalue(probe, 0, col)[0] != 't') {
+        cli_error(exit_code, "permission denied to %s pglock.runs",
+                  want_insert ? "record runs in" : "read");
+        cli_hint("\"pglock init\" prints the GRANTs a role needs.");
+        return exit_code;
+    }
+    return 0;
+}

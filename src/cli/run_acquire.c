@@ -1,0 +1,94 @@
+/*
+ * How `pglock run` takes its keys: all of them, in order (run_keys.c),
+ * within the --wait budget; and when the connection is lost while waiting
+ * (a server restart, a failover to a host the conninfo also names), it
+ * reconnects with backoff and waits again, as `pglock lead` does, within
+ * the same budget (--wait=DURATION only).  The command never runs on the strength of an earlier
+ * connection: every key is taken again on the new one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "run.h"
+
+/* libpq's smallest connect_timeout: an attempt needs this much budget. */
+#define MIN_ATTEMPT_MS 2000L
+
+/* Reopens st->client, with backoff, until it connects, the budget
+ * (deadline) cannot fit another attempt, a stop signal, or a
+ * refusal that will not pass.  0, or a PGLOCK_E* code with st->error set
+ * (PGLOCK_ECONNECT: the budget ran out). */
+static int reconnect(run_state *st, pglock_key *keys, int64_t deadline)
+{
+    long base = RUN_BACKOFF_MIN_MS;
+    char last[sizeof st->error] = "";
+    for (;;) {
+        long pause = run_next_backoff(&base);
+        int64_t now = pglock_now_ms();
+        if (now + pause + MIN_ATTEMPT_MS > deadline) {
+            snprintf(st->error, sizeof st->error, "%s", last[0] ? last
+                     : "not reconnected within --wait");
+            return PGLOCK_ECONNECT;
+        }
+        if (run_pause_ms(pause))
+            return PGLOCK_EINTR;
+        /* each attempt gets at most what is left of the budget (libpq
+         * counts whole seconds), and a blackholed host a third of the
+         * lease, as in lead */
+        long secs = st->lease.server_ms / 3000;
+        if ((deadline - pglock_now_ms()) / 1000 < secs)
+            secs = (long)((deadline - pglock_now_ms()) / 1000);
+        char ct[24];
+        snprintf(ct, sizeof ct, "%ld", secs < 2 ? 2 : secs);
+        int rc = run_connect(st, keys, ct);
+        if (rc == 0) {
+            cli_verbose("reconnected: backend pid %d",
+                        pglock_client_backend_pid(st->client));
+            return 0;
+        }
+        if (run_stop_signal())
+            return PGLOCK_EINTR;
+        /* the path itself says no, every time: not a passing outage */
+        if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM || rc == PGLOCK_EPOOLER ||
+            rc == PGLOCK_EVERSION)
+            return rc;
+        /* down, refused, or a standby that a failover may be promoting */
+        cli_verbose("could not reconnect: %s", st->error);
+        snprintf(last, sizeof last, "%s", st->error);
+    }
+}
+
+int run_acquire(run_state *st, pglock_key *keys, int *failed)
+{
+    const run_args *a = st->args;
+    int64_t deadline = a->timeout_ms > 0 ? pglock_now_ms() + a->timeout_ms : 0;
+    int said = 0;
+    for (;;) {
+        long t = a->timeout_ms;
+        if (deadline) {
+            int64_t left = deadline - pglock_now_ms();
+            t = left > 0 ? (long)left : PGLOCK_TRY;
+        }
+        int rc = run_lock_all(st, keys, a->mode, t, failed);
+        /* Only with a budget: an unbounded wait (no --wait) keeps exit
+         * 69, so that a caller with no budget hears of the outage rather
+         * than wait on a server that may never return (lead is for that). */
+        if (rc != PGLOCK_ECONNLOST || !deadline || run_stop_signal())
+            return rc;
+        if (!said++) {
+            srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+            cli_warning("connection lost while waiting for lock \"%s\": %s; "
+                        "reconnecting within --wait", st->key_texts[*failed],
+                        pglock_client_error(st->client));
+        } else {
+            cli_verbose("connection lost again while waiting: %s",
+                        pglock_client_error(st->client));
+        }
+        pglock_client_close(st->client);
+        st->client = NULL;
+        if ((rc = reconnect(st, keys, deadline)) < 0)
+            return rc;
+    }
+}

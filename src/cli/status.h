@@ -1,0 +1,50 @@
+/*
+ * status.h — what `pglock status`'s files share: the locks of one look
+ * (from pglock_holders_list()), grouped by key and named, and the two
+ * renderers.  cmd_status.c looks and groups; status_text.c prints the
+ * table; status_json.c the JSON document.  A new kind of entry (a
+ * semaphore's slots, say) is a new lock_view field that both renderers
+ * read, next to the ones below.
+ */
+#ifndef PGLOCK_CLI_STATUS_H
+#define PGLOCK_CLI_STATUS_H
+
+#include <stdio.h>
+#include <libpq-fe.h>
+#include "cli.h"
+
+/* One key's requests: a run of the list's entries with the same key. */
+typedef struct lock_view {
+    const pglock_holder *const *e;
+    int n;
+    const char *name;        /* NULL when unknown */
+    const char *name_source; /* "registry" or "application_name" */
+    int holders, waiters, exclusive;
+} lock_view;
+
+/* What the renderers need to know besides the locks. */
+typedef struct status_scene {
+    const lock_view *views;
+    int nv;
+    int all_databases;
+    int filtered;            /* KEYs were given */
+    PGconn *conn;
+    const cli_registry *reg;
+} status_scene;
+
+/* Index in v of the request whose child v->e[idx] is in the tree: a
+ * waiter ahead of it that blocks it (the nearest), else the first holder
+ * that blocks it; -1 for none (a root). */
+int status_parent_of(const lock_view *v, int idx);
+
+/* "123" or "42:9", as a user writes the key. */
+void status_key_text(const pglock_key *key, char *buf, size_t len);
+
+/* The table (status_text.c).  0, or -1 when out of memory. */
+int status_render_text(FILE *out, const status_scene *s);
+/* The JSON document, on one line (status_json.c). */
+void status_render_json(FILE *out, const status_scene *s);
+/* "pglock: warning: ..." for each registry collision. */
+void status_warn_collisions(const cli_registry *reg);
+
+#endif

@@ -1,0 +1,347 @@
+/*
+ * The managed hold: a client's lease kept alive by heartbeats, on a thread
+ * of its own or from the caller's event loop, and a loss told at once
+ * (a readable fd, then a callback).  The lease arithmetic is `pglock
+ * run`'s (src/cli/run_lease.c): heartbeat every T_s/6, client deadline
+ * T_c = 2*T_s/3 after the last confirmed heartbeat was sent.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "internal.h"
+
+struct pglock_hold {
+    pglock_client *c;       /* the hold's while it runs */
+    pglock_hold_options opts;
+    long lease_ms;          /* T_s: the client's lease, else dead_peer_ms */
+    long heartbeat_ms;      /* T_s / 6 */
+    long deadline_ms;       /* T_c = 2 T_s / 3 */
+    int64_t next_beat;      /* when the next heartbeat is due */
+    int loss_pipe[2];       /* [0] the caller's loss fd; [1] written once */
+    int wake_pipe[2];       /* thread mode: stop wakes the thread */
+    pthread_t thread;
+    int has_thread;
+    pthread_mutex_t mu;     /* guards stopping, code and message */
+    int stopping;
+    int code;               /* 0 while held, else the loss code */
+    char message[512];
+};
+
+/* ------------------------------------------------------------ options */
+
+int pglock_hold_options_init(pglock_hold_options *opts, unsigned int version)
+{
+    if (!opts || version != PGLOCK_HOLD_OPTIONS_VERSION)
+        return PGLOCK_EINVAL;
+    memset(opts, 0, sizeof *opts);
+    opts->version = version;
+    opts->drive = PGLOCK_HOLD_THREAD;
+    return PGLOCK_OK;
+}
+
+/* ------------------------------------------------------------ the loss */
+
+/* Records the loss (first one wins), makes the loss fd readable, then
+ * calls on_lost, outside the lock, so that it may ask pglock_hold_loss().
+ * The client's connection is closed before anyone is told.  notify: 0
+ * when stop itself found the loss (it returns the code instead). */
+static int declare_lost(pglock_hold *h, const char *why, int notify)
+{
+    pglock__client_drop(h->c);
+    pthread_mutex_lock(&h->mu);
+    int first = h->code == 0;
+    if (first) {
+        h->code = PGLOCK_ECONNLOST;
+        snprintf(h->message, sizeof h->message, "%s",
+                 *why ? why : "the lock connection was lost");
+        ssize_t n = write(h->loss_pipe[1], "x", 1);
+        (void)n; /* a non-blocking pipe of one byte cannot be full */
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (first && notify && h->opts.on_lost)
+        h->opts.on_lost(h->opts.arg, PGLOCK_ECONNLOST, h->message);
+    return PGLOCK_ECONNLOST;
+}
+
+static int loss_code(pglock_hold *h)
+{
+    pthread_mutex_lock(&h->mu);
+    int code = h->code;
+    pthread_mutex_unlock(&h->mu);
+    return code;
+}
+
+/* --------------------------------------------------------- one step */
+
+/* Reads what the server sent while no heartbeat was in flight: nothing
+ * normally, but a terminated backend's last words and the socket's close
+ * (pg_terminate_backend, a restart) show up here at once.  0 or -1. */
+static int read_idle(pglock_client *c)
+{
+    if (!PQconsumeInput(c->conn) || PQstatus(c->conn) != CONNECTION_OK) {
+        char line[400];
+        pglock__first_line(line, sizeof line, PQerrorMessage(c->conn));
+        pglock__fail(c, PGLOCK_ECONNLOST, "the lock connection was closed: %s",
+                     *line ? line : "by the server");
+        return -1;
+    }
+    return 0;
+}
+
+/* Does what is due and says when to come back (*timeout_ms).  0 while
+ * the lease holds, else the loss code (after the notice). */
+static int advance(pglock_hold *h, long *timeout_ms)
+{
+    pglock_client *c = h->c;
+    *timeout_ms = -1;
+    int code = loss_code(h);
+    if (code)
+        return code;
+    if (!c->conn)
+        return declare_lost(h, c->message, 1);
+    if (c->heartbeat_busy) {
+        int rc = pglock_heartbeat_poll(c);
+        if (rc == 0)
+            h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
+        else if (rc != PGLOCK_EAGAIN)
+            return declare_lost(h, c->message, 1);
+    } else if (read_idle(c) != 0)
+        return declare_lost(h, c->message, 1);
+
+    int64_t now = pglock_now_ms();
+    int64_t deadline = c->confirmed_at + h->deadline_ms;
+    if (now >= deadline) {
+        pglock__fail(c, PGLOCK_ECONNLOST,
+                     "the lease could not be confirmed within %ld ms (the "
+                     "client deadline of a %ld ms lease): the lock may be "
+                     "lost, stop the work", h->deadline_ms, h->lease_ms);
+        return declare_lost(h, c->message, 1);
+    }
+    if (!c->heartbeat_busy && now >= h->next_beat &&
+        pglock_heartbeat_send(c) != 0)
+        return declare_lost(h, c->message, 1);
+    int64_t next = deadline;
+    if (!c->heartbeat_busy && h->next_beat < next)
+        next = h->next_beat;
+    *timeout_ms = (long)(next - now);
+    return 0;
+}
+
+/* ------------------------------------------------------ thread mode */
+
+static int stopping(pglock_hold *h)
+{
+    pthread_mutex_lock(&h->mu);
+    int s = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    return s;
+}
+
+static void *hold_main(void *arg)
+{
+    pglock_hold *h = arg;
+    long t;
+    while (!stopping(h) && advance(h, &t) == 0) {
+        struct pollfd fds[2] = {{.fd = PQsocket(h->c->conn), .events = POLLIN},
+                                {.fd = h->wake_pipe[0], .events = POLLIN}};
+        poll(fds, 2, t > INT_MAX ? INT_MAX : (int)t);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ start */
+
+static int pipe_nonblocking(int p[2])
+{
+    if (pipe(p) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        fcntl(p[i], F_SETFD, FD_CLOEXEC);
+        fcntl(p[i], F_SETFL, fcntl(p[i], F_GETFL) | O_NONBLOCK);
+    }
+    return 0;
+}
+
+static void close_pipe(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0)
+            close(p[i]);
+    p[0] = p[1] = -1;
+}
+
+static void hold_free(pglock_hold *h)
+{
+    close_pipe(h->loss_pipe);
+    close_pipe(h->wake_pipe);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+/* The thread blocks every signal: the caller's handlers stay on the
+ * caller's threads. */
+static int thread_start(pglock_hold *h)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&h->thread, NULL, hold_main, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    h->has_thread = rc == 0;
+    return rc;
+}
+
+static int check_start(pglock_client *c, const pglock_hold_options *opts)
+{
+    if (opts && opts->version != PGLOCK_HOLD_OPTIONS_VERSION)
+        return pglock__fail(c, PGLOCK_EINVAL,
+            "invalid hold options: version %u is not one this library knows"
+            " (%u); call pglock_hold_options_init(&opts, "
+            "PGLOCK_HOLD_OPTIONS_VERSION) first",
+            opts->version, (unsigned)PGLOCK_HOLD_OPTIONS_VERSION);
+    if (opts && opts->drive != PGLOCK_HOLD_THREAD &&
+        opts->drive != PGLOCK_HOLD_LOOP)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid hold drive %d",
+                            (int)opts->drive);
+    int rc = pglock__client_ready(c);
+    if (rc)
+        return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
+    if (c->nholds == 0)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "the client holds no lock: take the locks, then "
+                            "start the hold");
+    return 0;
+}
+
+int pglock_hold_start(pglock_hold **out, pglock_client *c,
+                      const pglock_hold_options *opts)
+{
+    if (!out || !c)
+        return PGLOCK_EINVAL;
+    *out = NULL;
+    int rc = check_start(c, opts);
+    if (rc)
+        return rc;
+    pglock_hold *h = calloc(1, sizeof *h);
+    if (!h)
+        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    h->loss_pipe[0] = h->loss_pipe[1] = h->wake_pipe[0] = h->wake_pipe[1] = -1;
+    pthread_mutex_init(&h->mu, NULL);
+    h->c = c;
+    if (opts)
+        h->opts = *opts;
+    else
+        pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
+    long lease = c->opts.lease_ms > 0 ? c->opts.lease_ms : c->opts.dead_peer_ms;
+    h->lease_ms = lease;
+    h->heartbeat_ms = lease / 6 > 0 ? lease / 6 : 1;
+    h->deadline_ms = lease / 3 * 2 + (lease % 3) * 2 / 3;
+    h->next_beat = c->confirmed_at + h->heartbeat_ms;
+    int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
+    if (pipe_nonblocking(h->loss_pipe) != 0 ||
+        (thread && pipe_nonblocking(h->wake_pipe) != 0)) {
+        hold_free(h);
+        return pglock__fail(c, PGLOCK_ENOMEM, "could not create a pipe");
+    }
+    if (thread && thread_start(h) != 0) {
+        hold_free(h);
+        return pglock__fail(c, PGLOCK_ENOMEM, "could not start a thread");
+    }
+    *out = h;
+    return 0;
+}
+
+/* ------------------------------------------------------ the caller's */
+
+int pglock_hold_loss_fd(const pglock_hold *h)
+{
+    return h ? h->loss_pipe[0] : -1;
+}
+
+int pglock_hold_loss(const pglock_hold *hold, char *buf, size_t len)
+{
+    if (!hold)
+        return PGLOCK_EINVAL;
+    pglock_hold *h = (pglock_hold *)hold; /* the mutex, not the state */
+    pthread_mutex_lock(&h->mu);
+    int code = h->code;
+    if (buf && len)
+        snprintf(buf, len, "%s", code ? h->message : "");
+    pthread_mutex_unlock(&h->mu);
+    return code;
+}
+
+int pglock_hold_fd(const pglock_hold *h)
+{
+    if (!h || h->opts.drive != PGLOCK_HOLD_LOOP || !h->c->conn)
+        return -1;
+    return PQsocket(h->c->conn);
+}
+
+int pglock_hold_step(pglock_hold *h, long *timeout_ms)
+{
+    long t;
+    if (!h)
+        return PGLOCK_EINVAL;
+    if (h->opts.drive != PGLOCK_HOLD_LOOP)
+        return PGLOCK_ESTATE;
+    int rc = advance(h, &t);
+    if (timeout_ms)
+        *timeout_ms = t;
+    return rc;
+}
+
+/* ------------------------------------------------------------- stop */
+
+/* The last word: a heartbeat (the one in flight, or a new one) answered
+ * within the client's cancel_timeout_ms proves the same backend held the
+ * locks all along; no answer in time gives the connection up. */
+static int confirm(pglock_hold *h)
+{
+    pglock_client *c = h->c;
+    long bound = c->opts.cancel_timeout_ms;
+    int64_t deadline = pglock_now_ms() + bound;
+    int rc = c->heartbeat_busy ? PGLOCK_EAGAIN : pglock_heartbeat_send(c);
+    while (rc == 0 || rc == PGLOCK_EAGAIN) {
+        if (rc == 0 && !c->heartbeat_busy)
+            return 0;
+        int64_t left = deadline - pglock_now_ms();
+        if (left <= 0) {
+            pglock__fail(c, PGLOCK_ECONNLOST,
+                         "the lease could not be confirmed when the hold "
+                         "stopped: no answer within %ld ms", bound);
+            break;
+        }
+        struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
+        poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        rc = pglock_heartbeat_poll(c);
+    }
+    return declare_lost(h, c->message, 0);
+}
+
+int pglock_hold_stop(pglock_hold *h)
+{
+    if (!h)
+        return 0;
+    if (h->has_thread) {
+        pthread_mutex_lock(&h->mu);
+        h->stopping = 1;
+        pthread_mutex_unlock(&h->mu);
+        ssize_t n = write(h->wake_pipe[1], "x", 1);
+        (void)n;
+        pthread_join(h->thread, NULL);
+    }
+    int rc = loss_code(h);
+    if (rc == 0)
+        rc = h->c->conn ? confirm(h) : declare_lost(h, h->c->message, 0);
+    if (rc != 0)
+        pglock__fail(h->c, rc, "%s", h->message);
+    hold_free(h);
+    return rc;
+}

@@ -1,0 +1,351 @@
+#!/usr/bin/env bats
+# Run history (issue 18): pglock init, run/lead --record, history, check,
+# metrics, against the real server, PgBouncer included.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+    setup_run
+    "$PGLOCK_BIN" init -q -d "$DB"
+}
+teardown() {
+    teardown_run
+    [ -z "${locker:-}" ] || unlock_table
+}
+
+# exited_of NAME...: how many of the bg pglocks have exited.
+exited_of() {
+    local n c=0
+    for n in "$@"; do gone "$(pid_of "$n")" && c=$((c + 1)); done
+    echo "$c"
+}
+
+# unlock_table: ends lock_table's session (killing psql alone would leave
+# the server's backend asleep with the lock), and first the sessions that
+# wait for it: a record given up by pglock would otherwise still be
+# written once the table is free.
+unlock_table() {
+    q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass and not granted" >/dev/null
+    q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass and mode = 'AccessExclusiveLock'" >/dev/null
+    wait "$locker" || true
+    locker=
+}
+
+# runs_json KEY...: the history of the keys as JSON, in $output.
+runs_json() {
+    run --separate-stderr "$PGLOCK_BIN" history --json -d "$DB" "$@"
+    [ "$status" -eq 0 ] || { echo "history: $status $stderr"; return 1; }
+}
+# outcome_is KEY OUTCOME: the newest run of KEY has OUTCOME now.
+outcome_is() {
+    runs_json "$1" && [ "$(py 'd[0]["outcome"] if d else None')" = "$2" ]
+}
+
+# lock_table: holds pglock.runs in ACCESS EXCLUSIVE mode (bounded: 20 s),
+# so that no row can be written; $locker is its psql.
+lock_table() {
+    psql -X -q "$DB" -c "BEGIN; LOCK TABLE pglock.runs; SELECT pg_sleep(20); COMMIT" \
+        >/dev/null 2>&1 &
+    locker=$!
+    wait_until 5 eval "[ \"\$(q \"select count(*) from pg_locks where relation = 'pglock.runs'::regclass and mode = 'AccessExclusiveLock' and granted\")\" = 1 ]"
+}
+
+@test "init: idempotent, carries the schema version, prints the GRANTs" {
+    run --separate-stderr "$PGLOCK_BIN" init -d "$DB"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *"already present"* ]]
+    [[ "$output" == *"GRANT SELECT, INSERT, UPDATE ON pglock.runs TO recorder_role;"* ]]
+    [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')")" = \
+        "pglock run history, schema version 1" ]
+}
+
+@test "no history table: --record fails before taking the lock, one line naming pglock init" {
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    run --separate-stderr "$PGLOCK_BIN" run --record -d "$other" "$K" -- touch "$out/ran"
+    [ "$status" -eq 69 ]
+    [[ "$stderr" == *'pglock: error: no run history in this database'* ]]
+    [[ "$stderr" == *'"pglock init"'* ]]
+    [ ! -e "$out/ran" ]
+    # PGLOCK_RECORD=1 does the same; no lock was ever taken on the key
+    PGLOCK_RECORD=1 run --separate-stderr "$PGLOCK_BIN" lead -d "$other" "$K" -- touch "$out/ran"
+    [ "$status" -eq 69 ]
+    [ ! -e "$out/ran" ]
+    run "$PGLOCK_BIN" history -d "$other"
+    [ "$status" -eq 69 ]
+}
+
+@test "access: a role without the GRANTs gets one clear line; with them it records and reads" {
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    "$PGLOCK_BIN" init -q -d "$other"
+    local as_user="$other user=pglock_user"
+    run --separate-stderr "$PGLOCK_BIN" run --record -d "$as_user" "$K" -- touch "$out/ran"
+    [ "$status" -eq 69 ]
+    [[ "$stderr" == "pglock: error: permission denied to record runs in pglock.runs"* ]]
+    [ ! -e "$out/ran" ]
+    "$PGLOCK_BIN" init -d "$other" 2>/dev/null | sed 's/[a-z]*_role;/pglock_user;/' |
+        grep -v pg_read_all_stats | psql -X -q -v ON_ERROR_STOP=1 "$other" >/dev/null
+    run --separate-stderr "$PGLOCK_BIN" run --record -d "$as_user" "$K" -- true
+    [ "$status" -eq 0 ]
+    run --separate-stderr "$PGLOCK_BIN" history --json -d "$as_user" "$K"
+    [ "$status" -eq 0 ]
+    [ "$(py 'd[0]["outcome"]')" = succeeded ]
+}
+
+@test "three simulated hosts race --try --record: one run, two skips, right hosts and tokens" {
+    local h
+    for h in h1 h2 h3; do
+        bg "$h" run --try --record --fencing-token --host-label="$h" "$K" \
+            -c "echo \$PGLOCK_FENCING_TOKEN > $out/token; while [ ! -e $out/release ]; do sleep 0.02; done"
+    done
+    local winner='' h
+    wait_until 10 eval "[ -s $out/token ]"
+    # the two that found it held exit 75 while the winner still runs
+    wait_until 10 eval '[ "$(exited_of h1 h2 h3)" -eq 2 ]'
+    local losers=0
+    for h in h1 h2 h3; do
+        if gone "$(pid_of "$h")"; then
+            finish "$h" 1
+            [ "$(status_of "$h")" -eq 75 ]
+            losers=$((losers + 1))
+        else
+            winner=$h
+        fi
+    done
+    [ "$losers" -eq 2 ]
+    touch "$out/release"
+    finish "$winner" 10
+    [ "$(status_of "$winner")" -eq 0 ]
+    runs_json "$K"
+    [ "$(py 'len(d)')" -eq 3 ]
+    [ "$(py '[r["host"] for r in d if r["outcome"] == "succeeded"]')" = "['$winner']" ]
+    [ "$(py 'sorted(r["host"] for r in d if r["outcome"] == "skipped")')" = \
+        "$(printf '%s\n' h1 h2 h3 | grep -vx "$winner" | python3 -c 'import sys; print(sorted(sys.stdin.read().split()))')" ]
+    [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "succeeded"][0]')" = "$(cat "$out/token")" ]
+    [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "skipped"]')" = "[None, None]" ]
+}
+
+@test "every outcome: running, succeeded, failed, killed by a signal, lock lost, pglock SIGKILLed" {
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = 'pglock run $K'")" ]
+    touch "$out/a.release"
+    finish a 10
+    outcome_is "$K" succeeded
+    [ "$(py 'd[0]["exit_status"]')" -eq 0 ]
+    [ "$(py 'd[0]["command"]')" = sh ]
+
+    run "$PGLOCK_BIN" run --record "$K" -- sh -c 'exit 3'
+    [ "$status" -eq 3 ]
+    outcome_is "$K" failed
+    [ "$(py 'd[0]["exit_status"]')" -eq 3 ]
+
+    run "$PGLOCK_BIN" run --record "$K" -- sh -c 'kill -TERM $$'
+    [ "$status" -eq 143 ]
+    outcome_is "$K" killed
+
+    # lost: the server ends the lock's session; the history's connection
+    # is another one and records it
+    bg b run --record --lease=3s "$K" -c "touch $out/b.start; sleep 30"
+    wait_until 10 file_exists "$out/b.start"
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pglock run $K'" >/dev/null
+    finish b 10
+    [ "$(status_of b)" -eq 74 ]
+    outcome_is "$K" lost
+    [ "$(py 'd[0]["exit_status"]')" -eq 74 ]
+
+    # SIGKILLed pglock: no end recorded; once its hold is gone it shows
+    # "unrecorded", never "running"
+    bg c run --record "$K" -c "touch $out/c.start; sleep 30"
+    wait_until 10 file_exists "$out/c.start"
+    outcome_is "$K" running
+    kill -KILL "$(pid_of c)"
+    wait_until 10 outcome_is "$K" unrecorded
+    [ "$(py 'd[0]["ended_at"]')" = None ]
+}
+
+@test "a backend pid is no proof of a run: behind PgBouncer a later run on the same backend leaves the earlier one unrecorded" {
+    need PGLOCK_TEST_POOLER
+    # Run a ends, but its end cannot be recorded (the table is locked);
+    # its server backend goes back to the pool (LIFO) and serves run b,
+    # which holds the same key: (pid, backend_start) alone would call a
+    # "running" again; its xact_start tells them apart.
+    bg a run --record -d "$PGLOCK_TEST_POOLER" --lease=3s "$K" \
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    lock_table
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
+    unlock_table
+    outcome_is "$K" unrecorded
+    local a_pid
+    a_pid=$(py 'd[0]["backend_pid"]')
+    bg b run --record -d "$PGLOCK_TEST_POOLER" "$K" \
+        -c "touch $out/b.start; while [ ! -e $out/b.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/b.start"
+    wait_until 5 outcome_is "$K" running
+    [ "$(py 'd[0]["hold"]')" = xact ]
+    [ "$(py 'd[0]["backend_pid"]')" = "$a_pid" ] # the same backend serves b
+    [ "$(py '[r["outcome"] for r in d]')" = "['running', 'unrecorded']" ]
+    touch "$out/b.release"
+    finish b 10
+}
+
+@test "through PgBouncer: runs and skips are recorded" {
+    need PGLOCK_TEST_POOLER
+    bg a run --record -d "$PGLOCK_TEST_POOLER" --fencing-token "$K" \
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    run "$PGLOCK_BIN" run --try --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
+    [ "$status" -eq 75 ]
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
+    runs_json "$K"
+    [ "$(py '[r["outcome"] for r in d]')" = "['skipped', 'succeeded']" ]
+    [ "$(py 'd[1]["fencing_token"] is not None')" = True ]
+}
+
+@test "a start record not written in time: one warning, the job runs; an end record that fails: one warning, the command's status" {
+    lock_table
+    run --separate-stderr "$PGLOCK_BIN" run --record --lease=3s "$K" -- sh -c "touch $out/ran; exit 3"
+    [ "$status" -eq 3 ]
+    [ -e "$out/ran" ]
+    [ "$stderr" = "pglock: warning: could not record the start of the run: no answer in time" ]
+    unlock_table
+
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 4"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    lock_table
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 4 ]
+    [ "$(cat "$out/a.err")" = "pglock: warning: could not record the end of the run: no answer in time" ]
+}
+
+@test "lead --record: the leadership's run is recorded" {
+    run "$PGLOCK_BIN" lead --record --host-label=leader1 "$K" -- sh -c 'exit 0'
+    [ "$status" -eq 0 ]
+    outcome_is "$K" succeeded
+    [ "$(py 'd[0]["host"]')" = leader1 ]
+    [ "$(py 'd[0]["fencing_token"] is not None')" = True ]
+}
+
+@test "hostile names: quotes, newlines, non-ASCII intact in JSON, escaped in text" {
+    local name host
+    name=$(printf 'text:it'"'"'s "q"\nü-%s' "$K")
+    host=$(printf 'h"o\x27st\nzweite Zeile ü')
+    run "$PGLOCK_BIN" run --record --host-label="$host" "$name" -- true
+    [ "$status" -eq 0 ]
+    runs_json "$name"
+    [ "$(py 'd[0]["key_name"]')" = "$name" ]
+    [ "$(py 'd[0]["host"]')" = "$host" ]
+    run --separate-stderr "$PGLOCK_BIN" history "$name"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 2 ] # the header and one line: no raw newline
+    [[ "${lines[1]}" == *'h"o'"'"'st\x0Azweite Zeile ü'* ]]
+    [[ "${lines[1]}" == *"text:it's \"q\"\\x0Aü-"* ]]
+    run "$PGLOCK_BIN" metrics
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | promtool check metrics
+}
+
+@test "history: newest first, --limit, --since, --prune" {
+    local i
+    for i in 1 2 3; do "$PGLOCK_BIN" run --record --host-label="n$i" "$K" -- true; done
+    runs_json --limit=2 "$K"
+    [ "$(py '[r["host"] for r in d]')" = "['n3', 'n2']" ]
+    q "update pglock.runs set started_at = started_at - interval '2 hours', ended_at = ended_at - interval '2 hours' where key_name = '$K' and host = 'n1'"
+    runs_json --since=1h "$K"
+    [ "$(py '[r["host"] for r in d]')" = "['n3', 'n2']" ]
+    run "$PGLOCK_BIN" history --prune=36501d
+    [ "$status" -eq 64 ]
+    run --separate-stderr "$PGLOCK_BIN" history --prune=90m
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == "pglock: deleted "*" run"* ]]
+    runs_json "$K"
+    [ "$(py '[r["host"] for r in d]')" = "['n3', 'n2']" ]
+}
+
+@test "check: OK, WARNING when stale, CRITICAL when too old, failed last or no history, UNKNOWN when it cannot tell" {
+    run "$PGLOCK_BIN" check "$K" --within=1h
+    [ "$status" -eq 2 ]
+    [[ "$output" == "PGLOCK CRITICAL - $K has no finished run recorded" ]]
+
+    "$PGLOCK_BIN" run --record --host-label=web1 "$K" -- true
+    run --separate-stderr "$PGLOCK_BIN" check "$K" --within=1h --warn=30m
+    [ "$status" -eq 0 ]
+    [[ "$output" == "PGLOCK OK - $K succeeded on web1, started "*" | age="*";1800.000;3600.000;0; duration="* ]]
+    [ "${#lines[@]}" -eq 1 ]
+    # ages in days, for weekly and monthly jobs (a DURATION stops at 24 days)
+    run "$PGLOCK_BIN" check "$K" --within=31d --warn=8d
+    [ "$status" -eq 0 ]
+    [[ "$output" == *";691200.000;2678400.000;0;"* ]]
+
+    q "update pglock.runs set started_at = started_at - interval '45 minutes', ended_at = ended_at - interval '45 minutes' where key_name = '$K'"
+    run "$PGLOCK_BIN" check "$K" --within=1h --warn=30m
+    [ "$status" -eq 1 ]
+    [[ "$output" == "PGLOCK WARNING - "* ]]
+    run "$PGLOCK_BIN" check "$K" --within=40m
+    [ "$status" -eq 2 ]
+
+    # the most recent run decides, not an earlier success; a skip does not count
+    "$PGLOCK_BIN" run --record "$K" -- false || true
+    run "$PGLOCK_BIN" check "$K" --within=1h
+    [ "$status" -eq 2 ]
+    [[ "$output" == "PGLOCK CRITICAL - $K failed on "* ]]
+
+    run --separate-stderr "$PGLOCK_BIN" check "$K"
+    [ "$status" -eq 3 ]
+    [[ "$output" == "PGLOCK UNKNOWN - "* ]]
+    run --separate-stderr "$PGLOCK_BIN" check "$K" --within=1h -h /nonexistent-socket-dir -p 1
+    [ "$status" -eq 3 ]
+    q "drop schema if exists pglock cascade" "$PGLOCK_TEST_OTHER_DB"
+    run --separate-stderr "$PGLOCK_BIN" check "$K" --within=1h -d "$PGLOCK_TEST_OTHER_DB"
+    [ "$status" -eq 3 ]
+    [[ "$stderr" == *"pglock init"* ]]
+}
+
+@test "metrics: promtool accepts them, and they match pg_locks" {
+    local id
+    id=$(q "select $(name_sql "$K")")
+    "$PGLOCK_BIN" run --record "$K" -- true
+    bg a run "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    bg b run "$K" -- true
+    wait_until 10 waiting_on "$K"
+    run --separate-stderr "$PGLOCK_BIN" metrics
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | promtool check metrics
+    local held waiting
+    held=$(advisory_count "$id" t)
+    waiting=$(advisory_count "$id" f)
+    # named from the history, since the key has a recorded run
+    [[ "$output" == *"pglock_locks_held{key=\"$id\",name=\"$K\"} $held"* ]]
+    [[ "$output" == *"pglock_locks_waiting{key=\"$id\",name=\"$K\"} $waiting"* ]]
+    [ "$held" -eq 1 ] && [ "$waiting" -eq 1 ]
+    [[ "$output" == *"pglock_last_run_outcome{key=\"$id\",name=\"$K\",outcome=\"succeeded\"} 1"* ]]
+    touch "$out/a.release"
+    finish a 10
+    finish b 10
+    # once the lock is free, no sample for the key
+    run "$PGLOCK_BIN" metrics
+    [[ "$output" != *"pglock_locks_held{key=\"$id\""* ]]
+}
+
+@test "key forms: a pair, a negative and a legacy hashtext key are seen running while held" {
+    local k
+    for k in "7:-$RANDOM" "int:-$RANDOM$RANDOM" "hashtext:$K"; do
+        run "$PGLOCK_BIN" run --record "$k" -c "\"$PGLOCK_BIN\" history --json '$k' >$out/h.json"
+        [ "$status" -eq 0 ]
+        [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
+        outcome_is "$k" succeeded
+    done
+}

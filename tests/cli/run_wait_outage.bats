@@ -1,0 +1,96 @@
+#!/usr/bin/env bats
+# pglock run --wait=DURATION rides out a short outage: a connection lost
+# while waiting reconnects with backoff and waits again within the same
+# budget, saying so once on stderr.  The command never runs without the
+# lock, the budget is never exceeded, and a standby with no primary is
+# still 69 at once.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() {
+    teardown_run
+    # a test that stopped the primary starts it again
+    if [ -e "$out/primary.stopped" ]; then "$PGLOCK_TEST_HARNESS" start-primary >/dev/null; fi
+}
+
+# The job: checks that the holder's job is gone, then records how many
+# advisory locks its own pglock backend holds granted on $K.
+held_by_job() {
+    printf '%s; %s' "$(check_job w "$out/h.jobpid")" \
+        "psql -X -A -t -d \"\$PGLOCK_TEST_PRIMARY\" -c \"select count(*) from pg_locks where
+           locktype = 'advisory' and granted and pid = \$PGLOCK_BACKEND_PID and
+           ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")\" > $out/w.held"
+}
+
+@test "a server restart while waiting: reconnects, says so once, waits again and runs with the lock" {
+    need PGLOCK_TEST_HARNESS
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s --wait=60s "$K" -c "$(held_by_job)"
+    wait_until 10 waiting_on "$K"
+    "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
+    finish h 15
+    [ "$(status_of h)" = 74 ]
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    # it ran holding the lock on its new connection, after the holder's job
+    [ "$(cat "$out/w.held")" = 1 ]
+    [ ! -e "$out/w.overlap" ]
+    # said once, one line
+    [ "$(grep -c "^pglock: warning: connection lost while waiting for lock \"$K\": .*; reconnecting within --wait$" "$out/w.err")" = 1 ]
+    [ "$(wc -l <"$out/w.err")" = 1 ]
+}
+
+@test "the server stays down past --wait: 69, the command not run, the budget not exceeded" {
+    need PGLOCK_TEST_HARNESS
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    local start
+    start=$(now_ms)
+    bg w run -d "$DB" --lease=3s --wait=5s "$K" -- touch "$out/w.ran"
+    wait_until 10 waiting_on "$K"
+    touch "$out/primary.stopped"
+    "$PGLOCK_TEST_HARNESS" stop-primary fast >/dev/null
+    finish w 20
+    local elapsed=$(($(now_ms) - start))
+    cat "$out/w.err"
+    [ "$(status_of w)" = 69 ]
+    [ ! -e "$out/w.ran" ]
+    [ "$(grep -c '^pglock: warning: connection lost while waiting' "$out/w.err")" = 1 ]
+    grep -q "^pglock: error: connection lost while waiting for lock \"$K\" and not regained within --wait; the command was not run" "$out/w.err"
+    # The budget bounds pglock's own wait; 1 s of tolerance is for this
+    # test's own polling on a loaded machine.
+    [ "$elapsed" -le 6000 ]
+    "$PGLOCK_TEST_HARNESS" start-primary >/dev/null
+    rm "$out/primary.stopped"
+    finish h 15
+    [ "$(status_of h)" = 74 ]
+}
+
+@test "a wait without --wait does not reconnect: 69 at once" {
+    need PGLOCK_TEST_HARNESS
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s "$K" -- touch "$out/w.ran"
+    wait_until 10 waiting_on "$K"
+    "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
+    finish w 15
+    [ "$(status_of w)" = 69 ]
+    [ ! -e "$out/w.ran" ]
+    run ! grep -q "reconnecting" "$out/w.err"
+    finish h 15
+}
+
+@test "a standby with no primary among the hosts: 69 at once, even with --wait" {
+    need PGLOCK_TEST_STANDBY
+    local start
+    start=$(now_ms)
+    run -69 "$PGLOCK_BIN" run -d "$PGLOCK_TEST_STANDBY" --wait=30s "$K" -- touch "$out/ran"
+    [[ "${lines[0]}" == "pglock: error: "*"standby"* ]]
+    [ ! -e "$out/ran" ]
+    # at once: well before the 30 s budget
+    [ $(($(now_ms) - start)) -lt 15000 ]
+}

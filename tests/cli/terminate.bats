@@ -1,0 +1,185 @@
+#!/usr/bin/env bats
+# pglock terminate KEY: shows who holds KEY, then ends that session with
+# pg_terminate_backend, checked and done in one statement; never a waiter,
+# never a session that no longer holds KEY; several shared holders need
+# --all; --yes or a terminal's answer; 69 without the privilege.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() { setup_run; }
+teardown() {
+    [ -z "${psql_pid:-}" ] || kill "$psql_pid" 2>/dev/null || true
+    teardown_run
+}
+
+# holder NAME [ARGS...]: a pglock run holding $K (ARGS before the key) until
+# $out/NAME.release; waits until its job runs.
+holder() {
+    local n=$1
+    shift
+    bg "$n" run -d "$DB" "$@" "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/$n.backend; $(stamp_job "$n")"
+    wait_until 10 file_exists "$out/$n.start"
+}
+
+# answer_on_tty REPLY BEFORE ARGS...: runs pglock ARGS under a terminal,
+# waits for its question, runs the shell command BEFORE, types REPLY.
+# Prints what the terminal showed; exits with pglock's status.
+answer_on_tty() {
+    python3 - "$@" <<'EOF'
+import os, pty, signal, subprocess, sys
+signal.alarm(30)
+reply, before, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+seen = b""
+while b"[y/N]" not in seen:
+    seen += os.read(fd, 4096)
+subprocess.run(before, shell=True, check=True)
+os.write(fd, reply.encode() + b"\n")
+try:
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        seen += chunk
+except OSError:
+    pass
+_, st = os.waitpid(pid, 0)
+sys.stdout.write(seen.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(st))
+EOF
+}
+
+@test "nobody holds KEY: 1, nothing terminated" {
+    run -1 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    [ "$output" = "pglock: lock \"$K\" is not held; nothing to terminate" ]
+}
+
+@test "the holder is shown, then terminated: its pglock stops the job (74), the lock is free" {
+    holder h --lease=3s
+    # not a terminal and no --yes: shown, refused, still held
+    run -64 "$PGLOCK_BIN" terminate -d "$DB" "$K" </dev/null
+    [[ "$output" == *"pid $(cat "$out/h.backend")  exclusive  user postgres"*"pglock run $K"* ]]
+    [[ "$output" == *"pglock: error: not a terminal: --yes is needed to terminate"* ]]
+    held "$K"
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    [[ "$output" == *"terminated pid $(cat "$out/h.backend")"* ]]
+    # pg_terminate_backend waited for the session to end: free at once
+    not_held "$K"
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+    gone "$(cat "$out/h.jobpid")"
+}
+
+@test "on a terminal it asks; 'n' terminates nothing, 'y' terminates" {
+    holder h --lease=3s
+    run -1 answer_on_tty n true "$PGLOCK_BIN" terminate -d "$DB" "$K"
+    [[ "$output" == *"Terminate this session of lock \"$K\"? [y/N]"* ]]
+    [[ "$output" == *"nothing was terminated"* ]]
+    held "$K"
+    run -0 answer_on_tty y true "$PGLOCK_BIN" terminate -d "$DB" "$K"
+    [[ "$output" == *"terminated pid"* ]]
+    finish h 10
+    [ "$(status_of h)" = 74 ]
+}
+
+@test "a session that released KEY after it was shown is not terminated (one statement)" {
+    # a psql session that holds KEY, then lets go but stays connected (as a
+    # pooled server connection that now serves someone else)
+    mkfifo "$out/sql"
+    psql -X -q -A -t -d "$DB" <"$out/sql" >"$out/psql.out" 2>&1 3>&- &
+    psql_pid=$!
+    exec 7>"$out/sql" # kept open: psql never sees the end of its input
+    echo "select pg_backend_pid(); select pg_advisory_lock($(name_sql "$K"));" >&7
+    wait_until 10 held "$K"
+    local backend
+    backend=$(head -n 1 "$out/psql.out")
+    echo "select pg_advisory_unlock($(name_sql "$K"));" >"$out/unlock.sql"
+    alive "$psql_pid"
+    local release="cat $out/unlock.sql > $out/sql
+      until grep -q '^t\$' $out/psql.out; do sleep 0.02; done"
+    run -1 answer_on_tty y "$release" "$PGLOCK_BIN" terminate -d "$DB" "$K"
+    [[ "$output" == *"pid $backend"* ]]
+    [[ "$output" == *"no longer held by the sessions shown; nothing was terminated"* ]]
+    # the session lives on
+    [ "$(q "select count(*) from pg_stat_activity where pid = $backend")" = 1 ]
+    exec 7>&-
+}
+
+@test "waiters are never terminated" {
+    holder h --lease=3s
+    bg w run -d "$DB" --wait=20s "$K" -- touch "$out/w.ran"
+    wait_until 10 waiting_on "$K"
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    [ "$(grep -c '^  pid ' <<<"$output")" = 1 ]
+    finish h 10
+    # the waiter got the lock and ran its command
+    finish w 10
+    [ "$(status_of w)" = 0 ]
+    [ -e "$out/w.ran" ]
+}
+
+@test "several shared holders: listed, and --all is needed to end them" {
+    holder a --lease=3s --shared
+    holder b --lease=3s --shared
+    run -64 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    [ "$(grep -c '^  pid .*  shared  ' <<<"$output")" = 2 ]
+    [[ "$output" == *"pglock: error: 2 sessions hold lock \"$K\"; nothing was terminated"* ]]
+    [[ "$output" == *"pglock: hint: Use --all to terminate all of them."* ]]
+    alive "$(pid_of a)"
+    alive "$(pid_of b)"
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes --all "$K"
+    [ "$(grep -c '^terminated pid' <<<"$output")" = 2 ]
+    finish a 10
+    finish b 10
+    [ "$(status_of a)" = 74 ]
+    [ "$(status_of b)" = 74 ]
+    not_held "$K"
+}
+
+@test "a role that may not terminate the holder: 69, says which privilege, terminates nothing" {
+    need PGLOCK_TEST_ORDINARY
+    holder h --lease=3s
+    run -69 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_ORDINARY" --yes "$K"
+    [[ "$output" == *"pglock: error: permission denied to terminate the holder of lock \"$K\""*"nothing was terminated"* ]]
+    [[ "$output" == *"pglock: hint: "*"superuser"*"pg_signal_backend"* ]]
+    held "$K"
+    alive "$(pid_of h)"
+    # with --all, one holder it may not end stops all: the other lives too
+    touch "$out/h.release"
+    finish h 10
+    bg a run -d "$PGLOCK_TEST_ORDINARY" --shared "$K" -c "$(stamp_job a)"
+    holder b --lease=3s --shared
+    wait_until 10 file_exists "$out/a.start"
+    run -69 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_ORDINARY" --yes --all "$K"
+    alive "$(pid_of a)"
+    alive "$(pid_of b)"
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and granted and
+              ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")" = 2 ]
+    # its own role's session it may end
+    touch "$out/b.release"
+    finish b 10
+    run -0 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_ORDINARY" --yes "$K"
+    finish a 10
+    [ "$(status_of a)" = 74 ]
+}
+
+@test "bad input: one line and 64; a server that is down: 69" {
+    run -64 "$PGLOCK_BIN" terminate -d "$DB"
+    [ "${lines[0]}" = "pglock: error: no lock key given" ]
+    run -64 "$PGLOCK_BIN" terminate -d "$DB" "$K" other
+    [ "${lines[0]}" = "pglock: error: one key at a time: \"other\" is a second one" ]
+    run -64 "$PGLOCK_BIN" terminate -d "$DB" 42:x
+    [[ "${lines[0]}" == "pglock: error: invalid key \"42:x\""* ]]
+    run -64 "$PGLOCK_BIN" terminate --bogus "$K"
+    [[ "${lines[0]}" == "pglock: error: "*"--bogus"* ]]
+    run -69 "$PGLOCK_BIN" terminate -h /nonexistent-socket-dir -p 1 --yes "$K"
+    [[ "${lines[0]}" == "pglock: error: "* ]]
+    # a standby's locks are not the primary's: it refuses to look there
+    if [ -n "${PGLOCK_TEST_STANDBY:-}" ]; then
+        run -69 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_STANDBY" --yes "$K"
+        [[ "${lines[0]}" == "pglock: error: "*"standby"* ]]
+    fi
+}

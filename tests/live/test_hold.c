@@ -1,0 +1,383 @@
+/*
+ * The managed hold (hold.c): work done the README's way (steps, checking
+ * the loss fd between them) stops before a second holder, a real second
+ * connection waiting on the server, gets the lock — when the network is
+ * cut (the harness proxy) and when the backend is terminated; the loop
+ * mode notices a loss too; stop and close return on a dead network.
+ * Timestamps of both holders are on pglock_now_ms()'s clock; the figures
+ * are printed ("# ...") for the record, only their order is asserted.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "support.h"
+
+#define LEASE_MS 3000L
+
+/* ------------------------------------------------ the second holder */
+
+typedef struct second {
+    PGconn *conn;
+    int64_t key;
+    int64_t got_at;  /* when pg_advisory_lock() returned */
+    volatile sig_atomic_t done;
+} second;
+
+static void *second_main(void *arg)
+{
+    second *b = arg;
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
+             (long long)b->key);
+    PGresult *r = PQexec(b->conn, sql);
+    b->got_at = pglock_now_ms();
+    PQclear(r);
+    b->done = 1;
+    return NULL;
+}
+
+static int second_done(void *arg)
+{
+    return ((second *)arg)->done;
+}
+
+/* Starts b waiting for key on a direct connection; returns once the
+ * server shows it waiting. */
+static void second_start(second *b, pthread_t *t, const char *primary,
+                         PGconn *obs, int64_t key)
+{
+    b->conn = pt_connect(primary);
+    b->key = key;
+    int pid = PQbackendPID(b->conn);
+    pthread_create(t, NULL, second_main, b);
+    assert_true(pt_wait_backend_waiting(obs, pid, 10000));
+}
+
+/* ------------------------------------------------- the first holder */
+
+typedef struct notice {
+    volatile sig_atomic_t calls;
+    int64_t at;
+    int code;
+    char message[512];
+} notice;
+
+static void on_lost(void *arg, int code, const char *message)
+{
+    notice *n = arg;
+    n->at = pglock_now_ms();
+    n->code = code;
+    snprintf(n->message, sizeof n->message, "%s", message);
+    n->calls++;
+}
+
+/* The README's loop: work in short steps while the loss fd is quiet.
+ * Returns when the work stopped, on pglock_now_ms()'s clock.  A step is
+ * 20 ms of "work"; bounded at 30 s so that a broken hold fails the test
+ * instead of hanging it. */
+static int64_t work_until_lost(pglock_hold *hold)
+{
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    int64_t end = pglock_now_ms() + 30000;
+    while (poll(&lost, 1, 0) == 0 && pglock_now_ms() < end) {
+        struct pollfd none = {.fd = -1};
+        poll(&none, 1, 20); /* one step of work */
+    }
+    return pglock_now_ms();
+}
+
+/* A holds key through conninfo with a LEASE_MS lease and a hold in
+ * thread mode that reports to n. */
+static pglock_client *first_holds(const char *conninfo, int64_t id,
+                                  pglock_hold **hold, notice *n)
+{
+    pglock_options o;
+    assert_int_equal(pglock_options_init(&o, PGLOCK_OPTIONS_VERSION), 0);
+    o.lease_ms = LEASE_MS;
+    o.cancel_timeout_ms = 500;
+    pglock_client *c = pt_open_client(conninfo, &o);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_hold_options ho;
+    assert_int_equal(pglock_hold_options_init(&ho,
+                                              PGLOCK_HOLD_OPTIONS_VERSION), 0);
+    ho.on_lost = on_lost;
+    ho.arg = n;
+    assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
+    return c;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void a_cut_network_stops_the_work_before_a_second_holder_starts(
+    void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(proxy, id, &hold, &n);
+    second b = {0};
+    pthread_t t;
+    second_start(&b, &t, primary, obs, id);
+
+    /* Several heartbeats pass while the network is up: the lease holds. */
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, (int)LEASE_MS), 0);
+    assert_int_equal(b.done, 0);
+
+    int64_t cut_at = pglock_now_ms();
+    pt_proxy_cut();
+    int64_t stopped_at = work_until_lost(hold);
+    char why[512];
+    assert_int_equal(pglock_hold_loss(hold, why, sizeof why),
+                     PGLOCK_ECONNLOST);
+    assert_true(pt_wait_until(second_done, &b, 3 * LEASE_MS));
+    pthread_join(t, NULL);
+    pt_proxy_heal();
+
+    printf("# cut network, lease %ld ms: loss notice %lld ms after the cut,"
+           " work stopped at %lld ms, second holder got the lock at %lld ms;"
+           " overlap %lld ms (%s)\n", LEASE_MS,
+           (long long)(n.at - cut_at), (long long)(stopped_at - cut_at),
+           (long long)(b.got_at - cut_at),
+           (long long)(stopped_at > b.got_at ? stopped_at - b.got_at : 0),
+           why);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(n.code, PGLOCK_ECONNLOST);
+    assert_true(stopped_at < b.got_at); /* no overlap */
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_client_socket(c), -1);
+    pglock_client_close(c);
+    PQfinish(b.conn);
+    PQfinish(obs);
+}
+
+static void a_terminated_backend_stops_the_work_at_once(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(primary, id, &hold, &n);
+    int pid = pglock_client_backend_pid(c);
+    second b = {0};
+    pthread_t t;
+    second_start(&b, &t, primary, obs, id);
+
+    int64_t kill_at = pglock_now_ms();
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+    int64_t stopped_at = work_until_lost(hold);
+    assert_true(pt_wait_until(second_done, &b, 3 * LEASE_MS));
+    pthread_join(t, NULL);
+    /* The server frees the lock at once, so the two may overlap, by the
+     * time the socket's close takes to reach the hold (DESIGN.md: bounded
+     * and measured, here printed). */
+    printf("# pg_terminate_backend, lease %ld ms: loss notice %lld ms after,"
+           " work stopped at %lld ms, second holder got the lock at %lld ms;"
+           " overlap %lld ms (%s)\n", LEASE_MS, (long long)(n.at - kill_at),
+           (long long)(stopped_at - kill_at), (long long)(b.got_at - kill_at),
+           (long long)(stopped_at > b.got_at ? stopped_at - b.got_at : 0),
+           n.message);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(n.code, PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_client_socket(c), -1);
+    pglock_client_close(c);
+    PQfinish(b.conn);
+    PQfinish(obs);
+}
+
+typedef struct stopper {
+    pglock_hold *hold;
+    pglock_client *c;
+    int rc;
+    volatile sig_atomic_t done;
+} stopper;
+
+static void *stop_main(void *arg)
+{
+    stopper *st = arg;
+    st->rc = pglock_hold_stop(st->hold);
+    pglock_client_close(st->c);
+    st->done = 1;
+    return NULL;
+}
+
+static int stopper_done(void *arg)
+{
+    return ((stopper *)arg)->done;
+}
+
+static void stop_and_close_return_on_a_dead_network(void **s)
+{
+    (void)s;
+    pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    notice n = {0};
+    stopper st = {0};
+    st.c = first_holds(proxy, pt_unique_key(), &st.hold, &n);
+    pt_proxy_cut();
+    int64_t at = pglock_now_ms();
+    pthread_t t;
+    pthread_create(&t, NULL, stop_main, &st);
+    /* The bound is cancel_timeout_ms (500 here); give it ten times. */
+    int returned = pt_wait_until(stopper_done, &st, 5000);
+    int64_t took = pglock_now_ms() - at;
+    pt_proxy_heal();
+    pthread_join(t, NULL);
+    printf("# stop + close on a cut network: %lld ms (bound: "
+           "cancel_timeout_ms 500)\n", (long long)took);
+    assert_true(returned);
+    /* The last heartbeat went unanswered: the lock cannot be vouched for. */
+    assert_int_equal(st.rc, PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 0);
+}
+
+static void stop_on_a_healthy_lease_confirms_and_keeps_the_lock(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(primary, id, &hold, &n);
+    int64_t started = pglock_client_confirmed_at(c);
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, (int)(LEASE_MS / 2)), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    /* heartbeats ran, and the client is the caller's again, still holding */
+    assert_true(pglock_client_confirmed_at(c) > started);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pt_key_free(obs, id), 1);
+    assert_int_equal(n.calls, 0);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+static void the_loop_mode_notices_a_terminated_backend(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.lease_ms = LEASE_MS;
+    pglock_client *c = pt_open_client(primary, &o);
+    pglock_key k;
+    pglock_key_int64(&k, pt_unique_key());
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    notice n = {0};
+    pglock_hold_options ho;
+    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+    ho.drive = PGLOCK_HOLD_LOOP;
+    ho.on_lost = on_lost;
+    ho.arg = &n;
+    pglock_hold *hold;
+    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    int pid = pglock_client_backend_pid(c);
+
+    /* The caller's loop: poll the hold's fd with the step's timeout. */
+    int64_t confirmed = pglock_client_confirmed_at(c), end =
+        pglock_now_ms() + 30000;
+    int rc = 0, killed = 0;
+    long wait_ms = 0;
+    while (rc == 0 && pglock_now_ms() < end) {
+        if (!killed && pglock_now_ms() - confirmed > LEASE_MS / 2) {
+            pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+            killed = 1;
+        }
+        struct pollfd p = {.fd = pglock_hold_fd(hold), .events = POLLIN};
+        poll(&p, 1, wait_ms > 100 ? 100 : (int)wait_ms);
+        rc = pglock_hold_step(hold, &wait_ms);
+    }
+    assert_true(killed);
+    assert_int_equal(rc, PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, 0), 1);
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+/* Through PgBouncer (xact hold, the default AUTO there): the hold keeps
+ * the holding transaction's lease, and a second connection stays out. */
+static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(pooler, id, &hold, &n);
+    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    /* longer than the lease: only the hold's heartbeats keep it */
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, (int)(LEASE_MS * 3 / 2)), 0);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(n.calls, 0);
+    pglock_client_close(c);
+    assert_int_equal(pt_key_free(obs, id), 1);
+    PQfinish(obs);
+}
+
+static void bad_options_and_states_are_refused(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = pt_open_client(primary, NULL);
+    pglock_hold *hold = (pglock_hold *)&hold;
+    /* nothing held yet */
+    assert_int_equal(pglock_hold_start(&hold, c, NULL), PGLOCK_ESTATE);
+    assert_null(hold);
+    assert_non_null(strstr(pglock_client_error(c), "holds no lock"));
+    pglock_key k;
+    pglock_key_int64(&k, pt_unique_key());
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_hold_options ho = {0}; /* never initialised: version 0 */
+    assert_int_equal(pglock_hold_start(&hold, c, &ho), PGLOCK_EINVAL);
+    assert_non_null(strstr(pglock_client_error(c),
+                           "pglock_hold_options_init"));
+    assert_int_equal(pglock_hold_options_init(&ho, 99), PGLOCK_EINVAL);
+    assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
+    assert_int_equal(pglock_hold_step(hold, NULL), PGLOCK_ESTATE);
+    assert_int_equal(pglock_hold_fd(hold), -1);
+    assert_int_equal(pglock_hold_loss(hold, NULL, 0), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 1);
+    pglock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            a_cut_network_stops_the_work_before_a_second_holder_starts),
+        cmocka_unit_test(a_terminated_backend_stops_the_work_at_once),
+        cmocka_unit_test(stop_and_close_return_on_a_dead_network),
+        cmocka_unit_test(stop_on_a_healthy_lease_confirms_and_keeps_the_lock),
+        cmocka_unit_test(the_loop_mode_notices_a_terminated_backend),
+        cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
+        cmocka_unit_test(bad_options_and_states_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
