@@ -22,8 +22,9 @@
  * character boundary, so that the server keeps it whole. */
 void run_application_name(char buf[64], const char *command, const char *key)
 {
-    char full[64 + 8];
-    snprintf(full, sizeof full, "pglock %s %s", command, key);
+    /* Bounded pieces: only the first 63 bytes are kept anyway. */
+    char full[96];
+    snprintf(full, sizeof full, "pglock %.16s %.64s", command, key);
     size_t n = strlen(full);
     if (n > 63) {
         /* Back up to the first byte of the character that straddles. */
