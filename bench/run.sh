@@ -98,6 +98,9 @@ if [ "$SMOKE" = 1 ]; then
     SERVER="--iters 20 --reps 1 --hold-ms 500"
     HYPERFINE="--warmup 1 --runs 3"
     BREAKDOWN_RUNS=2
+    STATUS_COUNTS="100 1000"
+    STATUS_REPS=1
+    RECORD_RUNS=3
 else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 5"
@@ -106,6 +109,9 @@ else
     SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"
     BREAKDOWN_RUNS=20
+    STATUS_COUNTS="1000 10000 50000"
+    STATUS_REPS=9
+    RECORD_RUNS=30
 fi
 REDIS_ARG=()
 [ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
@@ -259,6 +265,28 @@ if [ -x "$B/bench_server" ]; then
 else
     out "pglock's library was not built into the benchmarks: not measured."
 fi
+
+out "## 8. pglock status as the server's lock count grows"
+out ""
+out "A throwaway server of its own holds N advisory locks; the statement's server time (from"
+out "the server log) and a whole \`pglock status\` process, beside \`SELECT count(*) FROM pg_locks\`"
+out "and a whole \`psql -c\` running it (medians)."
+out ""
+say "status at many locks"
+REPS=$STATUS_REPS "$ROOT/bench/status_scale.sh" "$BUILD" $STATUS_COUNTS >>"$REPORT"
+out ""
+out "## 9. What --record costs run --try"
+out ""
+out "Round trips and protocol messages through the harness's counting proxy, and the median"
+out "wall time of whole \`pglock run --try K -- true\` processes, with and without \`--record\`."
+out ""
+if [ -n "${PGLOCK_TEST_PROXY:-}" ]; then
+    say "--record"
+    "$ROOT/bench/record_cost.sh" "$BUILD" "$RECORD_RUNS" >>"$REPORT"
+else
+    out "No counting proxy in this harness: not measured."
+fi
+out ""
 
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 
