@@ -71,7 +71,8 @@ wall_ms() { # CMD...: the median wall time of REPS runs, in ms
 echo "| locks | status statement (ms) | count(*) (ms) | ratio | pglock status (ms) | psql count(*) (ms) | ratio |"
 echo "|---:|---:|---:|---:|---:|---:|---:|"
 for n in "${COUNTS[@]}"; do
-    [ -z "$HOLDER" ] || { kill "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
+    # the previous holder saw EOF when its fifo closed and may be gone already
+    [ -z "$HOLDER" ] || { kill "$HOLDER" 2>/dev/null || true; wait "$HOLDER" 2>/dev/null || true; }
     mkfifo "$DIR/in.$n"
     "$PSQL" -X -q "$CONN" -f "$DIR/in.$n" >/dev/null 2>&1 &
     HOLDER=$!
