@@ -461,6 +461,26 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  */
 PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
                               pglock_mode mode, long timeout_ms);
+/*
+ * Any one free key of a set, in one round trip, never waiting: the slots
+ * of a semaphore (pglock run --slots).  One statement tries keys[0],
+ * keys[1], ... in order and stops at the first one granted, so at most one
+ * is taken (see src/lib/lock_any.c for the SQL).  Returns 0 with
+ * *index_out set to the key taken, counted as by pglock_lock() (unlock it
+ * with pglock_unlock(); heartbeats check it like any other), or
+ * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).
+ * keys: 1 to PGLOCK_LOCK_ANY_MAX 64-bit keys (integers, names, resolved
+ * legacy keys; pairs are PGLOCK_EINVAL), none of which the client holds
+ * already in mode (PGLOCK_ESTATE).  Session hold only (PGLOCK_ESTATE in
+ * xact hold).  opts.interrupt cancels it (PGLOCK_EINTR); after a failed
+ * statement pg_locks decides, as for pglock_lock(): a key granted in the
+ * instant it failed is reported as taken (0).
+ */
+#define PGLOCK_HAS_LOCK_ANY 1
+#define PGLOCK_LOCK_ANY_MAX 1024
+PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
+                                  const pglock_key *keys, int nkeys,
+                                  pglock_mode mode, int *index_out);
 /* Releases one hold; PGLOCK_ENOTHELD if this client holds none.
  * In xact hold a lock is released only with its transaction: an unlock
  * that leaves other holds of the same key and mode just counts down; the

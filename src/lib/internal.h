@@ -105,6 +105,12 @@ void pglock__client_drop(pglock_client *c);
 int pglock__client_ready(pglock_client *c);
 /* Forgets every counted hold. */
 void pglock__holds_clear(pglock_client *c);
+/* The client's count for key+mode (session_lock.c), or NULL. */
+pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
+                                pglock_mode mode);
+/* Counts one more hold of a resolved key: 0 or PGLOCK_ENOMEM. */
+int pglock__hold_add(pglock_client *c, const pglock_key *key,
+                     pglock_mode mode);
 /* A libpq notice processor that drops the server's notices: a library
  * does not write to its caller's stderr. */
 void pglock__quiet_notices(void *arg, const char *message);

@@ -21,8 +21,8 @@
 
 /* The hold for key+mode, or NULL.  An unresolved legacy key is found by
  * its name (and seed). */
-static pglock__hold *hold_find(const pglock_client *c, const pglock_key *key,
-                               pglock_mode mode)
+pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
+                                pglock_mode mode)
 {
     uint32_t classid = 0, objid = 0;
     int objsubid = 0;
@@ -45,10 +45,11 @@ static pglock__hold *hold_find(const pglock_client *c, const pglock_key *key,
     return NULL;
 }
 
-/* Counts one more hold of a resolved key. */
-static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
+/* Counts one more hold of a resolved key (lock_any.c too). */
+int pglock__hold_add(pglock_client *c, const pglock_key *key,
+                     pglock_mode mode)
 {
-    pglock__hold *h = hold_find(c, key, mode);
+    pglock__hold *h = pglock__hold_find(c, key, mode);
     if (h) {
         h->count++;
         return 0;
@@ -339,7 +340,7 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     if (rc)
         return rc;
     int64_t answered_at = pglock_now_ms();
-    if (hold_add(c, &key, mode) != 0) {
+    if (pglock__hold_add(c, &key, mode) != 0) {
         /* Held on the server but not counted: a lock nobody could unlock
          * or verify.  Closing the connection frees it. */
         pglock__client_drop(c);
@@ -390,7 +391,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     int rc = check_call(c, key, mode);
     if (rc)
         return rc;
-    pglock__hold *h = hold_find(c, key, mode);
+    pglock__hold *h = pglock__hold_find(c, key, mode);
     char k[128];
     pglock__key_describe(key, k, sizeof k);
     if (!h)
@@ -483,6 +484,6 @@ int pglock_held(const pglock_client *c, const pglock_key *key,
 {
     if (!c || !check_key(key))
         return 0;
-    const pglock__hold *h = hold_find(c, key, mode);
+    const pglock__hold *h = pglock__hold_find(c, key, mode);
     return h ? h->count : 0;
 }

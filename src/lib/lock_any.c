@@ -1,0 +1,214 @@
+/*
+ * pglock_lock_any(): any one free key of a set, in one statement (the
+ * slots of a semaphore).
+ *
+ * The statement is a recursive CTE that tries the keys one at a time and
+ * stops at the first one granted:
+ *
+ *   WITH RECURSIVE t(i, got) AS (
+ *     SELECT 0, false
+ *     UNION ALL
+ *     SELECT i + 1, pg_try_advisory_lock(($1::int8[])[i + 1])
+ *     FROM t WHERE NOT got AND i < $2::int)
+ *   SELECT i FROM t WHERE got
+ *
+ * Each step of a recursive CTE reads only the row the step before made,
+ * and a step after a grant makes no row, so at most one lock is taken
+ * whatever plan the server picks.  The plainer "unnest(...) WHERE
+ * pg_try_advisory_lock(id) LIMIT 1" takes one only because the executor
+ * happens to stop pulling rows at the limit; nothing in PostgreSQL's
+ * documentation promises that for a volatile function in WHERE.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+/* A key the statement can take: its bigint is known (objsubid 1). */
+static int bigint_key(const pglock_key *key)
+{
+    uint32_t classid, objid;
+    int objsubid;
+    return pglock__key_version_ok(key) &&
+           pglock_key_locktag(key, &classid, &objid, &objsubid) == 0 &&
+           objsubid == 1;
+}
+
+static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
+                      pglock_mode mode, int *index_out)
+{
+    if (!c)
+        return PGLOCK_EINVAL;
+    if (!keys || !index_out || nkeys < 1 || nkeys > PGLOCK_LOCK_ANY_MAX)
+        return pglock__fail(c, PGLOCK_EINVAL,
+                            "invalid key set: 1 to %d keys and an index to "
+                            "write are needed", PGLOCK_LOCK_ANY_MAX);
+    if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid lock mode %d",
+                            (int)mode);
+    for (int i = 0; i < nkeys; i++) {
+        if (!bigint_key(&keys[i]))
+            return pglock__fail(c, PGLOCK_EINVAL,
+                                "invalid key %d of the set: give 64-bit keys "
+                                "(integers, names, resolved legacy keys)", i);
+        if (pglock__hold_find(c, &keys[i], mode))
+            return pglock__fail(c, PGLOCK_ESTATE,
+                                "key %d of the set is already held by this "
+                                "client", i);
+    }
+    int ready = pglock__client_ready(c);
+    if (ready)
+        return ready;
+    if (c->hold == PGLOCK_HOLD_XACT)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "pglock_lock_any() takes session locks: not in "
+                            "xact hold");
+    return 0;
+}
+
+/* "{1,2,3}": the keys' bigints as an int8[] literal; NULL: no memory. */
+static char *id_array(const pglock_key *keys, int nkeys)
+{
+    size_t len = (size_t)nkeys * 22 + 3, used = 1;
+    char *buf = malloc(len);
+    if (!buf)
+        return NULL;
+    buf[0] = '{';
+    for (int i = 0; i < nkeys; i++) {
+        uint32_t classid, objid;
+        int objsubid;
+        pglock_key_locktag(&keys[i], &classid, &objid, &objsubid);
+        int64_t id = (int64_t)(((uint64_t)classid << 32) | objid);
+        used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64,
+                                 i ? "," : "", id);
+    }
+    snprintf(buf + used, len - used, "}");
+    return buf;
+}
+
+/* After a failed statement: which key of the set, if any, this backend
+ * was granted anyway (a cancel landing just after the grant).  The index,
+ * -1 for none, or PGLOCK_ECONNLOST with the client dropped. */
+static int granted_anyway(pglock_client *c, const char *ids, pglock_mode mode)
+{
+    const char *params[2] = {ids, mode == PGLOCK_SHARED ? "ShareLock"
+                                                        : "ExclusiveLock"};
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(c->conn,
+        "SELECT min(k.i) FROM unnest($1::int8[]) WITH ORDINALITY k(id, i)"
+        " JOIN pg_locks l ON l.locktype = 'advisory'"
+        " AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1"
+        " AND l.classid = ((k.id >> 32) & 4294967295)::oid"
+        " AND l.objid = (k.id & 4294967295)::oid AND l.mode = $2",
+        2, params, PGLOCK__CLOSE_TIMEOUT_MS, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
+        PQntuples(res) != 1) {
+        pglock__fail_result(c, res, "could not check pg_locks after a "
+                                    "failed try; the connection was closed");
+        PQclear(res);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    int index = PQgetisnull(res, 0, 0) ? -1
+                : atoi(PQgetvalue(res, 0, 0)) - 1;
+    PQclear(res);
+    return index;
+}
+
+/* Sends the statement and reads the index it took: 0..nkeys-1, -1 for
+ * none (busy), or a negative PGLOCK_E* code (-1 is never one of them:
+ * PGLOCK_EBUSY is not returned here) with the message on the client. */
+static int try_statement(pglock_client *c, const char *ids, int nkeys,
+                         pglock_mode mode, int *taken)
+{
+    char sql[400], n[16];
+    snprintf(n, sizeof n, "%d", nkeys);
+    snprintf(sql, sizeof sql,
+             "WITH RECURSIVE t(i, got) AS (SELECT 0, false UNION ALL"
+             " SELECT i + 1, %s(($1::int8[])[i + 1]) FROM t"
+             " WHERE NOT got AND i < $2::int) SELECT i FROM t WHERE got",
+             mode == PGLOCK_SHARED ? "pg_try_advisory_lock_shared"
+                                   : "pg_try_advisory_lock");
+    const char *params[2] = {ids, n};
+    if (!PQsendQueryParams(c->conn, sql, 2, NULL, params, NULL, NULL, 0)) {
+        pglock__fail_result(c, NULL, "could not send the lock request");
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    pglock__wait w = {.deadline = -1,
+                      .interrupt = c->opts.interrupt,
+                      .interrupt_fd = c->opts.interrupt_fd,
+                      .cancel_timeout_ms = c->opts.cancel_timeout_ms};
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(c->conn, &w, res, &nres, &cancelled);
+    PGresult *r = nres > 0 ? res[nres - 1] : NULL;
+    if (end != PGLOCK__WAIT_DONE || !r) {
+        pglock__fail_result(c, r, "connection lost while taking a lock");
+        pglock__clear_results(res, nres);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        *taken = PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) - 1 : -1;
+        pglock__clear_results(res, nres);
+        return 0;
+    }
+    int rc = pglock__fail_result(c, r, "could not take a lock");
+    pglock__clear_results(res, nres);
+    if (rc == PGLOCK_EINTR && cancelled)
+        rc = cancelled;
+    if (rc == PGLOCK_ECONNLOST) {
+        pglock__client_drop(c);
+        return rc;
+    }
+    /* pg_locks has the last word, as after any failed wait */
+    char saved[sizeof c->message], state[6];
+    memcpy(saved, c->message, sizeof saved);
+    memcpy(state, c->sqlstate, sizeof state);
+    int got = granted_anyway(c, ids, mode);
+    if (got == PGLOCK_ECONNLOST)
+        return got;
+    if (got >= 0) {
+        *taken = got;
+        return 0;
+    }
+    memcpy(c->message, saved, sizeof saved);
+    memcpy(c->sqlstate, state, sizeof state);
+    return rc;
+}
+
+int pglock_lock_any(pglock_client *c, const pglock_key *keys, int nkeys,
+                    pglock_mode mode, int *index_out)
+{
+    int rc = check_args(c, keys, nkeys, mode, index_out);
+    if (rc)
+        return rc;
+    *index_out = -1;
+    char *ids = id_array(keys, nkeys);
+    if (!ids)
+        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    int64_t sent_at = pglock_now_ms();
+    int taken = -1;
+    rc = try_statement(c, ids, nkeys, mode, &taken);
+    free(ids);
+    if (rc)
+        return rc;
+    if (taken < 0 || taken >= nkeys)
+        return pglock__fail(c, PGLOCK_EBUSY,
+                            "every one of the %d keys is held by another "
+                            "session", nkeys);
+    if (pglock__hold_add(c, &keys[taken], mode) != 0) {
+        pglock__client_drop(c);
+        return pglock__fail(c, PGLOCK_ENOMEM,
+                            "out of memory after the lock was granted: the "
+                            "connection was closed, so every lock of this "
+                            "client is lost");
+    }
+    *index_out = taken;
+    c->message[0] = '\0';
+    c->sqlstate[0] = '\0';
+    c->confirmed_at = sent_at;
+    return 0;
+}
