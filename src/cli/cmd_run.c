@@ -16,7 +16,7 @@
 #include "cli.h"
 #include "run.h"
 
-enum { OPT_MIN_HOLD = 300, OPT_CONFLICT, OPT_FENCING_TOKEN };
+enum { OPT_MIN_HOLD = 300, OPT_CONFLICT, OPT_FENCING_TOKEN, OPT_SLOTS };
 
 static const cli_opt run_opts[] = {
     {0, 0, NULL, 0, NULL, "Locking:"},
@@ -34,6 +34,10 @@ static const cli_opt run_opts[] = {
      "give the command PGLOCK_FENCING_TOKEN, a number\n"
      "that grows with each acquisition (costs a WAL\n"
      "flush; behind a pooler, a second connection)"},
+    {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
+     "a semaphore: at most N jobs hold KEY at once,\n"
+     "each in its own slot, given as PGLOCK_SLOT\n"
+     "(1 to 64; every user of KEY gives the same N)"},
     CLI_OPT_END};
 
 static int run_option(run_args *a, int id, const char *value)
@@ -65,6 +69,8 @@ static int run_option(run_args *a, int id, const char *value)
     case OPT_FENCING_TOKEN:
         a->fencing_token = 1;
         return -1;
+    case OPT_SLOTS:
+        return run_slots_option(a, value);
     default:
         return -2;
     }
@@ -79,6 +85,7 @@ static const run_command run_cmd = {
     run_opts, run_option, 1};
 
 static int run_locked(run_state *st, run_job *job);
+static int slots_not_taken(run_state *st, int rc, const char *db);
 
 int cmd_run(int argc, char **argv)
 {
@@ -90,6 +97,10 @@ int cmd_run(int argc, char **argv)
     int rc = run_prepare(argc, argv, &a, &st, &job, keys);
     if (rc >= 0)
         return rc;
+    if ((rc = run_slots_check(&a)) >= 0) {
+        cli_registry_free(st.registry);
+        return rc;
+    }
 
     rc = run_connect(&st, keys, NULL);
     if (rc < 0) {
@@ -100,7 +111,10 @@ int cmd_run(int argc, char **argv)
         }
         int code = cli_error(run_exit_code_for_open(rc), "%s", st.error);
         cli_connect_hint(st.error);
-        if (rc == PGLOCK_EPOOLER)
+        if (rc == PGLOCK_EPOOLER && a.slots)
+            cli_hint("--slots needs session locks: connect to the server "
+                     "directly, not through a transaction-mode pooler.");
+        else if (rc == PGLOCK_EPOOLER)
             cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
                      "transaction through a transaction-mode pooler.");
         cli_registry_free(st.registry);
@@ -120,7 +134,16 @@ int cmd_run(int argc, char **argv)
                 a.mode == PGLOCK_SHARED ? "shared" : "exclusive",
                 st.key_label, st.key_id, db);
     int failed = 0;
-    rc = run_acquire(&st, keys, &failed);
+    run_slots slots;
+    if (a.slots && run_slots_make(&slots, &keys[0], a.slots) < 0) {
+        pglock_client_close(st.client);
+        cli_registry_free(st.registry);
+        return cli_error(CLI_EXIT_SOFTWARE, "could not derive the slots of "
+                         "\"%s\"", st.key_label);
+    }
+    rc = a.slots ? run_slots_acquire(&st, &slots) : run_acquire(&st, keys, &failed);
+    if (rc < 0 && a.slots)
+        return slots_not_taken(&st, rc, db);
     if (rc < 0) {
         int code;
         const char *key_text = st.key_texts[failed];
@@ -218,3 +241,34 @@ static int run_locked(run_state *st, run_job *job)
     return code;
 }
 
+
+/* No slot was taken (rc): the message and the exit status. */
+static int slots_not_taken(run_state *st, int rc, const char *db)
+{
+    const run_args *a = st->args;
+    int code;
+    const char *why = st->client ? pglock_client_error(st->client) : st->error;
+    if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
+        code = a->conflict_code;
+        cli_notice("all %d slots of lock \"%s\" in database \"%s\" are %s; "
+                   "the command was not run", a->slots, st->key_label, db,
+                   rc == PGLOCK_EBUSY ? "held by other sessions"
+                                      : "still held after the wait");
+    } else if (rc == PGLOCK_EINTR && run_stop_signal()) {
+        code = 128 + run_stop_signal();
+        cli_verbose("interrupted while waiting: the wait was cancelled");
+    } else if (rc == PGLOCK_EINTR) {
+        code = cli_error(CLI_EXIT_UNAVAILABLE, "the wait for a slot of lock "
+                         "\"%s\" was cancelled on the server: %s",
+                         st->key_label, why);
+    } else {
+        code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
+               : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
+        cli_error(code, "could not take a slot of lock \"%s\"; the command "
+                  "was not run: %s", st->key_label, why);
+    }
+    run_record_not_run(st, rc);
+    pglock_client_close(st->client);
+    cli_registry_free(st->registry);
+    return code;
+}

@@ -7,6 +7,8 @@
  *   run_retry.c       backoff and pauses between reconnects
  *   run_keys.c        several keys: parsed, put in canonical order, taken
  *                     all or none
+ *   run_slots.c       --slots=N: the slot keys, the options, a try
+ *   run_slots_wait.c  --slots=N: the wait (a gate, then N watchers)
  *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
  *   run_signals.c     the signal self-pipe and the stop flag
  *   run_supervisor.c  heartbeats, signal forwarding, Ctrl-Z, loss
@@ -188,6 +190,7 @@ struct run_args {
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
     int record;               /* --record or PGLOCK_RECORD=1 (run_record.c) */
     const char *host_label;   /* --host-label, or NULL: the host name */
+    int slots;                /* run --slots=N; 0: not a semaphore */
 };
 
 typedef struct run_state {
@@ -225,6 +228,7 @@ typedef struct run_state {
 
     PGconn *record_conn;      /* run_record.c: the history's connection */
     long long record_id;      /* the start row's id, 0 if none */
+    int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
 } run_state;
 
 /* Defaults for cmd. */
@@ -251,6 +255,13 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
  * legacy keys and puts the keys in canonical order (run_keys_order()); 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
+/* A lock client with run's connection parameters, options and lease (in
+ * session hold with --slots), interrupted by *interrupt / interrupt_fd.
+ * pglock_client_open_params()'s contract: *out is set even on failure.
+ * Prints nothing, so that a thread may call it. */
+int run_open_client(const run_state *st, const char *connect_timeout,
+                    volatile sig_atomic_t *interrupt, int interrupt_fd,
+                    pglock_client **out);
 /* Parses st->nkeys keys from st->key_texts into keys, loading the
  * registry for @NAME; refuses a key given twice.  0, or -1 with err set
  * (a usage error). */
@@ -316,6 +327,43 @@ int run_exit_status_of(int status);
 void run_application_name(char buf[64], const char *command, const char *key);
 /* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
 int run_exit_code_for_open(int rc);
+
+/* ----------------------------------------- semaphores (run_slots*.c) */
+
+/* The most slots one name may have (documented in pglock(1)). */
+#define RUN_MAX_SLOTS 64
+
+/* The slots of a name: slot i is the text key "<KEY_ID>#<i>", the gate
+ * "<KEY_ID>#gate", KEY_ID being pglock_key_format() of the name's key.
+ * The keys borrow the names here: keep the struct alive while they are
+ * used. */
+typedef struct run_slots {
+    int n;
+    char names[RUN_MAX_SLOTS][48];
+    pglock_key keys[RUN_MAX_SLOTS];
+    char gate_name[48];
+    pglock_key gate;
+} run_slots;
+
+/* --slots's value: -1 when valid (a->slots set), else the usage error's
+ * exit status (printed). */
+int run_slots_option(run_args *a, const char *value);
+/* What --slots cannot go with (--shared, several keys, --mode=xact): -1
+ * to go on, else 64 (printed). */
+int run_slots_check(const run_args *a);
+/* The slot keys and the gate of key (a resolved key).  0, or -1 (a key
+ * with no format: legacy and unresolved). */
+int run_slots_make(run_slots *s, const pglock_key *key, int n);
+/* Takes a free slot on st->client, waiting as a->timeout_ms says: a try
+ * is one statement; a wait queues on the gate, and the head of the queue
+ * waits on every slot at once (run_slots_wait.c).  0 with st->slot set
+ * and st->client holding that slot (a wait may have replaced st->client);
+ * else a PGLOCK_E* code (PGLOCK_EBUSY / PGLOCK_ETIMEDOUT: every slot
+ * held), nothing held, st->client open unless the connection was lost. */
+int run_slots_acquire(run_state *st, run_slots *s);
+/* The wait, once a try found no free slot: deadline (pglock_now_ms(); 0:
+ * none).  Same contract. */
+int run_slots_wait(run_state *st, run_slots *s, int64_t deadline);
 
 /* ------------------------------------ the run history (run_record.c) */
 

@@ -99,7 +99,9 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
     return rc;
 }
 
-int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
+int run_open_client(const run_state *st, const char *connect_timeout,
+                    volatile sig_atomic_t *interrupt, int interrupt_fd,
+                    pglock_client **out)
 {
     const run_args *a = st->args;
     char appname[64], keys[256];
@@ -123,11 +125,18 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
-    opts.interrupt = run_stop_flag();
-    opts.interrupt_fd = run_interrupt_fd();
-    opts.hold = a->hold;
+    opts.interrupt = interrupt;
+    opts.interrupt_fd = interrupt_fd;
+    /* slots are session locks (pglock_lock_any()) */
+    opts.hold = a->slots ? PGLOCK_HOLD_SESSION : a->hold;
+    return pglock_client_open_params(out, kw, val, &opts);
+}
+
+int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
+{
     cli_verbose("connecting");
-    int rc = pglock_client_open_params(&st->client, kw, val, &opts);
+    int rc = run_open_client(st, connect_timeout, run_stop_flag(),
+                             run_interrupt_fd(), &st->client);
     if (rc < 0) {
         snprintf(st->error, sizeof st->error, "%s",
                  st->client ? pglock_client_error(st->client) : pglock_strerror(rc));
@@ -200,6 +209,13 @@ int run_job_env(run_state *st)
     setenv("PGLOCK_KEY_ID", st->key_id, 1);
     setenv("PGLOCK_DATABASE", db ? db : "", 1);
     setenv("PGLOCK_BACKEND_PID", pidbuf, 1);
+    if (a->slots) {
+        char slot[16];
+        snprintf(slot, sizeof slot, "%d", st->slot);
+        setenv("PGLOCK_SLOT", slot, 1);
+    } else {
+        unsetenv("PGLOCK_SLOT"); /* never one inherited from an outer run */
+    }
     return 0;
 }
 

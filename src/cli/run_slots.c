@@ -1,0 +1,75 @@
+/*
+ * `pglock run --slots=N NAME`: a semaphore, at most N jobs holding NAME.
+ *
+ * The slots are N ordinary advisory keys derived from NAME, so that every
+ * client (pglock, psql, another library) can take one: slot i is the
+ * text key named "<KEY_ID>#<i>" (0 <= i < N), where KEY_ID is NAME's key
+ * as pglock prints it (PGLOCK_KEY_ID: "123" or "42:9"), so two spellings
+ * of one lock share their slots.  Each slot is held exclusively by one
+ * job, which is what bounds the holders to N; the gate "<KEY_ID>#gate"
+ * only queues the waiters (run_slots_wait.c).  Every user of a name must
+ * give the same N.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "run.h"
+
+int run_slots_option(run_args *a, const char *value)
+{
+    /* canonical digits only: "+3", " 3", "03", "3x" are not numbers */
+    size_t len = strlen(value);
+    int digits = len > 0 && len <= 3 && strspn(value, "0123456789") == len &&
+                 !(value[0] == '0' && len > 1);
+    int n = digits ? atoi(value) : 0;
+    if (n < 1 || n > RUN_MAX_SLOTS)
+        return cli_usage_error(a->command, "invalid value for --slots: \"%s\" "
+                               "(expected 1 to %d)", value, RUN_MAX_SLOTS);
+    a->slots = n;
+    return -1;
+}
+
+int run_slots_check(const run_args *a)
+{
+    if (!a->slots)
+        return -1;
+    if (a->mode == PGLOCK_SHARED)
+        return cli_usage_error(a->command, "--slots cannot be used with "
+                               "--shared: each slot is held exclusively");
+    if (a->nkeys > 1)
+        return cli_usage_error(a->command, "--slots takes one key, \"%s\" is "
+                               "a second one", a->keys[1]);
+    if (a->hold == PGLOCK_HOLD_XACT)
+        return cli_usage_error(a->command, "--slots cannot be used with "
+                               "--mode=xact: slots are session locks");
+    return -1;
+}
+
+int run_slots_make(run_slots *s, const pglock_key *key, int n)
+{
+    char id[24];
+    if (n < 1 || n > RUN_MAX_SLOTS || pglock_key_format(key, id, sizeof id) < 0)
+        return -1;
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        snprintf(s->names[i], sizeof s->names[i], "%s#%d", id, i);
+        if (pglock_key_text(&s->keys[i], s->names[i]) < 0)
+            return -1;
+    }
+    snprintf(s->gate_name, sizeof s->gate_name, "%s#gate", id);
+    return pglock_key_text(&s->gate, s->gate_name) < 0 ? -1 : 0;
+}
+
+int run_slots_acquire(run_state *st, run_slots *s)
+{
+    const run_args *a = st->args;
+    int64_t deadline = a->timeout_ms > 0 ? pglock_now_ms() + a->timeout_ms : 0;
+    cli_verbose("trying the %d slots of \"%s\"", s->n, st->key_label);
+    /* one statement, whatever N: a free slot, or none */
+    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
+                             &st->slot);
+    if (rc != PGLOCK_EBUSY || a->timeout_ms == PGLOCK_TRY)
+        return rc;
+    return run_slots_wait(st, s, deadline);
+}

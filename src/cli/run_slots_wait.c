@@ -1,0 +1,236 @@
+/*
+ * Waiting for a slot (`pglock run --slots=N NAME` without --try), with no
+ * polling: the server wakes every waiter.
+ *
+ * No single SQL wait covers N keys, so the waiters queue on the gate key
+ * (a plain pg_advisory_lock, which the server grants in turn).  The head
+ * of the queue, holding the gate, tries every slot once more (one
+ * statement), and if none is free waits on all N slots at once: N
+ * watcher threads, each with a connection of its own waiting in
+ * pg_advisory_lock() on one slot.  The first one granted wins: its client
+ * becomes the run's lock client, the other watchers are interrupted
+ * (cancelled on the server; one granted in the same instant closes its
+ * connection, which frees its slot), and the gate is released with the
+ * gate's connection, letting the next waiter become the head.
+ *
+ * The cost in connections: a queued waiter 1; the head 1 + N while it
+ * waits; a holder 1.  Behind PgBouncer each of them pins a server
+ * connection (and slots need session locks: a direct connection).
+ *
+ * Bounds: the --wait budget (the gate wait has what is left of it, the
+ * watchers too, and past it they are stopped); a stop signal interrupts
+ * every wait at once (run_interrupt_fd() is every client's interrupt fd).
+ * While the head waits, its gate connection is idle: it is heartbeaten so
+ * that the lease does not end it (that would let a second head in, which
+ * costs connections, not safety: the slots alone bound the holders).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "run.h"
+
+/* Each watcher's interrupt flag, read by the library in its wait.  Static:
+ * the winner's client keeps pointing at its flag (never set) after the
+ * wait. */
+static volatile sig_atomic_t watcher_stop[RUN_MAX_SLOTS];
+
+typedef struct slot_wait slot_wait;
+
+typedef struct watcher {
+    slot_wait *sw;
+    int index;
+    pthread_t thread;
+    pglock_client *client;    /* the winner's, kept; else NULL */
+    int rc;
+    char error[256];
+} watcher;
+
+struct slot_wait {
+    const run_state *st;
+    const run_slots *s;
+    int64_t deadline;         /* 0: none */
+    int done_pipe[2];         /* one byte per watcher that ended */
+    pthread_mutex_t mu;
+    int winner;               /* -1 until one is granted */
+    watcher w[RUN_MAX_SLOTS];
+};
+
+static void stop_watchers(slot_wait *sw)
+{
+    for (int i = 0; i < sw->s->n; i++)
+        watcher_stop[i] = 1;
+}
+
+static long budget_left(int64_t deadline)
+{
+    if (!deadline)
+        return PGLOCK_WAIT_FOREVER;
+    int64_t left = deadline - pglock_now_ms();
+    return left > 0 ? (long)left : PGLOCK_TRY;
+}
+
+/* One watcher: a connection of its own waiting on slot `index`. */
+static void *watch(void *arg)
+{
+    watcher *me = arg;
+    slot_wait *sw = me->sw;
+    pglock_client *c = NULL;
+    int rc = run_open_client(sw->st, NULL, &watcher_stop[me->index],
+                             run_interrupt_fd(), &c);
+    if (rc == 0)
+        rc = watcher_stop[me->index]
+                 ? PGLOCK_EINTR
+                 : pglock_lock(c, &sw->s->keys[me->index], PGLOCK_EXCLUSIVE,
+                               budget_left(sw->deadline));
+    int won = 0;
+    pthread_mutex_lock(&sw->mu);
+    if (rc == 0 && sw->winner < 0) {
+        sw->winner = me->index;
+        won = 1;
+    }
+    pthread_mutex_unlock(&sw->mu);
+    if (won) {
+        me->client = c;
+        stop_watchers(sw);
+        watcher_stop[me->index] = 0;
+    } else {
+        if (c && rc != 0)
+            snprintf(me->error, sizeof me->error, "%s", pglock_client_error(c));
+        /* a loser granted in the same instant gives its slot back here */
+        pglock_client_close(c);
+    }
+    me->rc = rc;
+    ssize_t wr = write(sw->done_pipe[1], "x", 1);
+    (void)wr;
+    return NULL;
+}
+
+/* Waits until every started watcher has ended, heartbeating the gate's
+ * connection and stopping the watchers at the deadline. */
+static void await_watchers(run_state *st, slot_wait *sw, int started)
+{
+    int ended = 0, stopped = 0;
+    int64_t next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+    while (ended < started) {
+        int64_t now = pglock_now_ms();
+        int64_t until = next_hb;
+        if (sw->deadline && !stopped && sw->deadline < until)
+            until = sw->deadline;
+        struct pollfd p = {sw->done_pipe[0], POLLIN, 0};
+        int n = poll(&p, 1, until > now ? (int)(until - now) : 0);
+        if (n > 0) {
+            char buf[RUN_MAX_SLOTS];
+            ssize_t r = read(sw->done_pipe[0], buf, sizeof buf);
+            if (r > 0)
+                ended += (int)r;
+            continue;
+        }
+        now = pglock_now_ms();
+        if (sw->deadline && !stopped && now >= sw->deadline) {
+            stop_watchers(sw);  /* the budget is spent */
+            stopped = 1;
+        }
+        if (now >= next_hb) {
+            /* the gate only orders the waiters: a lost gate is no loss */
+            if (pglock_heartbeat(st->client, st->lease.heartbeat_ms) < 0)
+                cli_verbose("the gate's connection: %s",
+                            pglock_client_error(st->client));
+            next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+        }
+    }
+}
+
+/* Starts the watchers and waits for the first grant.  0 with the winner
+ * in sw->winner (its client in sw->w[winner].client), else a code. */
+static int watch_slots(run_state *st, slot_wait *sw)
+{
+    int started = 0, rc = 0;
+    for (int i = 0; i < sw->s->n; i++)
+        watcher_stop[i] = 0;
+    for (int i = 0; i < sw->s->n; i++) {
+        sw->w[i] = (watcher){.sw = sw, .index = i, .rc = PGLOCK_EINTR};
+        if (pthread_create(&sw->w[i].thread, NULL, watch, &sw->w[i]) != 0) {
+            stop_watchers(sw);
+            rc = PGLOCK_ENOMEM;
+            snprintf(st->error, sizeof st->error, "could not start a thread "
+                     "to watch slot %d", i);
+            break;
+        }
+        started++;
+    }
+    await_watchers(st, sw, started);
+    for (int i = 0; i < started; i++)
+        pthread_join(sw->w[i].thread, NULL);
+    if (sw->winner >= 0)
+        return 0;
+    if (rc)
+        return rc;
+    if (run_stop_signal())
+        return PGLOCK_EINTR;
+    if (sw->deadline && pglock_now_ms() >= sw->deadline)
+        return PGLOCK_ETIMEDOUT;
+    /* a watcher failed on its own (could not connect, ...): say why */
+    for (int i = 0; i < started; i++)
+        if (sw->w[i].rc != PGLOCK_EINTR && sw->w[i].rc != PGLOCK_ETIMEDOUT &&
+            sw->w[i].rc != PGLOCK_EBUSY) {
+            snprintf(st->error, sizeof st->error, "could not wait for slot "
+                     "%d: %s", i, sw->w[i].error);
+            return sw->w[i].rc;
+        }
+    return PGLOCK_ETIMEDOUT;
+}
+
+/* The head of the queue, holding the gate: a slot, or wait on all. */
+static int as_head(run_state *st, run_slots *s, int64_t deadline)
+{
+    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
+                             &st->slot);
+    if (rc != PGLOCK_EBUSY)
+        return rc;
+    cli_verbose("every slot is held: waiting on all %d", s->n);
+    slot_wait sw = {.st = st, .s = s, .deadline = deadline, .winner = -1};
+    if (pipe(sw.done_pipe) < 0) {
+        snprintf(st->error, sizeof st->error, "could not create a pipe: %s",
+                 strerror(errno));
+        return PGLOCK_ENOMEM;
+    }
+    pthread_mutex_init(&sw.mu, NULL);
+    rc = watch_slots(st, &sw);
+    pthread_mutex_destroy(&sw.mu);
+    close(sw.done_pipe[0]);
+    close(sw.done_pipe[1]);
+    if (rc == 0) {
+        /* the winner's connection holds the slot; the gate's goes, and
+         * the gate with it */
+        pglock_client_close(st->client);
+        st->client = sw.w[sw.winner].client;
+        st->slot = sw.winner;
+    }
+    return rc;
+}
+
+int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
+{
+    cli_verbose("queueing on the gate of \"%s\"", st->key_label);
+    st->error[0] = '\0';
+    int rc = pglock_lock(st->client, &s->gate, PGLOCK_EXCLUSIVE,
+                         budget_left(deadline));
+    if (rc == PGLOCK_EBUSY)
+        rc = PGLOCK_ETIMEDOUT; /* the budget ran out: a wait's end */
+    if (rc < 0)
+        return rc;
+    rc = as_head(st, s, deadline);
+    if (rc < 0 && st->error[0]) {
+        /* a watcher's failure: st->error says why (cmd_run prints it) */
+        pglock_client_close(st->client);
+        st->client = NULL;
+    } else if (pglock_held(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
+        /* a slot taken by the head's own try, or none: let the next in */
+        pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
+    }
+    return rc;
+}
