@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# pglock run --slots=N NAME: a semaphore.  At most N jobs hold NAME at
+# once, each in a slot of its own (PGLOCK_SLOT); slot i is the text key
+# "<KEY_ID>#<i>", the gate "<KEY_ID>#gate" (pglock(1)).  --try takes any
+# free slot in one statement or exits 75; a wait is woken by the server.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+    setup_run
+    KID=$(q "select $(name_sql "$K")")
+    export KID
+}
+teardown() { teardown_run; }
+
+# slot_sql I: the bigint of slot I of $K, by the documented rule.
+slot_sql() { name_sql "$KID#$1"; }
+# slot_locks GRANTED(t|f): requests for any slot or the gate of $K.
+slot_locks() {
+    local ids i
+    ids=$(name_sql "$KID#gate")
+    for i in 0 1 2 3; do ids="$ids, $(slot_sql "$i")"; done
+    q "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+         and granted = '$1' and ((classid::bigint << 32) | objid::bigint) in ($ids)"
+}
+nothing_left() { [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ]; }
+count_files() { find "$out" -maxdepth 1 -name "$1" | wc -l; }
+files_at_least() { [ "$(count_files "$1")" -ge "$2" ]; }
+ended_at_least() { [ "$(count_files '*.status')" -ge "$1" ]; }
+
+# A job for slot tests: records its slot, checks (atomically, with mkdir)
+# that no concurrent holder has its slot and that at most $2 jobs are in,
+# then holds until $out/release (or for $3 s).
+slot_job() {
+    printf '%s' "echo \$PGLOCK_SLOT > $out/$1.slot
+      mkdir $out/slot-\$PGLOCK_SLOT || echo same-slot >> $out/overlap
+      touch $out/in.$1
+      [ \$(ls $out | grep -c '^in\\.') -le $2 ] || echo too-many >> $out/overlap
+      touch $out/$1.started
+      if [ -n '${3:-}' ]; then sleep ${3:-0}; else
+        while [ ! -e $out/release ]; do sleep 0.02; done; fi
+      rm $out/in.$1; rmdir $out/slot-\$PGLOCK_SLOT"
+}
+
+# bg_end NAME ARGS...: bg, and the exit status in $out/NAME.status when
+# it ends, without a finish.
+bg_end() {
+    local name=$1
+    shift
+    ( st=0; "$PGLOCK_BIN" "$@" >"$out/$name.out" 2>"$out/$name.err" || st=$?
+      echo "$st" >"$out/$name.status" ) &
+    echo $! >"$out/$name.pid"
+}
+
+@test "--try: of N+1 jobs at once, exactly N run, each in its own slot, one exits 75" {
+    local i
+    for i in 1 2 3 4; do
+        bg_end "j$i" run -d "$DB" --slots=3 --try "$K" -c "$(slot_job "j$i" 3)"
+    done
+    wait_until 15 files_at_least '*.started' 3
+    wait_until 15 ended_at_least 1
+    [ "$(count_files '*.started')" = 3 ]
+    local busy
+    busy=$(grep -l . "$out"/*.status)
+    [ "$(cat "$busy")" = 75 ]
+    grep -q 'all 3 slots of lock' "${busy%.status}.err"
+    # the three holders hold slots 0, 1 and 2, one each, on three backends
+    [ "$(cat "$out"/*.slot | sort | tr '\n' ' ')" = "0 1 2 " ]
+    for i in 0 1 2; do
+        [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
+    done
+    # and no backend of theirs holds more than one lock (a try takes one)
+    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+            where l.locktype = 'advisory' and a.application_name = 'pglock run $K'
+            group by l.pid order by 1 desc limit 1")" = 1 ]
+    touch "$out/release"
+    wait_until 15 ended_at_least 4
+    [ "$(cat "$out"/*.status | sort | tr '\n' ' ')" = "0 0 0 75 " ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+}
+
+@test "--wait: N+2 jobs never exceed N holders, and every one runs" {
+    local i
+    for i in 1 2 3 4; do
+        bg_end "j$i" run -d "$DB" --slots=2 --wait=30s "$K" -c "$(slot_job "j$i" 2 0.3)"
+    done
+    wait_until 30 ended_at_least 4
+    for i in 1 2 3 4; do
+        cat "$out/j$i.err"
+        [ "$(cat "$out/j$i.status")" = 0 ]
+        [ -e "$out/j$i.started" ]
+    done
+    [ ! -e "$out/overlap" ]
+    nothing_left
+}
+
+@test "a holder killed -9 frees its slot for a waiter" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w run -d "$DB" --slots=2 --wait=30s "$K" -c "echo \$PGLOCK_SLOT > $out/w.slot"
+    # the head waiter watches both slots
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    [ ! -e "$out/w.slot" ]
+    kill -KILL "$(pid_of h1)"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    [ "$(cat "$out/w.slot")" = "$(cat "$out/h1.slot")" ]
+    touch "$out/release"
+    finish h2 15
+    wait_until 10 nothing_left
+}
+
+@test "a stop signal while waiting exits 128+N, the command not run, nothing left" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg head run -d "$DB" --slots=1 "$K" -c "touch $out/head.ran"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    bg queued run -d "$DB" --slots=1 --wait=30s "$K" -c "touch $out/queued.ran"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    kill -TERM "$(pid_of head)" "$(pid_of queued)"
+    finish head 10
+    finish queued 10
+    [ "$(status_of head)" = 143 ]
+    [ "$(status_of queued)" = 143 ]
+    [ ! -e "$out/head.ran" ]
+    [ ! -e "$out/queued.ran" ]
+    # only the holder's slot is left, nobody waits, the gate is free
+    wait_until 10 eval "[ \"\$(slot_locks f)\" = 0 ]"
+    [ "$(slot_locks t)" = 1 ]
+    touch "$out/release"
+    finish h 10
+    nothing_left
+}
+
+@test "--wait=DURATION that runs out: 75, the command not run, nothing left" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    run "$PGLOCK_BIN" run -d "$DB" --slots=1 --wait=1s "$K" -c "touch $out/w.ran"
+    [ "$status" -eq 75 ]
+    [[ "$output" == *"still held after the wait"* ]]
+    [ ! -e "$out/w.ran" ]
+    [ "$(slot_locks f)" = 0 ]
+    [ "$(slot_locks t)" = 1 ]
+    touch "$out/release"
+    finish h 10
+    nothing_left
+}
+
+@test "bad --slots input: one line and 64, nothing locked" {
+    local v
+    for v in 0 65 -1 abc 3x 03 ''; do
+        run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots="$v" "$K" -c "touch $out/ran"
+        [ "$status" -eq 64 ]
+        [ "${stderr%%$'\n'*}" = "pglock: error: invalid value for --slots: \"$v\" (expected 1 to 64)" ]
+    done
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 --shared "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == "pglock: error: --slots cannot be used with --shared"* ]]
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 "$K" "$K-2" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == "pglock: error: --slots takes one key"* ]]
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 --mode=xact "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    run --separate-stderr "$PGLOCK_BIN" lead -d "$DB" --slots=2 "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [ ! -e "$out/ran" ]
+    nothing_left
+}
