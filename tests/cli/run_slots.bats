@@ -12,7 +12,8 @@ setup() {
     KID=$(q "select $(name_sql "$K")")
     export KID
 }
-teardown() { teardown_run; }
+# a job left waiting for $out/release must not outlive a failed test
+teardown() { touch "$out/release"; teardown_run; }
 
 # slot_sql I: the bigint of slot I of $K, by the documented rule.
 slot_sql() { name_sql "$KID#$1"; }
@@ -27,7 +28,6 @@ slot_locks() {
 nothing_left() { [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ]; }
 count_files() { find "$out" -maxdepth 1 -name "$1" | wc -l; }
 files_at_least() { [ "$(count_files "$1")" -ge "$2" ]; }
-ended_at_least() { [ "$(count_files '*.status')" -ge "$1" ]; }
 
 # A job for slot tests: records its slot, checks (atomically, with mkdir)
 # that no concurrent holder has its slot and that at most $2 jobs are in,
@@ -43,28 +43,29 @@ slot_job() {
       rm $out/in.$1; rmdir $out/slot-\$PGLOCK_SLOT"
 }
 
-# bg_end NAME ARGS...: bg, and the exit status in $out/NAME.status when
-# it ends, without a finish.
-bg_end() {
-    local name=$1
-    shift
-    ( st=0; "$PGLOCK_BIN" "$@" >"$out/$name.out" 2>"$out/$name.err" || st=$?
-      echo "$st" >"$out/$name.status" ) &
-    echo $! >"$out/$name.pid"
+# ended NAMES...: how many of these bg pglocks no longer run.
+ended() {
+    local n=0 name
+    for name in "$@"; do gone "$(pid_of "$name")" && n=$((n + 1)); done
+    echo "$n"
 }
+ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
 
 @test "--try: of N+1 jobs at once, exactly N run, each in its own slot, one exits 75" {
     local i
     for i in 1 2 3 4; do
-        bg_end "j$i" run -d "$DB" --slots=3 --try "$K" -c "$(slot_job "j$i" 3)"
+        bg "j$i" run -d "$DB" --slots=3 --try "$K" -c "$(slot_job "j$i" 3)"
     done
     wait_until 15 files_at_least '*.started' 3
-    wait_until 15 ended_at_least 1
+    wait_until 15 ended_at_least 1 j1 j2 j3 j4
     [ "$(count_files '*.started')" = 3 ]
+    [ "$(ended j1 j2 j3 j4)" = 1 ]
     local busy
-    busy=$(grep -l . "$out"/*.status)
-    [ "$(cat "$busy")" = 75 ]
-    grep -q 'all 3 slots of lock' "${busy%.status}.err"
+    for i in 1 2 3 4; do gone "$(pid_of "j$i")" && busy=j$i; done
+    finish "$busy" 5
+    [ "$(status_of "$busy")" = 75 ]
+    [ ! -e "$out/$busy.started" ]
+    grep -q 'all 3 slots of lock' "$out/$busy.err"
     # the three holders hold slots 0, 1 and 2, one each, on three backends
     [ "$(cat "$out"/*.slot | sort | tr '\n' ' ')" = "0 1 2 " ]
     for i in 0 1 2; do
@@ -75,8 +76,11 @@ bg_end() {
             where l.locktype = 'advisory' and a.application_name = 'pglock run $K'
             group by l.pid order by 1 desc limit 1")" = 1 ]
     touch "$out/release"
-    wait_until 15 ended_at_least 4
-    [ "$(cat "$out"/*.status | sort | tr '\n' ' ')" = "0 0 0 75 " ]
+    for i in 1 2 3 4; do
+        [ "j$i" = "$busy" ] && continue
+        finish "j$i" 15
+        [ "$(status_of "j$i")" = 0 ]
+    done
     [ ! -e "$out/overlap" ]
     nothing_left
 }
@@ -84,12 +88,12 @@ bg_end() {
 @test "--wait: N+2 jobs never exceed N holders, and every one runs" {
     local i
     for i in 1 2 3 4; do
-        bg_end "j$i" run -d "$DB" --slots=2 --wait=30s "$K" -c "$(slot_job "j$i" 2 0.3)"
+        bg "j$i" run -d "$DB" --slots=2 --wait=30s "$K" -c "$(slot_job "j$i" 2 0.3)"
     done
-    wait_until 30 ended_at_least 4
     for i in 1 2 3 4; do
+        finish "j$i" 30
         cat "$out/j$i.err"
-        [ "$(cat "$out/j$i.status")" = 0 ]
+        [ "$(status_of "j$i")" = 0 ]
         [ -e "$out/j$i.started" ]
     done
     [ ! -e "$out/overlap" ]
