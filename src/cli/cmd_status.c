@@ -35,6 +35,8 @@ typedef struct status_options {
     int all_databases;
     pglock_key *filter; /* the KEYs given; NULL: every key */
     int n_filter;
+    int slots;          /* --slots=N: KEY is a semaphore of N slots */
+    const char *slot_name; /* that KEY, as given */
 } status_options;
 
 static volatile sig_atomic_t interrupted;
@@ -45,7 +47,7 @@ static void on_interrupt(int sig)
     interrupted = 1;
 }
 
-enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES };
+enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES, OPT_SLOTS };
 
 static const cli_opt status_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
@@ -57,6 +59,9 @@ static const cli_opt status_opts[] = {
      "one JSON document (schema in pglock(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
+    {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
+     "KEY is a semaphore of N slots (run --slots=N):\n"
+     "show it as one entry; 0 when every slot is held"},
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
      "print errors only; the exit status answers"},
     CLI_OPT_END};
@@ -387,6 +392,11 @@ static int parse_options(int argc, char **argv, status_options *o,
         case OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
         case 'q': cli_quiet = 1; break;
+        case OPT_SLOTS:
+            if (!(o->slots = status_slots_count(value)))
+                return cli_usage_error("status", "invalid value for --slots: "
+                                       "\"%s\" (expected 1 to 64)", value);
+            break;
         case OPT_WATCH:
             o->watch = 1;
             if (value) {
@@ -437,6 +447,10 @@ static int parse_keys(int argc, char **argv, status_options *o,
         if (cli_parse_key(argv[optind + i], reg, &o->filter[i], err, sizeof err))
             return cli_usage_error("status", "%s", err);
     o->n_filter = nkeys;
+    if (o->slots && (nkeys != 1 || o->watch || o->all_databases))
+        return cli_usage_error("status", "--slots takes one KEY, without "
+                               "--watch or --all-databases");
+    o->slot_name = nkeys ? argv[optind] : NULL;
     return 0;
 }
 
@@ -451,6 +465,9 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
         if (pglock_key_resolve(&o->filter[i], conn, &perr))
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     }
+    if (o->slots)
+        return status_slots(conn, &o->filter[0], o->slot_name, o->slots,
+                            o->json);
     if (o->watch)
         return watch(conn, o, reg);
     int held = 0;

@@ -345,6 +345,8 @@ typedef struct run_slots {
     pglock_key gate;
 } run_slots;
 
+/* N in 1..RUN_MAX_SLOTS from canonical digits, else 0. */
+int run_slots_parse(const char *value);
 /* --slots's value: -1 when valid (a->slots set), else the usage error's
  * exit status (printed). */
 int run_slots_option(run_args *a, const char *value);

@@ -16,14 +16,20 @@
 #include "cli.h"
 #include "run.h"
 
-int run_slots_option(run_args *a, const char *value)
+int run_slots_parse(const char *value)
 {
     /* canonical digits only: "+3", " 3", "03", "3x" are not numbers */
     size_t len = strlen(value);
     int digits = len > 0 && len <= 3 && strspn(value, "0123456789") == len &&
                  !(value[0] == '0' && len > 1);
     int n = digits ? atoi(value) : 0;
-    if (n < 1 || n > RUN_MAX_SLOTS)
+    return n >= 1 && n <= RUN_MAX_SLOTS ? n : 0;
+}
+
+int run_slots_option(run_args *a, const char *value)
+{
+    int n = run_slots_parse(value);
+    if (!n)
         return cli_usage_error(a->command, "invalid value for --slots: \"%s\" "
                                "(expected 1 to %d)", value, RUN_MAX_SLOTS);
     a->slots = n;

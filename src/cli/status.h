@@ -44,6 +44,14 @@ void status_key_text(const pglock_key *key, char *buf, size_t len);
 int status_render_text(FILE *out, const status_scene *s);
 /* The JSON document, on one line (status_json.c). */
 void status_render_json(FILE *out, const status_scene *s);
+/* `status --slots=N KEY` (status_slots.c): the semaphore as one entry,
+ * text or JSON (nothing with --quiet).  The exit status: 0 when every
+ * slot is held, 1 when one is free, 64/69 (printed). */
+int status_slots(PGconn *conn, const pglock_key *key, const char *name,
+                 int n, int json);
+/* --slots's value: N, or 0 when invalid. */
+int status_slots_count(const char *value);
+
 /* "pglock: warning: ..." for each registry collision. */
 void status_warn_collisions(const cli_registry *reg);
 
