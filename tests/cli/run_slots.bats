@@ -173,3 +173,30 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     [ ! -e "$out/ran" ]
     nothing_left
 }
+
+@test "status --slots=N shows the semaphore as one entry: holders, free slots, waiters" {
+    run "$PGLOCK_BIN" status -d "$DB" --slots=2 --json "$K"
+    [ "$status" -eq 1 ]
+    [ "$(py 'd["semaphore"]["held"], d["semaphore"]["free"], d["semaphore"]["waiting"]')" = "0 2 0" ]
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w run -d "$DB" --slots=2 --wait=30s "$K" -c "true"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    run "$PGLOCK_BIN" status -d "$DB" --slots=2 --json "$K"
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["semaphore"]["held"], d["semaphore"]["free"], d["semaphore"]["waiting"]')" = "2 0 1" ]
+    [ "$(py 'sorted(h["slot"] for h in d["semaphore"]["holders"])')" = "[0, 1]" ]
+    [ "$(py 'd["semaphore"]["key"]')" = "$KID" ]
+    run "$PGLOCK_BIN" status -d "$DB" --slots=2 "$K"
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "$K ($KID): semaphore of 2 slots, 2 held, 0 free, 1 waiting" ]]
+    run "$PGLOCK_BIN" status -d "$DB" --slots=2 "$K" "$K-2"
+    [ "$status" -eq 64 ]
+    touch "$out/release"
+    finish h1 15
+    finish h2 15
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+}
