@@ -49,18 +49,29 @@ trap cleanup EXIT
 
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$PGLOCK_TEST_PRIMARY" -c "$1"; }
 
-# 10,000 locks held by one client need a lock table larger than the
-# default 64 x max_connections.
+# 10,000 locks held by one client, and 100,000 held by another session
+# beside 200 holders (server cost per holder), need a lock table larger
+# than the default 64 x max_connections, and more connections.
 SCALE_COUNTS=1,100,10000
+SERVER_COUNTS=0,10000,100000
+HOLDERS=200
 if [ "$SMOKE" = 1 ]; then
     SCALE_COUNTS=1,100
-elif [ "$(q 'show max_locks_per_transaction')" -lt 256 ]; then
+    SERVER_COUNTS=0,100
+    HOLDERS=10
+elif [ "$(q 'show max_locks_per_transaction')" -lt 512 ] ||
+     [ "$(q 'show max_connections')" -lt 250 ]; then
     if [ -n "${PGLOCK_BENCH_OWN_HARNESS:-}" ]; then
-        q 'ALTER SYSTEM SET max_locks_per_transaction = 256' >/dev/null
+        q 'ALTER SYSTEM SET max_locks_per_transaction = 512' >/dev/null
+        q 'ALTER SYSTEM SET max_connections = 250' >/dev/null
+        # commits that a token takes wait for the disk, as in production
+        q 'ALTER SYSTEM SET fsync = on' >/dev/null
         "$HARNESS" restart-primary
     else
-        say "max_locks_per_transaction < 256 on this server: scale stops at 1,000 locks"
+        say "max_locks_per_transaction < 512 or max_connections < 250 on this server: smaller counts"
         SCALE_COUNTS=1,100,1000
+        SERVER_COUNTS=0,1000
+        HOLDERS=50
     fi
 fi
 
@@ -84,6 +95,7 @@ if [ "$SMOKE" = 1 ]; then
     CONTEND="--procs 2 --gaps-us 0,1000 --duration-ms 200 --reps 1"
     DISTINCT="--procs 1,2 --duration-ms 200 --reps 1"
     SCALE="--iters 20 --reps 1"
+    SERVER="--iters 20 --reps 1 --hold-ms 500"
     HYPERFINE="--warmup 1 --runs 3"
     BREAKDOWN_RUNS=2
     STATUS_COUNTS="100 1000"
@@ -91,9 +103,10 @@ if [ "$SMOKE" = 1 ]; then
     RECORD_RUNS=3
 else
     OPS="--reps 11 --iters 1000"
-    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 3"
-    DISTINCT="--procs 1,2,8 --duration-ms 1000 --reps 3"
+    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 5"
+    DISTINCT="--procs 1,2,4,8 --duration-ms 1000 --reps 5"
     SCALE="--iters 100 --reps 9"
+    SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"
     BREAKDOWN_RUNS=20
     STATUS_COUNTS="1000 10000 50000"
@@ -122,7 +135,7 @@ out "## Machine"
 out ""
 out "- CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores online"
 out "- Kernel: $(uname -sr)"
-out "- PostgreSQL: $(q 'show server_version') (fsync off; Unix socket and TCP loopback)"
+out "- PostgreSQL: $(q 'show server_version') (fsync $(q 'show fsync'), synchronous_commit $(q 'show synchronous_commit'); Unix socket and TCP loopback)"
 out "- Redis: $( [ -n "$REDIS_SOCK" ] && redis-server --version | sed 's/ sha=.*//' || echo 'not run (no redis-server or no hiredis)')"
 out "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 out "- pglock: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), build $(basename "$BUILD")"
@@ -192,6 +205,8 @@ rc=0
     "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777002 >/dev/null 2>&1 || rc=$?
 if [ "$rc" = 75 ]; then
     add "pglock run --try K -- true" "$PGLOCK run -d $DSN --try 777003 -- true"
+    add "pglock run --try --fencing-token K -- true (the token's cost)" \
+        "$PGLOCK run -d $DSN --try --fencing-token 777007 -- true"
     HAVE_RUN=1
 else
     HAVE_RUN=0
@@ -234,7 +249,24 @@ else
 fi
 "$B/bench_scale" --conninfo "$PGLOCK_TEST_PRIMARY" --counts "$SCALE_COUNTS" $SCALE \
     "${STATUS_ARGS[@]}" >>"$REPORT"
-out "## 7. pglock status as the server's lock count grows"
+
+out "## 7. Server cost per holder (Unix socket)"
+out ""
+out "The heartbeat proves possession without reading \`pg_locks\` (the same backend answers;"
+out "in xact hold, the same open, unfailed transaction). With other sessions holding many"
+out "advisory locks: wall time per heartbeat, median (min–max) of repetitions, its ratio to"
+out "\`SELECT pg_backend_pid()\` within each repetition, and the server CPU its backend spent"
+out "(/proc/PID/schedstat). The last row is the heartbeat pglock sent before, by hand."
+out ""
+if [ -x "$B/bench_server" ]; then
+    say "server cost per holder"
+    "$B/bench_server" --conninfo "$PGLOCK_TEST_PRIMARY" --counts "$SERVER_COUNTS" \
+        --holders "$HOLDERS" $SERVER >>"$REPORT"
+else
+    out "pglock's library was not built into the benchmarks: not measured."
+fi
+
+out "## 8. pglock status as the server's lock count grows"
 out ""
 out "A throwaway server of its own holds N advisory locks; the statement's server time (from"
 out "the server log) and a whole \`pglock status\` process, beside \`SELECT count(*) FROM pg_locks\`"
@@ -243,7 +275,7 @@ out ""
 say "status at many locks"
 REPS=$STATUS_REPS "$ROOT/bench/status_scale.sh" "$BUILD" $STATUS_COUNTS >>"$REPORT"
 out ""
-out "## 8. What --record costs run --try"
+out "## 9. What --record costs run --try"
 out ""
 out "Round trips and protocol messages through the harness's counting proxy, and the median"
 out "wall time of whole \`pglock run --try K -- true\` processes, with and without \`--record\`."

@@ -500,15 +500,18 @@ PGLOCK_EXPORT int pglock_held(const pglock_client *client,
 
 /*
  * Heartbeat: a cheap query confirming that the connection is alive, on the
- * same backend, and that the backend still holds every lock the client
- * counts.  Non-blocking form for event loops: _send() starts it, then call
- * _poll() whenever the socket is readable (or at the deadline): it returns
- * PGLOCK_EAGAIN until the answer is in, then 0 (confirmed) or
- * PGLOCK_ECONNLOST.  pglock_heartbeat() does both, waiting at most
+ * same backend and, in xact hold, in the same holding transaction, still
+ * open, not failed, and not rolled back to a savepoint taken before one of
+ * its locks: that proves the locks are held (an advisory lock goes only
+ * with its session or transaction), without reading pg_locks, whose cost
+ * grows with every lock on the server.  Non-blocking form for event loops:
+ * _send() starts it, then call _poll() whenever the socket is readable (or
+ * at the deadline): it returns PGLOCK_EAGAIN until the answer is in, then
+ * 0 (confirmed) or PGLOCK_ECONNLOST.  pglock_heartbeat() does both, waiting at most
  * timeout_ms; PGLOCK_ETIMEDOUT if the answer is not in by then (the
  * heartbeat stays in flight: _poll() can still finish it, and other calls
  * return PGLOCK_ESTATE until it does).  A heartbeat that finds another
- * backend or a missing lock closes the connection (freeing whatever it
+ * backend or a lost transaction closes the connection (freeing whatever it
  * still held) and returns PGLOCK_ECONNLOST.
  */
 PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "conninfo_rules.h"
 
 /*
  * Only the options the user gave are passed; everything else is libpq's
@@ -89,15 +90,14 @@ int cli_connect_error(const pglock_error *err, const char *what)
  * PGLOCK_CONNECT_TIMEOUT_S; libpq's "0" (forever) is honoured too. */
 long cli_query_timeout_ms(PGconn *conn)
 {
-    long s = PGLOCK_CONNECT_TIMEOUT_S;
+    const char *value = NULL;
     PQconninfoOption *opts = PQconninfo(conn);
     for (PQconninfoOption *o = opts; o && o->keyword; o++)
-        if (strcmp(o->keyword, "connect_timeout") == 0 && o->val && *o->val)
-            s = atol(o->val);
+        if (strcmp(o->keyword, "connect_timeout") == 0)
+            value = o->val;
+    long ms = conninfo_timeout_ms(value);
     PQconninfoFree(opts);
-    if (s <= 0)
-        return PGLOCK_WAIT_FOREVER;
-    return (s < 2 ? 2 : s) * 1000L;
+    return ms < 0 ? PGLOCK_WAIT_FOREVER : ms;
 }
 
 PGresult *cli_query(PGconn *conn, const char *sql, int nparams,

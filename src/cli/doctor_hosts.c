@@ -14,39 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "conninfo_rules.h"
 #include "doctor_hosts.h"
 
 #define CONNINFO_MAX_OPTIONS 64
-
-/* The index-th element of a comma-separated list (libpq's host, hostaddr
- * and port); a list of one applies to every index.  Empty when absent. */
-static void list_item(const char *list, int index, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    if (!list)
-        return;
-    if (!strchr(list, ',')) {
-        snprintf(buf, len, "%s", list);
-        return;
-    }
-    for (int i = 0; i < index; i++) {
-        list = strchr(list, ',');
-        if (!list)
-            return;
-        list++;
-    }
-    snprintf(buf, len, "%.*s", (int)strcspn(list, ","), list);
-}
-
-static int list_length(const char *list)
-{
-    if (!list || !*list)
-        return 0;
-    int n = 1;
-    for (const char *p = list; (p = strchr(p, ',')) != NULL; p++)
-        n++;
-    return n;
-}
 
 static void first_line(char *buf, size_t len, const char *msg)
 {
@@ -116,17 +87,17 @@ int doctor_hosts(PGconn *conn, doctor_host *out, int max)
         else if (!strcmp(o->keyword, "port"))
             port = o->val;
     }
-    int n = list_length(host);
-    if (list_length(hostaddr) > n)
-        n = list_length(hostaddr);
+    int n = conninfo_list_length(host);
+    if (conninfo_list_length(hostaddr) > n)
+        n = conninfo_list_length(hostaddr);
     if (n > max)
         n = max;
     if (n > 1) {
         for (int i = 0; i < n; i++) {
             char addr[256];
-            list_item(host, i, out[i].host, sizeof out[i].host);
-            list_item(hostaddr, i, addr, sizeof addr);
-            list_item(port, i, out[i].port, sizeof out[i].port);
+            conninfo_list_item(host, i, out[i].host, sizeof out[i].host);
+            conninfo_list_item(hostaddr, i, addr, sizeof addr);
+            conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0, out[i].port, sizeof out[i].port);
             out[i].error[0] = '\0';
             if (!out[i].host[0])
                 snprintf(out[i].host, sizeof out[i].host, "%s", addr);

@@ -1,5 +1,6 @@
 /* The lease arithmetic of `pglock run` (DESIGN.md, Leases). */
 #include <stdio.h>
+#include "lease_rules.h"
 #include "run.h"
 
 void run_format_ms(long ms, char *buf, size_t len)
@@ -25,8 +26,8 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
         return -1;
     }
     out->server_ms = lease_ms;
-    out->client_ms = lease_ms / 3 * 2 + (lease_ms % 3) * 2 / 3;
-    out->heartbeat_ms = lease_ms / 6;
+    out->client_ms = lease_client_deadline_ms(lease_ms);
+    out->heartbeat_ms = lease_heartbeat_ms(lease_ms);
     out->margin_ms = lease_ms / 6;
     long room = lease_ms - out->client_ms - out->margin_ms;
     if (kill_after_ms < 0)

@@ -51,7 +51,9 @@ static void lose(run_state *st, const char *fmt, ...)
         send_ctl(st, st->job_stopped ? RUN_CTL_KILL : RUN_CTL_TERMINATE, 0, 0);
 }
 
-static void read_reports(run_state *st)
+/* Reads the watchdog's reports; returns 1 at end-of-file (the watchdog
+ * has closed its end: it is exiting). */
+static int read_reports(run_state *st)
 {
     run_msg m;
     ssize_t n;
@@ -82,6 +84,26 @@ static void read_reports(run_state *st)
             break;
         }
     }
+    return n == 0;
+}
+
+/* The watchdog has exited (reaped): read its last reports; if it died
+ * before the job was done, its orphans are ours now: kill them and reap
+ * them before going on. */
+static void watchdog_gone(run_state *st)
+{
+    st->watchdog = 0;
+    read_reports(st);
+    if (st->job_done)
+        return;
+    st->fatal = 1;
+    for (;;) {
+        run_signal_descendants(SIGKILL);
+        pid_t q = waitpid(-1, NULL, 0);
+        if (q < 0 && errno == ECHILD)
+            break;
+    }
+    st->job_done = 1;
 }
 
 /* Reaps children: the watchdog, and orphans when pglock is PID 1 or the
@@ -93,22 +115,8 @@ static void reap_children(run_state *st)
         pid_t p = waitpid(-1, &status, WNOHANG);
         if (p <= 0)
             return;
-        if (p == st->watchdog) {
-            st->watchdog = 0;
-            read_reports(st);
-            if (!st->job_done) {
-                /* The watchdog died (killed by someone): its orphans are
-                 * ours now.  Kill them and reap them before going on. */
-                st->fatal = 1;
-                for (;;) {
-                    run_signal_descendants(SIGKILL);
-                    pid_t q = waitpid(-1, NULL, 0);
-                    if (q < 0 && errno == ECHILD)
-                        break;
-                }
-                st->job_done = 1;
-            }
-        }
+        if (p == st->watchdog)
+            watchdog_gone(st);
     }
 }
 
@@ -275,8 +283,14 @@ void run_supervise(run_state *st, int64_t hold_until)
         }
         if (r <= 0)
             continue;
-        if (p[1].revents)
-            read_reports(st);
+        if (p[1].revents && read_reports(st) && st->watchdog) {
+            /* End of file: the watchdog closed its end, which it does
+             * only by exiting.  Reap it now rather than poll on until its
+             * SIGCHLD comes round through the signal pipe. */
+            while (waitpid(st->watchdog, NULL, 0) < 0 && errno == EINTR)
+                continue;
+            watchdog_gone(st);
+        }
         if (n == 3 && p[2].revents && !st->lost) {
             if (st->hb_inflight)
                 poll_heartbeat(st);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "conninfo_rules.h"
 
 /* The value of keyword in conn's effective options, or NULL. */
 static char *option_of(PGconn *conn, const char *keyword)
@@ -29,24 +30,13 @@ static char *option_of(PGconn *conn, const char *keyword)
     return v;
 }
 
-/* libpq's rule: connect_timeout in whole seconds, at least 2, and 0 or
- * less meaning none (-1 here).  Unset, ours: PGLOCK_CONNECT_TIMEOUT_S. */
+/* The time each host address gets (-1: forever), by libpq's rule. */
 static long host_timeout_ms(PGconn *conn)
 {
     char *v = option_of(conn, "connect_timeout");
-    long s = PGLOCK_CONNECT_TIMEOUT_S;
-    if (v && *v) {
-        char *end;
-        s = strtol(v, &end, 10);
-        if (*end)
-            s = PGLOCK_CONNECT_TIMEOUT_S; /* libpq refuses it first */
-        else if (s <= 0)
-            s = -1;
-        else if (s < 2)
-            s = 2;
-    }
+    long ms = conninfo_timeout_ms(v);
     free(v);
-    return s < 0 ? -1 : s * 1000;
+    return ms;
 }
 
 /* Which address libpq is trying: it moves on by itself after a refusal,
@@ -57,35 +47,11 @@ static void attempt_of(PGconn *conn, char *buf, size_t len)
     snprintf(buf, len, "%s|%s|%s", h ? h : "", a ? a : "", p ? p : "");
 }
 
-/* Item i of a comma-separated libpq list ("" when absent). */
-static void list_item(const char *list, int i, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    for (const char *p = list ? list : ""; i >= 0; i--) {
-        size_t n = strcspn(p, ",");
-        if (i == 0)
-            snprintf(buf, len, "%.*s", (int)n, p);
-        if (!p[n])
-            return;
-        p += n + 1;
-    }
-}
-
-static int list_length(const char *list)
-{
-    if (!list || !*list)
-        return 0;
-    int n = 1;
-    for (; *list; list++)
-        n += *list == ',';
-    return n;
-}
-
 /* The items of list from index from on, comma-joined (a single item,
  * which libpq applies to every host, stays as it is). */
 static char *list_tail(const char *list, int from)
 {
-    if (list_length(list) <= 1)
+    if (conninfo_list_length(list) <= 1)
         return strdup(list ? list : "");
     const char *p = list;
     for (int i = 0; i < from && (p = strchr(p, ',')) != NULL; i++)
@@ -114,15 +80,15 @@ static PGconn *start_after_current(PGconn *conn)
         else if (!strcmp(o->keyword, "port"))
             port = o->val;
     }
-    int hosts = list_length(host) > list_length(addr) ? list_length(host)
-                                                       : list_length(addr);
+    int hosts = conninfo_list_length(host) > conninfo_list_length(addr) ? conninfo_list_length(host)
+                                                       : conninfo_list_length(addr);
     const char *cur_h = PQhost(conn), *cur_p = PQport(conn);
     int at = -1;
     for (int i = 0; i < hosts && at < 0; i++) {
         char h[256], a[256], p[32];
-        list_item(host, i, h, sizeof h);
-        list_item(addr, i, a, sizeof a);
-        list_item(port, list_length(port) > 1 ? i : 0, p, sizeof p);
+        conninfo_list_item(host, i, h, sizeof h);
+        conninfo_list_item(addr, i, a, sizeof a);
+        conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0, p, sizeof p);
         if ((!strcmp(h, cur_h ? cur_h : "") || !strcmp(a, cur_h ? cur_h : "")) &&
             (!*p || !strcmp(p, cur_p ? cur_p : "")))
             at = i;

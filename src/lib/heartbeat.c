@@ -1,55 +1,37 @@
 /*
- * Heartbeat: one cheap query confirming that the lock connection is alive,
- * still on the backend it opened, and that the backend still holds every
- * lock the client counts (pg_locks).  Non-blocking, for event loops.
+ * Heartbeat: one cheap query confirming that the lock connection is alive
+ * and that the locks the client counts are still held, without reading
+ * pg_locks (which copies the whole server's lock table under every
+ * lock-manager partition lock, so its cost grows with every lock on the
+ * server).  Non-blocking, for event loops.
+ *
+ * An advisory session lock is released only by its own session
+ * (pg_advisory_unlock*, which only this library sends on its connection)
+ * or by the session's end; a transaction lock only by the end of its
+ * transaction, or of the subtransaction it was taken in.  So:
+ *
+ *  - session hold: the same backend answers (pg_backend_pid());
+ *  - xact hold: the same backend answers, the holding transaction is still
+ *    open and not failed (PQtransactionStatus() after the answer: an error
+ *    frees a transaction's locks at once, before any ROLLBACK), and no
+ *    ROLLBACK TO SAVEPOINT undid a lock: every lock statement sets the
+ *    transaction-local setting PGLOCK__LOCKS_SETTING to how many lock
+ *    statements the transaction has run, and a rollback to a savepoint
+ *    puts back the value it had there.
+ *
+ * The query takes no transaction id and, in the simple protocol, keeps no
+ * snapshot after it answers.
  */
-#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
-/* The arrays are parameters ($1..$4), except in xact hold: there the
- * query must use the simple protocol, because an extended-protocol query
- * leaves its unnamed portal, and with it a snapshot (backend_xmin), open
- * until the next query, which would hold back VACUUM.  Their elements are
- * numbers and two fixed words, so they are safe as literals. */
-static const char beat_fmt[] =
-    "SELECT pg_backend_pid(), (SELECT count(*) FROM"
-    " unnest(%s%s%s::oid[], %s%s%s::oid[], %s%s%s::int2[], %s%s%s::text[])"
-    " AS k(c, o, s, m)"
-    " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
-    "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
-    "  AND l.granted AND l.classid = k.c AND l.objid = k.o"
-    "  AND l.objsubid = k.s AND l.mode = k.m))";
-
-/* "{a,b,c}" of one column of the holds; caller frees. */
-static char *array_of(const pglock_client *c, int column)
-{
-    size_t cap = 3 + c->nholds * 16;
-    char *buf = malloc(cap), *p = buf;
-    if (!buf)
-        return NULL;
-    *p++ = '{';
-    for (size_t i = 0; i < c->nholds; i++) {
-        const pglock__hold *h = &c->holds[i];
-        if (i)
-            *p++ = ',';
-        if (column == 0)
-            p += sprintf(p, "%" PRIu32, h->classid);
-        else if (column == 1)
-            p += sprintf(p, "%" PRIu32, h->objid);
-        else if (column == 2)
-            p += sprintf(p, "%d", h->objsubid);
-        else
-            p += sprintf(p, "%s", h->mode == PGLOCK_SHARED ? "ShareLock"
-                                                           : "ExclusiveLock");
-    }
-    *p++ = '}';
-    *p = '\0';
-    return buf;
-}
+static const char beat_sql[] = "SELECT pg_backend_pid()";
+static const char beat_xact_sql[] =
+    "SELECT pg_backend_pid(), current_setting('" PGLOCK__LOCKS_SETTING
+    "', true)";
 
 int pglock_heartbeat_send(pglock_client *c)
 {
@@ -58,38 +40,8 @@ int pglock_heartbeat_send(pglock_client *c)
     int ready = pglock__client_ready(c);
     if (ready)
         return ready;
-    char *arr[4] = {NULL, NULL, NULL, NULL};
-    int ok = 1;
-    for (int i = 0; i < 4; i++)
-        ok = ok && (arr[i] = array_of(c, i)) != NULL;
-    if (!ok) {
-        for (int i = 0; i < 4; i++)
-            free(arr[i]);
-        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-    }
-    int simple = c->hold == PGLOCK_HOLD_XACT;
-    size_t len = sizeof beat_fmt + 16;
-    for (int i = 0; i < 4; i++)
-        len += strlen(arr[i]);
-    char *sql = malloc(len);
-    if (!sql) {
-        for (int i = 0; i < 4; i++)
-            free(arr[i]);
-        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-    }
-    const char *q = simple ? "'" : "";
-    snprintf(sql, len, beat_fmt, q, simple ? arr[0] : "$1", q,
-             q, simple ? arr[1] : "$2", q, q, simple ? arr[2] : "$3", q,
-             q, simple ? arr[3] : "$4", q);
     int64_t now = pglock_now_ms();
-    const char *const params[4] = {arr[0], arr[1], arr[2], arr[3]};
-    int sent = simple ? PQsendQuery(c->conn, sql)
-                      : PQsendQueryParams(c->conn, sql, 4, NULL, params, NULL,
-                                          NULL, 0);
-    free(sql);
-    for (int i = 0; i < 4; i++)
-        free(arr[i]);
-    if (!sent) {
+    if (!PQsendQuery(c->conn, c->in_xact ? beat_xact_sql : beat_sql)) {
         pglock__fail_result(c, NULL, "could not send the heartbeat");
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
@@ -107,6 +59,49 @@ static int lost(pglock_client *c)
     return PGLOCK_ECONNLOST;
 }
 
+/* Checks one answer row's backend: 0 when it is the holding one (or
+ * none need be), else PGLOCK_ECONNLOST with the message set.  *taken gets
+ * the xact hold's count of lock statements (-1: none). */
+static int check_answer(pglock_client *c, const PGresult *r, long *taken)
+{
+    int pid = atoi(PQgetvalue(r, 0, 0));
+    *taken = PQnfields(r) == 2 && !PQgetisnull(r, 0, 1) &&
+                     *PQgetvalue(r, 0, 1)
+                 ? strtol(PQgetvalue(r, 0, 1), NULL, 10)
+                 : -1;
+    /* In xact hold with no transaction open, nothing is held and a
+     * pooler lends whichever backend it has. */
+    int pinned = c->hold == PGLOCK_HOLD_SESSION || c->in_xact;
+    if (pinned && pid != c->backend_pid)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the lock connection reached backend %d instead "
+                            "of %d: the session (and its locks) is gone",
+                            pid, c->backend_pid);
+    return 0;
+}
+
+/* Xact hold, once the answer is complete: still inside the holding
+ * transaction, which has not failed (an error frees a transaction's locks
+ * at once, before any ROLLBACK) nor ended, and which still counts every
+ * lock statement we sent (a ROLLBACK TO SAVEPOINT frees the locks taken
+ * after the savepoint and puts the count back). */
+static int check_xact(pglock_client *c, long taken)
+{
+    PGTransactionStatusType ts = PQtransactionStatus(c->conn);
+    if (ts != PQTRANS_INTRANS)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the holding transaction %s, which freed its "
+                            "locks", ts == PQTRANS_INERROR ? "failed"
+                                                           : "ended");
+    if (taken != c->xact_locks)
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the holding transaction no longer has every "
+                            "lock it took: it counts %ld of our %ld lock "
+                            "statements (a rollback to a savepoint undid "
+                            "the others)", taken, c->xact_locks);
+    return 0;
+}
+
 int pglock_heartbeat_poll(pglock_client *c)
 {
     if (!c)
@@ -121,7 +116,8 @@ int pglock_heartbeat_poll(pglock_client *c)
         PQclear(r);
         return lost(c);
     }
-    int confirmed = -1;  /* -1: no answer yet */
+    int confirmed = 0;
+    long taken = -1;
     PGresult *bad = NULL;
     while (!PQisBusy(c->conn)) {
         PGresult *r = PQgetResult(c->conn);
@@ -134,37 +130,23 @@ int pglock_heartbeat_poll(pglock_client *c)
             bad = r;
             continue;
         }
-        int pid = atoi(PQgetvalue(r, 0, 0));
-        long missing = atol(PQgetvalue(r, 0, 1));
+        int rc = check_answer(c, r, &taken);
         PQclear(r);
-        /* In xact hold with no transaction open, nothing is held and a
-         * pooler lends whichever backend it has. */
-        int pinned = c->hold == PGLOCK_HOLD_SESSION || c->in_xact;
-        if (pinned && pid != c->backend_pid) {
+        if (rc) {
             PQclear(bad);
             c->heartbeat_busy = 0;
-            pglock__fail(c, PGLOCK_ECONNLOST,
-                         "the lock connection reached backend %d instead of "
-                         "%d: the session (and its locks) is gone",
-                         pid, c->backend_pid);
             return lost(c);
         }
-        confirmed = missing == 0 ? 1 : 0;
-        if (!confirmed) {
-            PQclear(bad);
-            c->heartbeat_busy = 0;
-            pglock__fail(c, PGLOCK_ECONNLOST,
-                         "the server session no longer holds %ld of the "
-                         "locks this client counts", missing);
-            return lost(c);
-        }
-        /* keep reading until the end of the answer */
-        c->message[0] = '\0';
-        c->confirmed_at = c->heartbeat_sent_at;
+        confirmed = 1;  /* keep reading until the end of the answer */
     }
     if (bad) {
         c->heartbeat_busy = 0;
-        pglock__fail_result(c, bad, "heartbeat failed");
+        if (c->in_xact && PQtransactionStatus(c->conn) == PQTRANS_INERROR)
+            pglock__fail(c, PGLOCK_ECONNLOST,
+                         "the holding transaction failed, which freed its "
+                         "locks: %s", PQresultErrorMessage(bad));
+        else
+            pglock__fail_result(c, bad, "heartbeat failed");
         PQclear(bad);
         return lost(c);
     }
@@ -174,9 +156,13 @@ int pglock_heartbeat_poll(pglock_client *c)
     }
     if (c->heartbeat_busy)
         return PGLOCK_EAGAIN;
-    if (confirmed != 1)
+    if (!confirmed)
         return pglock__fail(c, PGLOCK_ESERVER, "heartbeat got no answer");
+    if (c->in_xact && check_xact(c, taken) != 0)
+        return lost(c);
+    c->message[0] = '\0';
     c->sqlstate[0] = '\0';
+    c->confirmed_at = c->heartbeat_sent_at;
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
+#include "lease_rules.h"
 
 struct pglock_hold {
     pglock_client *c;       /* the hold's while it runs */
@@ -240,8 +241,8 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
         pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
     long lease = c->opts.lease_ms > 0 ? c->opts.lease_ms : c->opts.dead_peer_ms;
     h->lease_ms = lease;
-    h->heartbeat_ms = lease / 6 > 0 ? lease / 6 : 1;
-    h->deadline_ms = lease / 3 * 2 + (lease % 3) * 2 / 3;
+    h->heartbeat_ms = lease_heartbeat_ms(lease);
+    h->deadline_ms = lease_client_deadline_ms(lease);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||

@@ -19,6 +19,9 @@
 /* Bound on close's pg_advisory_unlock_all() and on follow-up queries
  * (pg_locks checks) when the caller gave no other bound. */
 #define PGLOCK__CLOSE_TIMEOUT_MS 5000L
+/* Xact hold: the transaction-local setting in which each lock statement
+ * counts itself (heartbeat.c says why). */
+#define PGLOCK__LOCKS_SETTING "pglock.lock_statements"
 
 /* One held session lock: its pg_locks coordinates, mode and count.  A
  * legacy key (hashtext) is matched by its name too, so that it can be
@@ -38,6 +41,9 @@ struct pglock_client {
     PGconn *conn;          /* NULL once closed or lost */
     pglock_hold_mode hold; /* in effect: SESSION or XACT */
     int in_xact;           /* xact hold: the holding transaction is open */
+    /* Xact hold: the lock statements the holding transaction has kept (its
+     * PGLOCK__LOCKS_SETTING, which the heartbeat reads back). */
+    long xact_locks;
     /* The connection parameters (our defaults, then the caller's), owned,
      * NULL-terminated: for the fencing token's second connection. */
     char **conn_keywords, **conn_values;

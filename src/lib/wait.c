@@ -168,15 +168,22 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
 
     *nres = 0;
     *cancelled = 0;
-    for (;;) {
-        if (!PQconsumeInput(conn)) {
+    /* The query was just sent: its answer cannot be in before a poll()
+     * says so, unless libpq holds it already.  Reading the socket first
+     * would cost a recvfrom() that finds nothing, one per query (the
+     * common case). */
+    for (int fresh = 1;; fresh = 0) {
+        if (fresh) {
+            if (drain(conn, res, nres))
+                break;
+        } else if (!PQconsumeInput(conn)) {
             drain(conn, res, nres); /* keeps the server's last words */
             if (job)
                 job_release(job);
             return PGLOCK__WAIT_CONNLOST;
-        }
-        if (drain(conn, res, nres))
+        } else if (drain(conn, res, nres)) {
             break;
+        }
 
         int64_t now = pglock_now_ms();
         if (!job) {

@@ -12,7 +12,8 @@
  * short statements, so it never gets a transaction id and holds no
  * snapshot between them: it does not hold back VACUUM.  Each statement
  * also returns pg_backend_pid(), checked against the one recorded when the
- * transaction began.
+ * transaction began, and counts itself in a transaction-local setting
+ * that the heartbeat reads back (heartbeat.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,9 +22,11 @@
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 
 /* The statements before the lock: the backend's pid, a legacy key's value
- * (the heartbeat finds locks in pg_locks by their value, so it is learnt
- * in the same round trip and under the same savepoint and wait as the
- * lock) and, when the transaction begins, its settings. */
+ * (the hold is counted by its value, so it is learnt in the same round
+ * trip and under the same savepoint and wait as the lock), the count of
+ * lock statements that the heartbeat reads back (undone with the lock
+ * when the savepoint is rolled back) and, when the transaction begins,
+ * its settings. */
 static int prelude_sql(char *buf, size_t len, pglock_client *c,
                        const pglock_key *key, int begin)
 {
@@ -35,11 +38,13 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
         rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
     if (rc != 0)
         return rc;
+    long count = (begin ? 0 : c->xact_locks) + 1;
     int n = snprintf(buf, len,
                      "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN
-                     "%s%s%s%s%s",
+                     "%s%s%s, set_config('" PGLOCK__LOCKS_SETTING
+                     "', '%ld', true)%s%s",
                      *value ? ", " : "", value,
-                     *value ? " AS " PGLOCK__VALUE_COLUMN : "",
+                     *value ? " AS " PGLOCK__VALUE_COLUMN : "", count,
                      *settings ? ", " : "", settings);
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
@@ -65,6 +70,10 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
     pglock_error_init(&err, PGLOCK_ERROR_VERSION);
     rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin, &req,
                                &err);
+    /* A busy try inside the transaction still released its savepoint, and
+     * with it the count its statement set. */
+    if (rc == 0 || (rc == PGLOCK_EBUSY && !begin))
+        c->xact_locks = (begin ? 0 : c->xact_locks) + 1;
     if (rc == PGLOCK_EBUSY) {
         char k[128];
         pglock__key_describe(key, k, sizeof k);

@@ -1,6 +1,9 @@
 /*
- * Heartbeat and round trips: a heartbeat confirms the same backend still
- * holds the client's locks, and notices when it does not; acquire and
+ * Heartbeat and round trips: a heartbeat confirms the client's locks
+ * without reading pg_locks (same backend; in xact hold the same open,
+ * unfailed transaction that still counts every lock statement), and
+ * notices every way they go: terminate, restart, an error in the holding
+ * transaction, ROLLBACK TO SAVEPOINT, a pooler restart; acquire and
  * release cost one round trip each, counted at the harness's proxy.
  */
 #include <poll.h>
@@ -61,31 +64,167 @@ static void heartbeat_notices_a_terminated_backend(void **state)
     pglock_client_close(c);
 }
 
-static void heartbeat_notices_a_lost_lock(void **state)
+static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+{
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.hold = hold;
+    return pt_open_client(conninfo, &o);
+}
+
+/* The heartbeat never reads pg_locks, whose cost grows with every lock on
+ * the server: with pg_locks locked by another session (a reader of the
+ * view would wait), it still answers, in both hold modes. */
+static void heartbeat_reads_no_pg_locks(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
+    pglock_client *s = open_hold(primary, PGLOCK_HOLD_SESSION);
+    pglock_client *x = open_hold(primary, PGLOCK_HOLD_XACT);
+    PGconn *blocker = pt_connect(primary), *reader = pt_connect(primary);
+    pglock_key k1, k2;
+    pglock_key_int64(&k1, pt_unique_key());
+    pglock_key_int64(&k2, pt_unique_key());
+    assert_int_equal(pglock_lock(s, &k1, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(pglock_lock(x, &k2, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pt_exec_ok(blocker, "BEGIN");
+    pt_exec_ok(blocker, "LOCK TABLE pg_catalog.pg_locks IN ACCESS EXCLUSIVE "
+                        "MODE");
+    /* a reader of pg_locks does wait now */
+    pt_exec_ok(reader, "SET lock_timeout = 200");
+    PGresult *r = PQexec(reader, "SELECT count(*) FROM pg_locks");
+    assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "55P03");
+    PQclear(r);
+    assert_int_equal(pglock_heartbeat(s, 3000), 0);
+    assert_int_equal(pglock_heartbeat(x, 3000), 0);
+    pt_exec_ok(blocker, "COMMIT");
+    PQfinish(reader);
+    PQfinish(blocker);
+    pglock_client_close(x);
+    pglock_client_close(s);
+}
+
+/* A server restart ends the session: the heartbeat reports the loss. */
+static void heartbeat_notices_a_restart(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pt_env_or_skip("PGLOCK_TEST_HARNESS");
+    pglock_client *s = open_hold(primary, PGLOCK_HOLD_SESSION);
+    pglock_client *x = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_key k1, k2;
+    pglock_key_int64(&k1, pt_unique_key());
+    pglock_key_int64(&k2, pt_unique_key());
+    assert_int_equal(pglock_lock(s, &k1, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(pglock_lock(x, &k2, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pt_harness("restart-primary");
+    assert_int_equal(pglock_heartbeat(s, 5000), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_heartbeat(x, 5000), PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_held(s, &k1, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_held(x, &k2, PGLOCK_EXCLUSIVE), 0);
+    pglock_client_close(x);
+    pglock_client_close(s);
+}
+
+/* Xact hold: an error in the holding transaction frees its locks at once,
+ * before any ROLLBACK; the heartbeat sees the failed transaction. */
+static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
-    pglock_key k, other;
+    pglock_key k;
     pglock_key_int64(&k, id);
-    pglock_key_pair(&other, 7, 7);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    assert_int_equal(pglock_lock(c, &other, PGLOCK_SHARED, PGLOCK_TRY), 0);
-    assert_int_equal(pglock_heartbeat(c, 5000), 0);
-    /* Behind the client's back (what a stray query on its connection, or
-     * a pooler swapping sessions, would do): the lock goes. */
-    char sql[96];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_unlock(%lld)",
-             (long long)id);
-    PQclear(PQexec(pglock_client_conn(c), sql));
+    assert_false(pt_key_free(obs, id));
+    /* a stray statement on the client's connection fails */
+    PQclear(PQexec(pglock_client_conn(c), "SELECT 1/0"));
+    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
+                     PQTRANS_INERROR);
+    assert_true(pt_key_free(obs, id));  /* free already, no ROLLBACK yet */
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
-    assert_non_null(strstr(pglock_client_error(c), "no longer holds"));
-    /* everything the client had is released with the connection */
-    assert_true(pt_wait_backend_gone(obs, pglock_client_backend_pid(c), 10000));
-    assert_true(pt_query_intf(obs, "SELECT pg_try_advisory_lock(7, 7)"));
-    pt_execf(obs, "SELECT pg_advisory_unlock_all()");
+    assert_non_null(strstr(pglock_client_error(c), "failed"));
+    PQfinish(obs);
+    pglock_client_close(c);
+}
+
+/* Xact hold: ROLLBACK TO a savepoint frees the locks taken after it (even
+ * by statements whose own savepoint was released) and keeps the earlier
+ * ones; the heartbeat sees it.  A rollback that undoes no lock, and a busy
+ * try, are no loss. */
+static void heartbeat_notices_a_rollback_to_savepoint(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
+    PGconn *obs = pt_connect(primary), *other = pt_connect(primary);
+    PGconn *conn = pglock_client_conn(c);
+    int64_t id1 = pt_unique_key(), id2 = pt_unique_key();
+    int64_t busy_id = pt_unique_key();
+    pglock_key k1, k2, busy;
+    pglock_key_int64(&k1, id1);
+    pglock_key_int64(&k2, id2);
+    pglock_key_int64(&busy, busy_id);
+    assert_int_equal(pglock_lock(c, &k1, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pt_execf(other, "SELECT pg_advisory_lock(%lld)", (long long)busy_id);
+    assert_int_equal(pglock_lock(c, &busy, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
+                     PGLOCK_EBUSY);
+    pt_exec_ok(conn, "SAVEPOINT later");
+    pt_exec_ok(conn, "ROLLBACK TO SAVEPOINT later");
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+
+    pt_exec_ok(conn, "SAVEPOINT before_k2");
+    assert_int_equal(pglock_lock(c, &k2, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_false(pt_key_free(obs, id2));
+    pt_exec_ok(conn, "ROLLBACK TO SAVEPOINT before_k2");
+    assert_true(pt_key_free(obs, id2));   /* gone, transaction still open */
+    assert_false(pt_key_free(obs, id1));  /* taken before: kept */
+    assert_int_equal(PQtransactionStatus(conn), PQTRANS_INTRANS);
+    int pid = pglock_client_backend_pid(c);
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_non_null(strstr(pglock_client_error(c), "savepoint"));
+    /* the connection was closed, and the rest freed with it */
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
+    assert_true(pt_key_free(obs, id1));
+    PQfinish(other);
+    PQfinish(obs);
+    pglock_client_close(c);
+}
+
+/* Xact hold through PgBouncer (transaction mode): the pool's RECONNECT
+ * cannot take the holding transaction's backend away (PgBouncer closes a
+ * server connection only once it is released, at the transaction's end),
+ * so the heartbeat confirms and the lock stays; a pooler restart closes
+ * the client's connection and the server connection with it: the
+ * heartbeat reports the loss and the lock is free. */
+static void heartbeat_through_a_pooler_reconnect_and_restart(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    const char *admin = pt_env_or_skip("PGLOCK_TEST_POOLER_ADMIN");
+    pt_env_or_skip("PGLOCK_TEST_HARNESS");
+    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT);
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    int pid = pglock_client_backend_pid(c);
+    PGconn *a = pt_connect(admin);
+    PQclear(PQexec(a, "RECONNECT"));
+    PQfinish(a);
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_int_equal(pglock_client_backend_pid(c), pid);
+    assert_false(pt_key_free(obs, id));
+
+    pt_harness("restart-pooler");
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
+    assert_true(pt_key_free(obs, id));
     PQfinish(obs);
     pglock_client_close(c);
 }
@@ -145,7 +284,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heartbeat_confirms_and_moves_confirmed_at),
         cmocka_unit_test(heartbeat_notices_a_terminated_backend),
-        cmocka_unit_test(heartbeat_notices_a_lost_lock),
+        cmocka_unit_test(heartbeat_reads_no_pg_locks),
+        cmocka_unit_test(heartbeat_notices_a_restart),
+        cmocka_unit_test(heartbeat_notices_an_error_in_the_holding_transaction),
+        cmocka_unit_test(heartbeat_notices_a_rollback_to_savepoint),
+        cmocka_unit_test(heartbeat_through_a_pooler_reconnect_and_restart),
         cmocka_unit_test(acquire_and_release_are_one_round_trip_each),
         cmocka_unit_test(a_lease_ends_a_silent_session_on_the_server),
     };

@@ -38,14 +38,30 @@ static pglock_client *xact_holder(const char *conninfo, long lease_ms,
     return c;
 }
 
-/* Advisory locks on key k held by any backend of the server. */
+/* Advisory locks on key k held by any backend of the server.  The key is
+ * cast to int8: a literal below 2^31 is an int4, and an int4 shifted by 32
+ * (the C shift of int4shr, which x86 takes modulo 32) is the key itself,
+ * not 0, so such a key's classid would never match. */
 static long holders_of(PGconn *obs, int64_t k)
 {
     return pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE locktype ="
-                         " 'advisory' AND classid = ((%lld >> 32) &"
+                         " 'advisory' AND classid = (((%lld)::int8 >> 32) &"
                          " 4294967295)::oid"
-                         " AND objid = (%lld & 4294967295)::oid"
+                         " AND objid = ((%lld)::int8 & 4294967295)::oid"
                          " AND objsubid = 1", (long long)k, (long long)k);
+}
+
+/* pt_unique_key()s on both sides of 2^31, so that every run checks keys
+ * that fit an int4 and keys with a high half (pt_unique_key() alone gives
+ * the first only when this process's pid is below 2048). */
+static int64_t small_unique_key(void)
+{
+    return pt_unique_key() & 0x7fffffff;
+}
+
+static int64_t big_unique_key(void)
+{
+    return pt_unique_key() | ((int64_t)1 << 40);
 }
 
 static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
@@ -124,26 +140,64 @@ static void *busy_main(void *arg)
     return NULL;
 }
 
+/* The busy pool test's thread, client and observer, in its cmocka state:
+ * a failed assertion leaves the test at once, and its teardown must still
+ * stop the thread (which would go on writing into the test's dead stack
+ * frame) and close the client (whose open transaction the next tests
+ * would find). */
+typedef struct pool_test {
+    busy b;
+    pthread_t thread;
+    int running;
+    pglock_client *c;
+    PGconn *obs;
+} pool_test;
+
+static void stop_busy(pool_test *p)
+{
+    if (p->running) {
+        p->b.stop = 1;
+        pthread_join(p->thread, NULL);
+        p->running = 0;
+    }
+}
+
+static int pool_test_teardown(void **state)
+{
+    pool_test *p = *state;
+    if (p) {
+        stop_busy(p);
+        pglock_client_close(p->c);
+        PQfinish(p->obs);
+        free(p);
+    }
+    *state = NULL;
+    return 0;
+}
+
 static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     void **state)
 {
-    (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
-    PGconn *obs = pt_connect(primary);
-    busy b = {.pooler = pooler};
-    pthread_t t;
-    pthread_create(&t, NULL, busy_main, &b);
+    pool_test *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    *state = p;
+    PGconn *obs = p->obs = pt_connect(primary);
+    busy *b = &p->b;
+    b->pooler = pooler;
+    assert_int_equal(pthread_create(&p->thread, NULL, busy_main, b), 0);
+    p->running = 1;
     int64_t until = pt_now_ms() + 10000;
-    while (b.queries < 4 && pt_now_ms() < until)
+    while (b->queries < 4 && pt_now_ms() < until)
         usleep(2000);
-    assert_true(b.queries >= 4);
+    assert_true(b->queries >= 4);
 
-    int64_t k1 = pt_unique_key(), k2 = pt_unique_key();
+    int64_t k1 = small_unique_key(), k2 = big_unique_key();
     pglock_key a, bk;
     pglock_key_int64(&a, k1);
     pglock_key_int64(&bk, k2);
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 4000);
+    pglock_client *c = p->c = open_hold(pooler, PGLOCK_HOLD_XACT, 4000);
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 5000), 0);
     int pid = pglock_client_backend_pid(c);
     assert_true(pid > 0);
@@ -182,25 +236,26 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     /* close frees them at once, on every server backend */
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
     assert_int_equal(pglock_lock(c, &bk, PGLOCK_SHARED, 1000), 0);
+    assert_int_equal(holders_of(obs, k1), 1);
+    assert_int_equal(holders_of(obs, k2), 1);
     pglock_client_close(c);
+    p->c = NULL;
     assert_int_equal(holders_of(obs, k1), 0);
     assert_int_equal(holders_of(obs, k2), 0);
 
-    b.stop = 1;
-    pthread_join(t, NULL);
-    assert_true(b.queries > 0);
-    if (b.leaks)
+    stop_busy(p);
+    assert_true(b->queries > 0);
+    if (b->leaks)
         fail_msg("another client of the pool saw pglock's settings: %s",
-                 b.leaked);
+                 b->leaked);
     /* and afterwards, on whichever server connection the pool lends */
     char leaked[256] = "";
     for (int i = 0; i < 12; i++) {
-        PGconn *p = pt_connect(pooler);
-        if (seen_leak(p, leaked, sizeof leaked))
+        PGconn *lent = pt_connect(pooler);
+        if (seen_leak(lent, leaked, sizeof leaked))
             fail_msg("a setting leaked to the pool: %s", leaked);
-        PQfinish(p);
+        PQfinish(lent);
     }
-    PQfinish(obs);
 }
 
 /* VACUUM (VERBOSE)'s "tuples: N removed, M remain, K are dead but not yet
@@ -366,8 +421,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(auto_hold_is_session_direct_and_xact_behind_a_pooler),
-        cmocka_unit_test(
-            xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing),
+        cmocka_unit_test_teardown(
+            xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing,
+            pool_test_teardown),
         cmocka_unit_test(xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans),
         cmocka_unit_test(a_failed_first_acquire_leaves_no_transaction),
         cmocka_unit_test(the_servers_idle_in_transaction_timeout_is_the_lease),

@@ -1,0 +1,295 @@
+/*
+ * bench_server — the server's cost per holder.  With 0, 10,000 and
+ * 100,000 advisory locks held by another session: the latency and the
+ * server CPU (the backend's own, from /proc/PID/schedstat) of pglock's
+ * heartbeat, in session and in xact hold, against `SELECT pg_backend_pid()`
+ * (the floor: one round trip that proves the same backend answers) and
+ * against the heartbeat pglock sent before (the same backend's locks
+ * looked up in pg_locks, sent by hand).  Then N library clients holding a
+ * lock each and heartbeating at the default lease's interval (T_h 5 s),
+ * for a while: the server CPU they take.
+ *
+ *   bench_server --conninfo CONNINFO [--counts 0,10000,100000] [--iters N]
+ *                [--reps N] [--holders N] [--hold-ms MS]
+ */
+#include "bench.h"
+
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pglock.h"
+
+#define MAX_REPS 32
+#define HEARTBEAT_MS 5000   /* the default lease (30 s) / 6, as pglock run */
+#define BEFORE_SQL                                                          \
+    "SELECT pg_backend_pid(), (SELECT count(*) FROM"                        \
+    " unnest('{0}'::oid[], '{777000}'::oid[], '{1}'::int2[],"               \
+    " '{ExclusiveLock}'::text[]) AS k(c, o, s, m)"                          \
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"                           \
+    "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"          \
+    "  AND l.granted AND l.classid = k.c AND l.objid = k.o"                 \
+    "  AND l.objsubid = k.s AND l.mode = k.m))"
+
+/* CPU time a process has run, in ns (/proc/PID/schedstat), or -1. */
+static int64_t cpu_ns(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
+    FILE *f = fopen(path, "r");
+    long long ns = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &ns) != 1)
+            ns = -1;
+        fclose(f);
+    }
+    return ns;
+}
+
+typedef struct sample {
+    double wall_us, cpu_us;   /* per operation; cpu_us < 0: unknown */
+} sample;
+
+/* One way to confirm possession, timed iters times on its backend. */
+typedef struct prover {
+    const char *name;
+    PGconn *raw;          /* a raw query on it, or */
+    const char *sql;
+    pglock_client *client; /* a pglock heartbeat */
+} prover;
+
+static int prover_pid(const prover *p)
+{
+    return p->client ? pglock_client_backend_pid(p->client)
+                     : PQbackendPID(p->raw);
+}
+
+static sample run_prover(const prover *p, int iters)
+{
+    int pid = prover_pid(p);
+    int64_t c0 = cpu_ns(pid), t0 = bench_now_ns();
+    for (int i = 0; i < iters; i++) {
+        if (p->client) {
+            int rc = pglock_heartbeat(p->client, 60000);
+            if (rc != 0)
+                bench_die("heartbeat: %s: %s", pglock_err_name(rc),
+                          pglock_client_error(p->client));
+        } else {
+            bench_exec(p->raw, p->sql, NULL, PGRES_TUPLES_OK);
+        }
+    }
+    int64_t t1 = bench_now_ns(), c1 = cpu_ns(pid);
+    sample s = {(double)(t1 - t0) / iters / 1000.0,
+                c0 < 0 || c1 < 0 ? -1 : (double)(c1 - c0) / iters / 1000.0};
+    return s;
+}
+
+static pglock_client *holder(const char *conninfo, pglock_hold_mode hold,
+                             int64_t key)
+{
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.hold = hold;
+    o.application_name = "pglock-bench";
+    pglock_client *c = NULL;
+    int rc = pglock_client_open(&c, conninfo, &o);
+    if (rc != 0)
+        bench_die("pglock_client_open: %s",
+                  c ? pglock_client_error(c) : pglock_strerror(rc));
+    pglock_key k;
+    pglock_key_int64(&k, key);
+    rc = pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY);
+    if (rc != 0)
+        bench_die("lock: %s", pglock_client_error(c));
+    return c;
+}
+
+/* The filler session takes advisory locks (777, i) up to count. */
+static void fill_to(PGconn *filler, long *held, long count)
+{
+    if (count <= *held)
+        return;
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(pg_advisory_lock(777, g::int))"
+             " FROM generate_series(%ld, %ld) g", *held + 1, count);
+    bench_exec(filler, sql, NULL, PGRES_TUPLES_OK);
+    *held = count;
+}
+
+static void print_cell(const char *fmt, double *v, size_t n)
+{
+    char buf[96];
+    printf(" %s |", n ? bench_spread(buf, sizeof buf, fmt, v, n) : "n/a");
+}
+
+/* The latency and CPU table for one lock count. */
+static void measure_count(prover *pv, int np, long count, int iters, int reps)
+{
+    double wall[4][MAX_REPS], cpu[4][MAX_REPS], ratio[4][MAX_REPS];
+    size_t ncpu[4] = {0};
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < np; i++) {
+            /* the pg_locks query costs ~10 µs per lock held: fewer turns */
+            int n = pv[i].sql && strstr(pv[i].sql, "pg_locks")
+                        ? (count > 1000 ? 5 : iters / 4 + 1)
+                        : iters;
+            sample s = run_prover(&pv[i], n);
+            wall[i][r] = s.wall_us;
+            if (s.cpu_us >= 0)
+                cpu[i][ncpu[i]++] = s.cpu_us;
+        }
+        for (int i = 0; i < np; i++)
+            ratio[i][r] = wall[i][r] / wall[0][r];
+    }
+    for (int i = 0; i < np; i++) {
+        printf("| %ld | %s |", count, pv[i].name);
+        print_cell("%.1f", wall[i], (size_t)reps);
+        if (i)
+            print_cell("%.2f", ratio[i], (size_t)reps);
+        else
+            printf(" 1 |");
+        print_cell("%.1f", cpu[i], ncpu[i]);
+        printf("\n");
+    }
+}
+
+/* n clients each holding one lock, heartbeating every HEARTBEAT_MS at
+ * phases spread over the interval, for ms: prints the server CPU their
+ * backends took. */
+static void fleet(const char *conninfo, int n, long ms, long others)
+{
+    pglock_client **c = calloc((size_t)n, sizeof *c);
+    int64_t *next = calloc((size_t)n, sizeof *next);
+    if (!c || !next)
+        bench_die("out of memory");
+    for (int i = 0; i < n; i++) {
+        c[i] = holder(conninfo, PGLOCK_HOLD_SESSION, 778000000 + i);
+        /* a holder's steady state: its backend's caches are warm */
+        if (pglock_heartbeat(c[i], 60000) != 0)
+            bench_die("heartbeat: %s", pglock_client_error(c[i]));
+    }
+    int64_t start = pglock_now_ms(), cpu0 = 0, beats = 0;
+    for (int i = 0; i < n; i++) {
+        next[i] = start + (int64_t)HEARTBEAT_MS * i / n;
+        int64_t ns = cpu_ns(pglock_client_backend_pid(c[i]));
+        cpu0 = ns < 0 || cpu0 < 0 ? -1 : cpu0 + ns;
+    }
+    int64_t now;
+    while ((now = pglock_now_ms()) < start + ms) {
+        int64_t wake = start + ms;
+        for (int i = 0; i < n; i++) {
+            if (next[i] <= now) {
+                int rc = pglock_heartbeat(c[i], 60000);
+                if (rc != 0)
+                    bench_die("heartbeat: %s", pglock_client_error(c[i]));
+                beats++;
+                next[i] += HEARTBEAT_MS;
+            }
+            if (next[i] < wake)
+                wake = next[i];
+        }
+        now = pglock_now_ms();
+        if (wake > now)
+            poll(NULL, 0, (int)(wake - now));
+    }
+    int64_t cpu1 = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t ns = cpu_ns(pglock_client_backend_pid(c[i]));
+        cpu1 = ns < 0 || cpu1 < 0 ? -1 : cpu1 + ns;
+        pglock_client_close(c[i]);
+    }
+    double secs = (double)(pglock_now_ms() - start) / 1000.0;
+    if (cpu0 < 0 || cpu1 < 0)
+        printf("| %d | %ld | %.1f | n/a (the server is not on this machine) | n/a |\n",
+               n, others, (double)beats / secs);
+    else
+        printf("| %d | %ld | %.1f | %.3f %% | %.1f |\n", n, others,
+               (double)beats / secs, (double)(cpu1 - cpu0) / 1e7 / secs,
+               (double)(cpu1 - cpu0) / 1000.0 / (double)(beats ? beats : 1));
+    free(next);
+    free(c);
+}
+
+static long *parse_counts(const char *s, int *n)
+{
+    static long v[16];
+    *n = 0;
+    for (char *end; *s && *n < 16; s = *end ? end + 1 : end) {
+        v[(*n)++] = strtol(s, &end, 10);
+        if (end == s)
+            bench_die("bad --counts");
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    const char *conninfo = NULL, *counts_arg = "0,10000,100000";
+    int iters = 500, reps = 5, holders = 200;
+    long hold_ms = 10000;
+    static const struct option longopts[] = {
+        {"conninfo", required_argument, NULL, 'd'},
+        {"counts", required_argument, NULL, 'c'},
+        {"iters", required_argument, NULL, 'i'},
+        {"reps", required_argument, NULL, 'r'},
+        {"holders", required_argument, NULL, 'n'},
+        {"hold-ms", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0}};
+    for (int o; (o = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
+        if (o == 'd') conninfo = optarg;
+        else if (o == 'c') counts_arg = optarg;
+        else if (o == 'i') iters = atoi(optarg);
+        else if (o == 'r') reps = atoi(optarg);
+        else if (o == 'n') holders = atoi(optarg);
+        else if (o == 't') hold_ms = atol(optarg);
+        else bench_die("usage: bench_server --conninfo C [--counts L] "
+                       "[--iters N] [--reps N] [--holders N] [--hold-ms MS]");
+    }
+    if (!conninfo || iters < 1 || reps < 1 || reps > MAX_REPS)
+        bench_die("--conninfo is required; --reps 1..%d", MAX_REPS);
+    int ncounts;
+    long *counts = parse_counts(counts_arg, &ncounts);
+
+    PGconn *filler = bench_connect(conninfo), *raw = bench_connect(conninfo);
+    PGconn *before = bench_connect(conninfo);
+    bench_exec(before, "SELECT pg_advisory_lock(777000)", NULL, PGRES_TUPLES_OK);
+    prover pv[4] = {
+        {"`SELECT pg_backend_pid()` (the floor)", raw,
+         "SELECT pg_backend_pid()", NULL},
+        {"pglock heartbeat, session hold", NULL, NULL,
+         holder(conninfo, PGLOCK_HOLD_SESSION, 777001)},
+        {"pglock heartbeat, xact hold", NULL, NULL,
+         holder(conninfo, PGLOCK_HOLD_XACT, 777002)},
+        {"before: the heartbeat that read `pg_locks` (by hand)", before,
+         BEFORE_SQL, NULL}};
+
+    printf("| other locks on the server | query | µs per heartbeat | × floor |"
+           " server CPU µs per heartbeat |\n|---:|---|---:|---:|---:|\n");
+    for (int i = 0; i < 4; i++)
+        run_prover(&pv[i], 20);  /* the backends' caches warm */
+    long held = 0;
+    for (int i = 0; i < ncounts; i++) {
+        fill_to(filler, &held, counts[i]);
+        measure_count(pv, 4, counts[i], iters, reps);
+    }
+    printf("\n%d library clients, each holding one lock and heartbeating "
+           "every %d ms (the default 30 s lease), for %.1f s each, with the "
+           "largest count of other locks held, then none:\n\n", holders, HEARTBEAT_MS,
+           (double)hold_ms / 1000.0);
+    printf("| holders | other locks | heartbeats/s | server CPU (%% of one core)"
+           " | server CPU µs per heartbeat |\n|---:|---:|---:|---:|---:|\n");
+    fleet(conninfo, holders, hold_ms, held);
+    if (held > 0) {
+        bench_exec(filler, "SELECT pg_advisory_unlock_all()", NULL,
+                   PGRES_TUPLES_OK);
+        fleet(conninfo, holders, hold_ms, 0);
+    }
+    printf("\n");
+    pglock_client_close(pv[1].client);
+    pglock_client_close(pv[2].client);
+    PQfinish(before);
+    PQfinish(raw);
+    PQfinish(filler);
+    return 0;
+}

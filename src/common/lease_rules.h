@@ -1,0 +1,22 @@
+/*
+ * The lease arithmetic (DESIGN.md, Leases) that `pglock run` and the
+ * library's managed hold share: with the server's lease T_s, a heartbeat
+ * every T_s/6 and the client's deadline T_c = 2*T_s/3 after the last
+ * confirmed heartbeat was sent.  Internal, header-only.
+ */
+#ifndef PGLOCK_LEASE_RULES_H
+#define PGLOCK_LEASE_RULES_H
+
+/* T_c = 2*T_s/3, rounded down without overflowing for any long T_s. */
+static inline long lease_client_deadline_ms(long lease_ms)
+{
+    return lease_ms / 3 * 2 + (lease_ms % 3) * 2 / 3;
+}
+
+/* How often the lease is renewed: T_s/6, at least 1 ms. */
+static inline long lease_heartbeat_ms(long lease_ms)
+{
+    return lease_ms / 6 > 0 ? lease_ms / 6 : 1;
+}
+
+#endif
