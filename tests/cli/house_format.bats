@@ -54,6 +54,10 @@ house_format() {
     house_format 64 lead K K2 -- true
     house_format 64 terminate
     house_format 64 terminate K K2
+    house_format 64 run --slots=0 K -- true
+    house_format 64 run --slots=2 --shared K -- true
+    house_format 64 run --slots=2 K K2 -- true
+    house_format 64 status --slots=x K
 }
 
 @test "a server that is not there: every subcommand says so in the house format, 69" {
