@@ -101,6 +101,7 @@ if [ "$SMOKE" = 1 ]; then
     STATUS_COUNTS="100 1000"
     STATUS_REPS=1
     RECORD_RUNS=3
+    HANDOFF_RUNS=2
 else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 5"
@@ -112,6 +113,7 @@ else
     STATUS_COUNTS="1000 10000 50000"
     STATUS_REPS=9
     RECORD_RUNS=30
+    HANDOFF_RUNS=30
 fi
 REDIS_ARG=()
 [ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
@@ -286,6 +288,15 @@ if [ -n "${PGLOCK_TEST_PROXY:-}" ]; then
 else
     out "No counting proxy in this harness: not measured."
 fi
+out ""
+out "## 10. Semaphore handoff: run --slots=N against a single lock"
+out ""
+out "From a holder's job ending to a waiting job starting, whole \`pglock run\` processes: the"
+out "holder's release and exit, the server waking the waiter, and for \`--slots\` the head waiter's"
+out "watchers (one connection per slot) cancelled and joined before the job is forked."
+out ""
+say "semaphore handoff"
+"$ROOT/bench/slots_handoff.sh" "$BUILD" "$HANDOFF_RUNS" >>"$REPORT"
 out ""
 
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

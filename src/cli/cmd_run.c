@@ -183,6 +183,10 @@ int cmd_run(int argc, char **argv)
         cli_registry_free(st.registry);
         return code;
     }
+    /* A slot wait's other watchers give their connections back (the gate
+     * is already free): joined before the watchdog is forked, which must
+     * not copy a thread in the middle of libpq or malloc. */
+    run_slots_wait_end();
     st.acquired_at = pglock_now_ms();
     cli_verbose("acquired \"%s\" (%s), backend pid %d", st.key_label, st.key_id,
                 pglock_client_backend_pid(st.client));

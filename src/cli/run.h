@@ -366,6 +366,10 @@ int run_slots_acquire(run_state *st, run_slots *s);
 /* The wait, once a try found no free slot: deadline (pglock_now_ms(); 0:
  * none).  Same contract. */
 int run_slots_wait(run_state *st, run_slots *s, int64_t deadline);
+/* After a wait that won a slot: joins the other watchers as they give
+ * their connections back (nothing when there are none).  Before any
+ * fork. */
+void run_slots_wait_end(void);
 
 /* ------------------------------------ the run history (run_record.c) */
 

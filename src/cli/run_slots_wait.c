@@ -50,6 +50,7 @@ typedef struct watcher {
 } watcher;
 
 struct slot_wait {
+    int started;              /* threads to join (run_slots_wait_end()) */
     const run_state *st;
     const run_slots *s;
     int64_t deadline;         /* 0: none */
@@ -59,10 +60,16 @@ struct slot_wait {
     watcher w[RUN_MAX_SLOTS];
 };
 
-static void stop_watchers(slot_wait *sw)
+/* One wait per process: static, so that the losers can finish (cancel,
+ * close) while the gate is given back; run_slots_wait_end() joins them. */
+static slot_wait the_wait;
+
+/* Stops every watcher but `except` (-1: all). */
+static void stop_watchers(slot_wait *sw, int except)
 {
     for (int i = 0; i < sw->s->n; i++)
-        watcher_stop[i] = 1;
+        if (i != except)
+            watcher_stop[i] = 1;
 }
 
 static long budget_left(int64_t deadline)
@@ -89,15 +96,14 @@ static void *watch(void *arg)
     int won = 0;
     pthread_mutex_lock(&sw->mu);
     if (rc == 0 && sw->winner < 0) {
+        /* all settled before the main thread can see the winner */
+        me->client = c;
+        stop_watchers(sw, me->index);
         sw->winner = me->index;
         won = 1;
     }
     pthread_mutex_unlock(&sw->mu);
-    if (won) {
-        me->client = c;
-        stop_watchers(sw);
-        watcher_stop[me->index] = 0;
-    } else {
+    if (!won) {
         if (c && rc != 0)
             snprintf(me->error, sizeof me->error, "%s", pglock_client_error(c));
         /* a loser granted in the same instant gives its slot back here */
@@ -109,13 +115,22 @@ static void *watch(void *arg)
     return NULL;
 }
 
-/* Waits until every started watcher has ended, heartbeating the gate's
- * connection and stopping the watchers at the deadline. */
+static int winner_of(slot_wait *sw)
+{
+    pthread_mutex_lock(&sw->mu);
+    int w = sw->winner;
+    pthread_mutex_unlock(&sw->mu);
+    return w;
+}
+
+/* Waits until a watcher wins or every started one has ended,
+ * heartbeating the gate's connection and stopping the watchers at the
+ * deadline. */
 static void await_watchers(run_state *st, slot_wait *sw, int started)
 {
     int ended = 0, stopped = 0;
     int64_t next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
-    while (ended < started) {
+    while (ended < started && winner_of(sw) < 0) {
         int64_t now = pglock_now_ms();
         int64_t until = next_hb;
         if (sw->deadline && !stopped && sw->deadline < until)
@@ -131,7 +146,7 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
         }
         now = pglock_now_ms();
         if (sw->deadline && !stopped && now >= sw->deadline) {
-            stop_watchers(sw);  /* the budget is spent */
+            stop_watchers(sw, -1);  /* the budget is spent */
             stopped = 1;
         }
         if (now >= next_hb) {
@@ -144,37 +159,28 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
     }
 }
 
-/* Starts the watchers and waits for the first grant.  0 with the winner
- * in sw->winner (its client in sw->w[winner].client), else a code. */
-static int watch_slots(run_state *st, slot_wait *sw)
+void run_slots_wait_end(void)
 {
-    int started = 0, rc = 0;
-    for (int i = 0; i < sw->s->n; i++)
-        watcher_stop[i] = 0;
-    for (int i = 0; i < sw->s->n; i++) {
-        sw->w[i] = (watcher){.sw = sw, .index = i, .rc = PGLOCK_EINTR};
-        if (pthread_create(&sw->w[i].thread, NULL, watch, &sw->w[i]) != 0) {
-            stop_watchers(sw);
-            rc = PGLOCK_ENOMEM;
-            snprintf(st->error, sizeof st->error, "could not start a thread "
-                     "to watch slot %d", i);
-            break;
-        }
-        started++;
-    }
-    await_watchers(st, sw, started);
-    for (int i = 0; i < started; i++)
+    slot_wait *sw = &the_wait;
+    if (!sw->s)
+        return;
+    for (int i = 0; i < sw->started; i++)
         pthread_join(sw->w[i].thread, NULL);
-    if (sw->winner >= 0)
-        return 0;
-    if (rc)
-        return rc;
+    pthread_mutex_destroy(&sw->mu);
+    close(sw->done_pipe[0]);
+    close(sw->done_pipe[1]);
+    sw->s = NULL;
+}
+
+/* The failure of a wait no watcher won, once all are joined. */
+static int why_none(run_state *st, slot_wait *sw)
+{
     if (run_stop_signal())
         return PGLOCK_EINTR;
     if (sw->deadline && pglock_now_ms() >= sw->deadline)
         return PGLOCK_ETIMEDOUT;
     /* a watcher failed on its own (could not connect, ...): say why */
-    for (int i = 0; i < started; i++)
+    for (int i = 0; i < sw->started; i++)
         if (sw->w[i].rc != PGLOCK_EINTR && sw->w[i].rc != PGLOCK_ETIMEDOUT &&
             sw->w[i].rc != PGLOCK_EBUSY) {
             snprintf(st->error, sizeof st->error, "could not wait for slot "
@@ -182,6 +188,32 @@ static int watch_slots(run_state *st, slot_wait *sw)
             return sw->w[i].rc;
         }
     return PGLOCK_ETIMEDOUT;
+}
+
+/* Starts the watchers and waits for the first grant.  0 with the winner
+ * in sw->winner (its client in sw->w[winner].client; the others may still
+ * be finishing), else a code (every watcher joined). */
+static int watch_slots(run_state *st, slot_wait *sw)
+{
+    int rc = 0;
+    for (int i = 0; i < sw->s->n; i++)
+        watcher_stop[i] = 0;
+    for (int i = 0; i < sw->s->n; i++) {
+        sw->w[i] = (watcher){.sw = sw, .index = i, .rc = PGLOCK_EINTR};
+        if (pthread_create(&sw->w[i].thread, NULL, watch, &sw->w[i]) != 0) {
+            stop_watchers(sw, -1);
+            rc = PGLOCK_ENOMEM;
+            snprintf(st->error, sizeof st->error, "could not start a thread "
+                     "to watch slot %d", i);
+            break;
+        }
+        sw->started++;
+    }
+    await_watchers(st, sw, sw->started);
+    if (winner_of(sw) >= 0)
+        return 0;
+    run_slots_wait_end();
+    return rc ? rc : why_none(st, sw);
 }
 
 /* The head of the queue, holding the gate: a slot, or wait on all. */
@@ -192,23 +224,25 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
     if (rc != PGLOCK_EBUSY)
         return rc;
     cli_verbose("every slot is held: waiting on all %d", s->n);
-    slot_wait sw = {.st = st, .s = s, .deadline = deadline, .winner = -1};
-    if (pipe(sw.done_pipe) < 0) {
+    slot_wait *sw = &the_wait;
+    memset(sw, 0, sizeof *sw);
+    sw->st = st;
+    sw->deadline = deadline;
+    sw->winner = -1;
+    if (pipe(sw->done_pipe) < 0) {
         snprintf(st->error, sizeof st->error, "could not create a pipe: %s",
                  strerror(errno));
         return PGLOCK_ENOMEM;
     }
-    pthread_mutex_init(&sw.mu, NULL);
-    rc = watch_slots(st, &sw);
-    pthread_mutex_destroy(&sw.mu);
-    close(sw.done_pipe[0]);
-    close(sw.done_pipe[1]);
+    pthread_mutex_init(&sw->mu, NULL);
+    sw->s = s;
+    rc = watch_slots(st, sw);
     if (rc == 0) {
         /* the winner's connection holds the slot; the gate's goes, and
          * the gate with it */
         pglock_client_close(st->client);
-        st->client = sw.w[sw.winner].client;
-        st->slot = sw.winner;
+        st->client = sw->w[sw->winner].client;
+        st->slot = sw->winner;
     }
     return rc;
 }
