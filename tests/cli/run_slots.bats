@@ -200,3 +200,23 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     [ "$(status_of w)" = 0 ]
     nothing_left
 }
+
+@test "a slot taken from SQL by the documented rule counts; a pooler is refused with 69" {
+    need PGLOCK_TEST_POOLER
+    # psql holds slot 0 of a one-slot semaphore, by pglock(1)'s SQL
+    mkfifo "$out/psql.in"
+    psql -X -q -At "$DB" <"$out/psql.in" >"$out/psql.out" &
+    echo $! >"$out/psql.pid"
+    exec 4>"$out/psql.in"
+    echo "select pg_advisory_lock(('x' || substr(encode(sha256(convert_to('$KID' || '#' || 0, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint); select 'locked';" >&4
+    wait_until 10 eval "grep -q locked $out/psql.out"
+    run "$PGLOCK_BIN" run -d "$DB" --slots=1 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 75 ]
+    [ ! -e "$out/ran" ]
+    exec 4>&-
+    wait_until 10 nothing_left
+    run --separate-stderr "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" --slots=2 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 69 ]
+    [[ "$stderr" == *"pglock: hint: --slots needs session locks"* ]]
+    [ ! -e "$out/ran" ]
+}
