@@ -141,7 +141,8 @@ int cmd_run(int argc, char **argv)
         return cli_error(CLI_EXIT_SOFTWARE, "could not derive the slots of "
                          "\"%s\"", st.key_label);
     }
-    rc = a.slots ? run_slots_acquire(&st, &slots) : run_acquire(&st, keys, &failed);
+    rc = a.slots ? run_slots_acquire(&st, &slots, keys)
+                : run_acquire(&st, keys, &failed);
     if (rc < 0 && a.slots)
         return slots_not_taken(&st, rc, db);
     if (rc < 0) {

@@ -292,6 +292,11 @@ int run_pause_ms(long ms);
  * open, or, when the connection could not be regained (PGLOCK_ECONNECT,
  * or a refusal for good), st->client NULL and st->error set. */
 int run_acquire(run_state *st, pglock_key *keys, int *failed);
+/* Reopens st->client (closed, NULL), with backoff, until it connects, the
+ * budget (deadline) cannot fit another attempt, a stop signal, or a
+ * refusal that will not pass.  0, or a PGLOCK_E* code with st->error set
+ * (PGLOCK_ECONNECT: the budget ran out). */
+int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline);
 
 /* The keys joined with sep into buf (cut at len). */
 void run_join_keys(char *buf, size_t len, const char *const *texts, int n,
@@ -361,8 +366,11 @@ int run_slots_make(run_slots *s, const pglock_key *key, int n);
  * waits on every slot at once (run_slots_wait.c).  0 with st->slot set
  * and st->client holding that slot (a wait may have replaced st->client);
  * else a PGLOCK_E* code (PGLOCK_EBUSY / PGLOCK_ETIMEDOUT: every slot
- * held), nothing held, st->client open unless the connection was lost. */
-int run_slots_acquire(run_state *st, run_slots *s);
+ * held), nothing held, st->client open unless the connection was lost.
+ * With --wait=DURATION a lost connection is reopened (key: NAME's, for
+ * run_reconnect()) and the slots tried again within the budget, said
+ * once on stderr, as run_acquire() does. */
+int run_slots_acquire(run_state *st, run_slots *s, pglock_key *key);
 /* The wait, once a try found no free slot: deadline (pglock_now_ms(); 0:
  * none).  Same contract. */
 int run_slots_wait(run_state *st, run_slots *s, int64_t deadline);

@@ -16,11 +16,7 @@
 /* libpq's smallest connect_timeout: an attempt needs this much budget. */
 #define MIN_ATTEMPT_MS 2000L
 
-/* Reopens st->client, with backoff, until it connects, the budget
- * (deadline) cannot fit another attempt, a stop signal, or a
- * refusal that will not pass.  0, or a PGLOCK_E* code with st->error set
- * (PGLOCK_ECONNECT: the budget ran out). */
-static int reconnect(run_state *st, pglock_key *keys, int64_t deadline)
+int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
 {
     long base = RUN_BACKOFF_MIN_MS;
     char last[sizeof st->error] = "";
@@ -88,7 +84,7 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
         }
         pglock_client_close(st->client);
         st->client = NULL;
-        if ((rc = reconnect(st, keys, deadline)) < 0)
+        if ((rc = run_reconnect(st, keys, deadline)) < 0)
             return rc;
     }
 }

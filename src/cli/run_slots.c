@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "run.h"
 
@@ -67,15 +68,39 @@ int run_slots_make(run_slots *s, const pglock_key *key, int n)
     return pglock_key_text(&s->gate, s->gate_name) < 0 ? -1 : 0;
 }
 
-int run_slots_acquire(run_state *st, run_slots *s)
+/* A try, then (unless --try) the wait; one attempt on one connection. */
+static int take_slot(run_state *st, run_slots *s, int64_t deadline)
+{
+    /* one statement, whatever N: a free slot, or none */
+    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
+                             &st->slot);
+    if (rc != PGLOCK_EBUSY || st->args->timeout_ms == PGLOCK_TRY)
+        return rc;
+    return run_slots_wait(st, s, deadline);
+}
+
+int run_slots_acquire(run_state *st, run_slots *s, pglock_key *key)
 {
     const run_args *a = st->args;
     int64_t deadline = a->timeout_ms > 0 ? pglock_now_ms() + a->timeout_ms : 0;
     cli_verbose("trying the %d slots of \"%s\"", s->n, st->key_label);
-    /* one statement, whatever N: a free slot, or none */
-    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
-                             &st->slot);
-    if (rc != PGLOCK_EBUSY || a->timeout_ms == PGLOCK_TRY)
-        return rc;
-    return run_slots_wait(st, s, deadline);
+    for (int said = 0;; said++) {
+        int rc = take_slot(st, s, deadline);
+        /* as run_acquire(): only a budget rides out an outage */
+        if (rc != PGLOCK_ECONNLOST || !deadline || run_stop_signal())
+            return rc;
+        const char *why = st->client ? pglock_client_error(st->client) : st->error;
+        if (!said) {
+            srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+            cli_warning("connection lost while waiting for a slot of lock "
+                        "\"%s\": %s; reconnecting within --wait",
+                        st->key_label, why);
+        } else {
+            cli_verbose("connection lost again while waiting: %s", why);
+        }
+        pglock_client_close(st->client);
+        st->client = NULL;
+        if ((rc = run_reconnect(st, key, deadline)) < 0)
+            return rc;
+    }
 }

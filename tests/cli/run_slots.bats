@@ -139,6 +139,24 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     nothing_left
 }
 
+@test "a server restart while the head waits on the slots: reconnects, says so once, runs in a slot" {
+    need PGLOCK_TEST_HARNESS
+    bg h run -d "$DB" --lease=3s --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --lease=3s --slots=1 --wait=60s "$K" -c "echo \$PGLOCK_SLOT > $out/w.slot"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
+    finish h 15
+    [ "$(status_of h)" = 74 ]
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ "$(cat "$out/w.slot")" = 0 ]
+    [ "$(grep -c "^pglock: warning: connection lost while waiting for a slot of lock \"$K\": .*; reconnecting within --wait$" "$out/w.err")" = 1 ]
+    [ "$(wc -l <"$out/w.err")" = 1 ]
+    wait_until 10 nothing_left
+}
+
 @test "--wait=DURATION that runs out: 75, the command not run, nothing left" {
     bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
     wait_until 15 file_exists "$out/h.started"
