@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,6 +199,12 @@ static int watch_slots(run_state *st, slot_wait *sw)
     int rc = 0;
     for (int i = 0; i < sw->s->n; i++)
         watcher_stop[i] = 0;
+    /* The watchers start with every signal blocked, so that the handlers
+     * run on this thread; they hear of a stop signal through
+     * run_interrupt_fd(). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     for (int i = 0; i < sw->s->n; i++) {
         sw->w[i] = (watcher){.sw = sw, .index = i, .rc = PGLOCK_EINTR};
         if (pthread_create(&sw->w[i].thread, NULL, watch, &sw->w[i]) != 0) {
@@ -209,6 +216,7 @@ static int watch_slots(run_state *st, slot_wait *sw)
         }
         sw->started++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     await_watchers(st, sw, sw->started);
     if (winner_of(sw) >= 0)
         return 0;
