@@ -201,14 +201,17 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
 #define PGLOCK__PID_COLUMN "pglock_pid"
 /* The column that carries a legacy key's bigint in a prelude's answer. */
 #define PGLOCK__VALUE_COLUMN "pglock_key_value"
-#define PGLOCK__XACT_SQL_MAX 4096
+/* The column that carries the index of the key a set's statement took
+ * (pglock_lock_any()). */
+#define PGLOCK__INDEX_COLUMN "pglock_index"
 
 /* What an attempt adds to the plain transaction lock: the statement that
  * opens the transaction ("BEGIN" when NULL), statements sent before the
  * lock in the same query (no trailing ';'; NULL: none), the wait's
- * interrupt, where to put a PGLOCK__PID_COLUMN value (NULL: nowhere), and
- * a key to resolve from a PGLOCK__VALUE_COLUMN value once the lock is
- * held (NULL: none). */
+ * interrupt, where to put a PGLOCK__PID_COLUMN value (NULL: nowhere), a
+ * key to resolve from a PGLOCK__VALUE_COLUMN value once the lock is held
+ * (NULL: none) and where to put a PGLOCK__INDEX_COLUMN value (NULL:
+ * nowhere). */
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
@@ -217,6 +220,7 @@ typedef struct pglock__xact_req {
     long cancel_timeout_ms;
     int *pid_out;
     pglock_key *resolve;
+    int *index_out;
 } pglock__xact_req;
 
 /* pglock_xact_begin_lock() (begin) or pglock_xact_lock() (!begin), with
@@ -224,6 +228,13 @@ typedef struct pglock__xact_req {
 int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
                           pglock_mode mode, long timeout_ms, int begin,
                           const pglock__xact_req *req, pglock_error *err);
+/* The same attempt with the lock statement given: stmt, one SELECT whose
+ * last column is true when the lock was taken (a try, timeout_ms
+ * PGLOCK_TRY) or any row (a wait).  Opens the transaction (begin) or puts
+ * stmt under a savepoint, and undoes it when it fails. */
+int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
+                     long timeout_ms, const pglock__xact_req *req,
+                     pglock_error *err);
 
 /* ---- the client's xact hold (xact_hold.c) */
 
@@ -232,6 +243,12 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
  * the client (the client is dropped on PGLOCK_ECONNLOST). */
 int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
                            pglock_mode mode, long timeout_ms);
+/* pglock_lock_any() in xact hold: stmt (a try of a set of transaction
+ * locks, see lock_any.c) in the holding transaction, with the same
+ * bookkeeping; 0 with the index taken in *index_out (not yet counted),
+ * PGLOCK_EBUSY with no message when none was free, else as above. */
+int pglock__xact_hold_any(pglock_client *c, const char *stmt,
+                          int *index_out);
 /* Ends the holding transaction, if one is open (ROLLBACK: it wrote
  * nothing), bounded by timeout_ms (-1: none).  0, or PGLOCK_ECONNLOST
  * with the client dropped. */

@@ -8,9 +8,10 @@
  *   WITH RECURSIVE t(i, got) AS (
  *     SELECT 0, false
  *     UNION ALL
- *     SELECT i + 1, pg_try_advisory_lock(($1::int8[])[i + 1])
- *     FROM t WHERE NOT got AND i < $2::int)
- *   SELECT i FROM t WHERE got
+ *     SELECT i + 1, pg_try_advisory_lock(('{K1,K2,...}'::int8[])[i + 1])
+ *     FROM t WHERE NOT got AND i < N)
+ *   SELECT max(i) FILTER (WHERE got) - 1 AS pglock_index, bool_or(got)
+ *   FROM t
  *
  * Each step of a recursive CTE reads only the row the step before made,
  * and a step after a grant makes no row, so at most one lock is taken
@@ -18,6 +19,14 @@
  * pg_try_advisory_lock(id) LIMIT 1" takes one only because the executor
  * happens to stop pulling rows at the limit; nothing in PostgreSQL's
  * documentation promises that for a volatile function in WHERE.
+ *
+ * In xact hold the same statement, with pg_try_advisory_xact_lock(), is
+ * one lock statement of the holding transaction (xact_hold.c): it opens
+ * the transaction when none is open, counts itself for the heartbeat and
+ * runs under a savepoint.  A failed statement is rolled back to that
+ * savepoint, which releases whatever it was granted: no pg_locks check is
+ * needed there.  The keys are literals (numbers we format) because the
+ * transaction's statements go in one simple-protocol query.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -57,14 +66,7 @@ static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
                                 "key %d of the set is already held by this "
                                 "client", i);
     }
-    int ready = pglock__client_ready(c);
-    if (ready)
-        return ready;
-    if (c->hold == PGLOCK_HOLD_XACT)
-        return pglock__fail(c, PGLOCK_ESTATE,
-                            "pglock_lock_any() takes session locks: not in "
-                            "xact hold");
-    return 0;
+    return pglock__client_ready(c);
 }
 
 /* "{1,2,3}": the keys' bigints as an int8[] literal; NULL: no memory. */
@@ -116,22 +118,34 @@ static int granted_anyway(pglock_client *c, const char *ids, pglock_mode mode)
     return index;
 }
 
-/* Sends the statement and reads the index it took: 0..nkeys-1, -1 for
- * none (busy), or a negative PGLOCK_E* code (-1 is never one of them:
- * PGLOCK_EBUSY is not returned here) with the message on the client. */
-static int try_statement(pglock_client *c, const char *ids, int nkeys,
-                         pglock_mode mode, int *taken)
+/* The statement trying the keys ids ("{1,2,3}") in turn, session or
+ * transaction locks; allocated (NULL: no memory). */
+static char *any_statement(const char *ids, int nkeys, pglock_mode mode,
+                          int xact)
 {
-    char sql[400], n[16];
-    snprintf(n, sizeof n, "%d", nkeys);
-    snprintf(sql, sizeof sql,
+    size_t len = strlen(ids) + 400;
+    char *sql = malloc(len);
+    if (!sql)
+        return NULL;
+    snprintf(sql, len,
              "WITH RECURSIVE t(i, got) AS (SELECT 0, false UNION ALL"
-             " SELECT i + 1, %s(($1::int8[])[i + 1]) FROM t"
-             " WHERE NOT got AND i < $2::int) SELECT i FROM t WHERE got",
-             mode == PGLOCK_SHARED ? "pg_try_advisory_lock_shared"
-                                   : "pg_try_advisory_lock");
-    const char *params[2] = {ids, n};
-    if (!PQsendQueryParams(c->conn, sql, 2, NULL, params, NULL, NULL, 0)) {
+             " SELECT i + 1, pg_try_advisory%s_lock%s(('%s'::int8[])[i + 1])"
+             " FROM t WHERE NOT got AND i < %d)"
+             " SELECT max(i) FILTER (WHERE got) - 1 AS " PGLOCK__INDEX_COLUMN
+             ", bool_or(got) FROM t",
+             xact ? "_xact" : "", mode == PGLOCK_SHARED ? "_shared" : "",
+             ids, nkeys);
+    return sql;
+}
+
+/* Sends the statement on the session and reads the index it took:
+ * 0..nkeys-1, -1 for none (busy), or a negative PGLOCK_E* code (-1 is
+ * never one of them: PGLOCK_EBUSY is not returned here) with the message
+ * on the client. */
+static int session_try(pglock_client *c, const char *sql, const char *ids,
+                       pglock_mode mode, int *taken)
+{
+    if (!PQsendQueryParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
         pglock__fail_result(c, NULL, "could not send the lock request");
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
@@ -150,8 +164,9 @@ static int try_statement(pglock_client *c, const char *ids, int nkeys,
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
     }
-    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-        *taken = PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) - 1 : -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        *taken = PQgetvalue(r, 0, 1)[0] == 't' ? atoi(PQgetvalue(r, 0, 0))
+                                               : -1;
         pglock__clear_results(res, nres);
         return 0;
     }
@@ -176,6 +191,29 @@ static int try_statement(pglock_client *c, const char *ids, int nkeys,
     }
     memcpy(c->message, saved, sizeof saved);
     memcpy(c->sqlstate, state, sizeof state);
+    return rc;
+}
+
+/* The statement in the client's hold: 0 with *taken (-1: none free), or a
+ * code with the message on the client. */
+static int try_statement(pglock_client *c, const char *ids, int nkeys,
+                         pglock_mode mode, int *taken)
+{
+    int xact = c->hold == PGLOCK_HOLD_XACT;
+    char *sql = any_statement(ids, nkeys, mode, xact);
+    if (!sql)
+        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+    int rc;
+    if (xact) {
+        rc = pglock__xact_hold_any(c, sql, taken);
+        if (rc == PGLOCK_EBUSY) {
+            *taken = -1;
+            rc = 0;
+        }
+    } else {
+        rc = session_try(c, sql, ids, mode, taken);
+    }
+    free(sql);
     return rc;
 }
 

@@ -32,7 +32,7 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
 {
     char value[700] = "", settings[2048] = "";
     int rc = 0;
-    if (pglock__key_is_legacy(key) && !key->resolved)
+    if (key && pglock__key_is_legacy(key) && !key->resolved)
         rc = pglock__value_literal(value, sizeof value, c->conn, key);
     if (rc == 0 && begin)
         rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
@@ -49,8 +49,13 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
-int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
-                           pglock_mode mode, long timeout_ms)
+/* One lock statement in the holding transaction (opened by it when none
+ * is), with the hold's bookkeeping: the key's (stmt NULL) or a set's stmt
+ * (key NULL; its index into *index_out).  0 when held, else a code with
+ * the message on the client (dropped on PGLOCK_ECONNLOST); PGLOCK_EBUSY
+ * has no message. */
+static int hold_statement(pglock_client *c, pglock_key *key, const char *stmt,
+                          pglock_mode mode, long timeout_ms, int *index_out)
 {
     int begin = !c->in_xact;
     char prelude[3000];
@@ -65,28 +70,26 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
                             .interrupt_fd = c->opts.interrupt_fd,
                             .cancel_timeout_ms = c->opts.cancel_timeout_ms,
                             .pid_out = &pid,
-                            .resolve = key};
+                            .resolve = key,
+                            .index_out = index_out};
     pglock_error err;
     pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    rc = pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin, &req,
-                               &err);
+    rc = stmt ? pglock__xact_run(c->conn, stmt, begin, timeout_ms, &req, &err)
+              : pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
+                                      &req, &err);
     /* A busy try inside the transaction still released its savepoint, and
      * with it the count its statement set. */
     if (rc == 0 || (rc == PGLOCK_EBUSY && !begin))
         c->xact_locks = (begin ? 0 : c->xact_locks) + 1;
-    if (rc == PGLOCK_EBUSY) {
-        char k[128];
-        pglock__key_describe(key, k, sizeof k);
-        return pglock__fail(c, PGLOCK_EBUSY,
-                            "lock %s is held by another session", k);
-    }
+    if (rc == PGLOCK_EBUSY)
+        return rc;
     if (rc) {
         pglock__fail_error(c, &err);
         if (rc == PGLOCK_ECONNLOST)
             pglock__client_drop(c);
         return rc;
     }
-    if (pglock__key_is_legacy(key) && !key->resolved) {
+    if (key && pglock__key_is_legacy(key) && !key->resolved) {
         pglock__client_drop(c); /* held, but it could never be verified */
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the server did not return the key's value: "
@@ -103,6 +106,25 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
         return PGLOCK_ECONNLOST;
     }
     return 0;
+}
+
+int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
+                           pglock_mode mode, long timeout_ms)
+{
+    int rc = hold_statement(c, key, NULL, mode, timeout_ms, NULL);
+    if (rc == PGLOCK_EBUSY) {
+        char k[128];
+        pglock__key_describe(key, k, sizeof k);
+        return pglock__fail(c, PGLOCK_EBUSY,
+                            "lock %s is held by another session", k);
+    }
+    return rc;
+}
+
+int pglock__xact_hold_any(pglock_client *c, const char *stmt, int *index_out)
+{
+    return hold_statement(c, NULL, stmt, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
+                          index_out);
 }
 
 int pglock__xact_hold_end(pglock_client *c, long timeout_ms)

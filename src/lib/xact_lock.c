@@ -79,7 +79,8 @@ static int cleanup(PGconn *conn, const char *sql)
 
 /* Reads an attempt's results: the first that failed, the last row set
  * (the lock statement's), and the backend pid (into req->pid_out) and a
- * legacy key's value (into *value: returns 1) that its columns carry. */
+ * legacy key's value (into *value: returns 1) and the index of the key
+ * a set's statement took (into req->index_out) that its columns carry. */
 static int read_answer(PGresult **res, int nres, const pglock__xact_req *req,
                        const PGresult **failed, const PGresult **answer,
                        long long *value)
@@ -92,6 +93,10 @@ static int read_answer(PGresult **res, int nres, const pglock__xact_req *req,
             int col = PQfnumber(res[i], PGLOCK__PID_COLUMN);
             if (req->pid_out && col >= 0 && PQntuples(res[i]) == 1)
                 *req->pid_out = atoi(PQgetvalue(res[i], 0, col));
+            col = PQfnumber(res[i], PGLOCK__INDEX_COLUMN);
+            if (req->index_out && col >= 0 && PQntuples(res[i]) == 1 &&
+                !PQgetisnull(res[i], 0, col))
+                *req->index_out = atoi(PQgetvalue(res[i], 0, col));
             col = PQfnumber(res[i], PGLOCK__VALUE_COLUMN);
             if (req->resolve && col >= 0 && PQntuples(res[i]) == 1 &&
                 !PQgetisnull(res[i], 0, col)) {
@@ -209,36 +214,20 @@ static int wait_statement(char *buf, size_t len, const char *call,
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
-static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
-                 pglock_mode mode, long timeout_ms, int begin,
-                 const pglock__xact_req *req, pglock_error *err)
+/* The key's lock statement: "SELECT <try call>" or the waiting one. */
+static int key_statement(char *stmt, size_t len, PGconn *conn,
+                         const pglock_key *key, pglock_mode mode,
+                         long timeout_ms, pglock_error *err)
 {
-    const char *begin_sql = req->begin_sql ? req->begin_sql : "BEGIN";
-    const char *prelude = req->prelude ? req->prelude : "";
-    const char *sep = req->prelude ? "; " : "";
-    char call[600], stmt[900];
+    char call[600];
     int try = timeout_ms == PGLOCK_TRY;
     int rc = pglock__call_literal(call, sizeof call, conn, key, mode,
                                   try ? PGLOCK__OP_TRY : PGLOCK__OP_LOCK, 1);
     if (rc == 0 && !try)
-        rc = wait_statement(stmt, sizeof stmt, call, timeout_ms);
+        rc = wait_statement(stmt, len, call, timeout_ms);
     else if (rc == 0)
-        rc = snprintf(stmt, sizeof stmt, "SELECT %s", call) < (int)sizeof stmt
-                 ? 0
-                 : PGLOCK_EINVAL;
-    if (rc == 0) {
-        int n;
-        if (begin)
-            n = snprintf(sql, len, "%s; %s%s%s", begin_sql, prelude, sep,
-                         stmt);
-        else
-            /* A try needs its savepoint too: it returns false when the
-             * lock is busy, but it fails like a wait when the server's
-             * lock table is full (53200) or a cancel lands (57014). */
-            n = snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
-                         " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
-        rc = n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
-    }
+        rc = snprintf(stmt, len, "SELECT %s", call) < (int)len ? 0
+                                                              : PGLOCK_EINVAL;
     if (rc != 0)
         return pglock__error_set(err, rc, NULL,
                                  rc == PGLOCK_ENOMEM ? "out of memory"
@@ -246,13 +235,31 @@ static int build(char *sql, size_t len, PGconn *conn, const pglock_key *key,
     return 0;
 }
 
-int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
-                          pglock_mode mode, long timeout_ms, int begin,
-                          const pglock__xact_req *req, pglock_error *err)
+/* The whole attempt around stmt, allocated (NULL: no memory). */
+static char *wrap(const char *stmt, int begin, const pglock__xact_req *req)
 {
-    int rc = check_args(conn, key, mode, timeout_ms, err);
-    if (rc)
-        return rc;
+    const char *begin_sql = req->begin_sql ? req->begin_sql : "BEGIN";
+    const char *prelude = req->prelude ? req->prelude : "";
+    const char *sep = req->prelude ? "; " : "";
+    size_t len = strlen(begin_sql) + strlen(prelude) + strlen(stmt) + 128;
+    char *sql = malloc(len);
+    if (!sql)
+        return NULL;
+    if (begin)
+        snprintf(sql, len, "%s; %s%s%s", begin_sql, prelude, sep, stmt);
+    else
+        /* A try needs its savepoint too: it returns false when the lock
+         * is busy, but it fails like a wait when the server's lock table
+         * is full (53200) or a cancel lands (57014). */
+        snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
+                 " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
+    return sql;
+}
+
+int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
+                     long timeout_ms, const pglock__xact_req *req,
+                     pglock_error *err)
+{
     if (begin && PQtransactionStatus(conn) != PQTRANS_IDLE)
         return pglock__error_set(err, PGLOCK_ESTATE, NULL,
                                  "a transaction is already open on the "
@@ -262,12 +269,27 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
                                  "a transaction lock needs an open transaction"
                                  " (and not a failed one): BEGIN first, or use"
                                  " pglock_xact_begin_lock()");
-    char sql[PGLOCK__XACT_SQL_MAX];
-    rc = build(sql, sizeof sql, conn, key, mode, timeout_ms, begin, req, err);
+    char *sql = wrap(stmt, begin, req);
+    if (!sql)
+        return pglock__error_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
+    int rc = attempt(conn, sql, begin, timeout_ms == PGLOCK_TRY, timeout_ms,
+                     req, err);
+    free(sql);
+    return rc;
+}
+
+int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
+                          pglock_mode mode, long timeout_ms, int begin,
+                          const pglock__xact_req *req, pglock_error *err)
+{
+    int rc = check_args(conn, key, mode, timeout_ms, err);
     if (rc)
         return rc;
-    return attempt(conn, sql, begin, timeout_ms == PGLOCK_TRY, timeout_ms,
-                   req, err);
+    char stmt[900];
+    rc = key_statement(stmt, sizeof stmt, conn, key, mode, timeout_ms, err);
+    if (rc)
+        return rc;
+    return pglock__xact_run(conn, stmt, begin, timeout_ms, req, err);
 }
 
 int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
