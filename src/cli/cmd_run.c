@@ -111,10 +111,7 @@ int cmd_run(int argc, char **argv)
         }
         int code = cli_error(run_exit_code_for_open(rc), "%s", st.error);
         cli_connect_hint(st.error);
-        if (rc == PGLOCK_EPOOLER && a.slots)
-            cli_hint("--slots needs session locks: connect to the server "
-                     "directly, not through a transaction-mode pooler.");
-        else if (rc == PGLOCK_EPOOLER)
+        if (rc == PGLOCK_EPOOLER)
             cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
                      "transaction through a transaction-mode pooler.");
         cli_registry_free(st.registry);

@@ -127,8 +127,9 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     opts.application_name = appname;
     opts.interrupt = interrupt;
     opts.interrupt_fd = interrupt_fd;
-    /* slots are session locks (pglock_lock_any()) */
-    opts.hold = a->slots ? PGLOCK_HOLD_SESSION : a->hold;
+    /* slots too: pglock_lock_any() and the watchers' waits work in either
+     * hold, so --slots passes a transaction-mode pooler */
+    opts.hold = a->hold;
     return pglock_client_open_params(out, kw, val, &opts);
 }
 

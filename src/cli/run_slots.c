@@ -47,9 +47,6 @@ int run_slots_check(const run_args *a)
     if (a->nkeys > 1)
         return cli_usage_error(a->command, "--slots takes one key, \"%s\" is "
                                "a second one", a->keys[1]);
-    if (a->hold == PGLOCK_HOLD_XACT)
-        return cli_usage_error(a->command, "--slots cannot be used with "
-                               "--mode=xact: slots are session locks");
     return -1;
 }
 

@@ -14,8 +14,9 @@
  * gate's connection, letting the next waiter become the head.
  *
  * The cost in connections: a queued waiter 1; the head 1 + N while it
- * waits; a holder 1.  Behind PgBouncer each of them pins a server
- * connection (and slots need session locks: a direct connection).
+ * waits; a holder 1.  Behind a transaction-mode pooler (xact hold) each
+ * of them pins a server connection, since each waits or holds inside an
+ * open transaction, so the pool must have room for them all.
  *
  * Bounds: the --wait budget (the gate wait has what is left of it, the
  * watchers too, and past it they are stopped); a stop signal interrupts
@@ -227,8 +228,14 @@ static int watch_slots(run_state *st, slot_wait *sw)
 /* The head of the queue, holding the gate: a slot, or wait on all. */
 static int as_head(run_state *st, run_slots *s, int64_t deadline)
 {
-    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
-                             &st->slot);
+    /* In xact hold a slot taken here would stay in the gate's transaction,
+     * and the gate with it, for the whole job (a transaction lock goes
+     * only with its transaction): the watchers try instead, and one
+     * granted at once wins. */
+    int xact = pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT;
+    int rc = xact ? PGLOCK_EBUSY
+                  : pglock_lock_any(st->client, s->keys, s->n,
+                                    PGLOCK_EXCLUSIVE, &st->slot);
     if (rc != PGLOCK_EBUSY)
         return rc;
     cli_verbose("every slot is held: waiting on all %d", s->n);
@@ -271,8 +278,13 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         pglock_client_close(st->client);
         st->client = NULL;
     } else if (pglock_held(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
-        /* a slot taken by the head's own try, or none: let the next in */
-        pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
+        /* a slot taken by the head's own try, or none: let the next in.
+         * In xact hold the client holds only the gate here (as_head), and
+         * its transaction goes with it. */
+        if (pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT)
+            pglock_unlock_all(st->client);
+        else
+            pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
     }
     return rc;
 }

@@ -184,8 +184,6 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 "$K" "$K-2" -c "touch $out/ran"
     [ "$status" -eq 64 ]
     [[ "$stderr" == "pglock: error: --slots takes one key"* ]]
-    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 --mode=xact "$K" -c "touch $out/ran"
-    [ "$status" -eq 64 ]
     run --separate-stderr "$PGLOCK_BIN" lead -d "$DB" --slots=2 "$K" -c "touch $out/ran"
     [ "$status" -eq 64 ]
     [ ! -e "$out/ran" ]
@@ -219,8 +217,7 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     nothing_left
 }
 
-@test "a slot taken from SQL by the documented rule counts; a pooler is refused with 69" {
-    need PGLOCK_TEST_POOLER
+@test "a slot taken from SQL by the documented rule counts" {
     # psql holds slot 0 of a one-slot semaphore, by pglock(1)'s SQL
     mkfifo "$out/psql.in"
     psql -X -q -At "$DB" <"$out/psql.in" >"$out/psql.out" &
@@ -233,8 +230,101 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     [ ! -e "$out/ran" ]
     exec 4>&-
     wait_until 10 nothing_left
-    run --separate-stderr "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" --slots=2 --try "$K" -c "touch $out/ran"
+    # --mode=xact takes a slot in a transaction, on a direct connection too
+    run "$PGLOCK_BIN" run -d "$DB" --slots=1 --mode=xact --try "$K" -c 'echo "slot $PGLOCK_SLOT"'
+    [ "$status" -eq 0 ]
+    [ "$output" = "slot 0" ]
+    nothing_left
+}
+
+# Through PgBouncer in transaction mode (pool size 3): auto mode holds each
+# slot, and waits on the gate and the slots, inside a transaction.  Each
+# test keeps within the pool's three server connections.
+
+# idle_in_xact: sessions of the server idle in an open transaction.
+idle_in_xact() {
+    q "select count(*) from pg_stat_activity where state like 'idle in transaction%'"
+}
+
+@test "through PgBouncer: --try, of N+1 jobs exactly N run in a transaction each, one exits 75" {
+    need PGLOCK_TEST_POOLER
+    local i busy
+    for i in 1 2 3; do
+        bg "j$i" run -d "$PGLOCK_TEST_POOLER" --slots=2 --try "$K" -c "$(slot_job "j$i" 2)"
+    done
+    wait_until 15 files_at_least '*.started' 2
+    wait_until 15 ended_at_least 1 j1 j2 j3
+    [ "$(count_files '*.started')" = 2 ]
+    [ "$(ended j1 j2 j3)" = 1 ]
+    for i in 1 2 3; do gone "$(pid_of "j$i")" && busy=j$i; done
+    finish "$busy" 5
+    [ "$(status_of "$busy")" = 75 ]
+    [ ! -e "$out/$busy.started" ]
+    [ "$(cat "$out"/*.slot | sort | tr '\n' ' ')" = "0 1 " ]
+    for i in 0 1; do
+        [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
+    done
+    # each slot is a transaction lock of an open, idle transaction
+    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+            where l.locktype = 'advisory' and l.granted
+              and a.state like 'idle in transaction%'")" = 2 ]
+    touch "$out/release"
+    for i in 1 2 3; do
+        [ "j$i" = "$busy" ] && continue
+        finish "j$i" 15
+        [ "$(status_of "j$i")" = 0 ]
+    done
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+}
+
+@test "through PgBouncer: --wait is woken when the holder ends, never two holders, the lease kept in xact hold" {
+    need PGLOCK_TEST_POOLER
+    # a holder and a waiter: 1 + (gate + 1 watcher) = the pool's 3
+    bg h run -d "$PGLOCK_TEST_POOLER" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    # its job outlives its lease: only heartbeats in the holding
+    # transaction keep idle_in_transaction_session_timeout from ending it
+    bg w run -d "$PGLOCK_TEST_POOLER" --lease=1s --slots=1 --wait=30s "$K" \
+        -c "$(slot_job w 1 2.5)"
+    # the head holds the gate and its watcher waits on slot 0
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    [ "$(advisory_count "$(name_sql "$KID#gate")" t)" = 1 ]
+    [ ! -e "$out/w.started" ]
+    touch "$out/release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ -e "$out/w.started" ]
+    [ "$(cat "$out/w.slot")" = 0 ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+}
+
+@test "through PgBouncer: a holder whose backend is terminated loses its slot (74), which is free again" {
+    need PGLOCK_TEST_POOLER
+    bg h run -d "$PGLOCK_TEST_POOLER" --lease=3s --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    local pid
+    pid=$(q "select pid from pg_locks where locktype = 'advisory' and granted
+               and ((classid::bigint << 32) | objid::bigint) = $(slot_sql 0)")
+    [ -n "$pid" ]
+    q "select pg_terminate_backend($pid)" >/dev/null
+    finish h 15
+    [ "$(status_of h)" = 74 ]
+    nothing_left
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" --slots=1 --try "$K" -c 'echo "slot $PGLOCK_SLOT"'
+    [ "$status" -eq 0 ]
+    [ "$output" = "slot 0" ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+    # session locks are still refused through the pooler, with the usual hint
+    run --separate-stderr "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" --mode=session --slots=2 --try "$K" -c "touch $out/ran"
     [ "$status" -eq 69 ]
-    [[ "$stderr" == *"pglock: hint: --slots needs session locks"* ]]
+    [[ "$stderr" == *"pglock: hint: Use --mode=auto or --mode=xact"* ]]
     [ ! -e "$out/ran" ]
 }
