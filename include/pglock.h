@@ -471,10 +471,16 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).
  * keys: 1 to PGLOCK_LOCK_ANY_MAX 64-bit keys (integers, names, resolved
  * legacy keys; pairs are PGLOCK_EINVAL), none of which the client holds
- * already in mode (PGLOCK_ESTATE).  Session hold only (PGLOCK_ESTATE in
- * xact hold).  opts.interrupt cancels it (PGLOCK_EINTR); after a failed
- * statement pg_locks decides, as for pglock_lock(): a key granted in the
- * instant it failed is reported as taken (0).
+ * already in mode (PGLOCK_ESTATE).  opts.interrupt cancels it
+ * (PGLOCK_EINTR).  Session hold: after a failed statement pg_locks
+ * decides, as for pglock_lock(): a key granted in the instant it failed
+ * is reported as taken (0).  Xact hold (through a transaction-mode
+ * pooler): the keys are tried with pg_try_advisory_xact_lock[_shared] in
+ * the holding transaction, as one lock statement of pglock_lock()'s (it
+ * opens the transaction when none is open, is counted for the heartbeat,
+ * runs under a savepoint and checks the backend pid); a failed statement
+ * is rolled back to its savepoint, which releases anything it was
+ * granted, and the earlier locks of the transaction stay held.
  */
 #define PGLOCK_HAS_LOCK_ANY 1
 #define PGLOCK_LOCK_ANY_MAX 1024
