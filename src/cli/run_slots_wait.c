@@ -279,12 +279,9 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         st->client = NULL;
     } else if (pglock_held(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
         /* a slot taken by the head's own try, or none: let the next in.
-         * In xact hold the client holds only the gate here (as_head), and
-         * its transaction goes with it. */
-        if (pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT)
-            pglock_unlock_all(st->client);
-        else
-            pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
+         * In xact hold the client holds only the gate here (as_head), so
+         * the unlock ends its transaction. */
+        pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
     }
     return rc;
 }

@@ -305,6 +305,25 @@ idle_in_xact() {
     wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
 }
 
+@test "through PgBouncer: a --wait that runs out is 75 and gives the gate's transaction back" {
+    need PGLOCK_TEST_POOLER
+    bg h run -d "$PGLOCK_TEST_POOLER" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_POOLER" --slots=1 --wait=1s "$K" -c "touch $out/w.ran"
+    [ "$status" -eq 75 ]
+    [ ! -e "$out/w.ran" ]
+    # nobody waits, the gate is free, and only the holder's transaction is open
+    wait_until 10 eval "[ \"\$(slot_locks f)\" = 0 ]"
+    [ "$(slot_locks t)" = 1 ]
+    [ "$(advisory_count "$(name_sql "$KID#gate")" t)" = 0 ]
+    [ "$(idle_in_xact)" = 1 ]
+    touch "$out/release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+}
+
 @test "through PgBouncer: a holder whose backend is terminated loses its slot (74), which is free again" {
     need PGLOCK_TEST_POOLER
     bg h run -d "$PGLOCK_TEST_POOLER" --lease=3s --slots=1 "$K" -c "$(slot_job h 1)"
