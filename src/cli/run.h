@@ -355,7 +355,7 @@ int run_slots_parse(const char *value);
 /* --slots's value: -1 when valid (a->slots set), else the usage error's
  * exit status (printed). */
 int run_slots_option(run_args *a, const char *value);
-/* What --slots cannot go with (--shared, several keys, --mode=xact): -1
+/* What --slots cannot go with (--shared, several keys): -1
  * to go on, else 64 (printed). */
 int run_slots_check(const run_args *a);
 /* The slot keys and the gate of key (a resolved key).  0, or -1 (a key

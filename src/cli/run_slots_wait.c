@@ -29,6 +29,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,8 +37,8 @@
 #include "run.h"
 
 /* Each watcher's interrupt flag, read by the library in its wait.  Static:
- * the winner's client keeps pointing at its flag (never set) after the
- * wait. */
+ * the winner's client keeps pointing at its flag after the wait, which
+ * as_head() clears (a stop at the deadline may have set it). */
 static volatile sig_atomic_t watcher_stop[RUN_MAX_SLOTS];
 
 typedef struct slot_wait slot_wait;
@@ -59,6 +60,7 @@ struct slot_wait {
     int done_pipe[2];         /* one byte per watcher that ended */
     pthread_mutex_t mu;
     int winner;               /* -1 until one is granted */
+    int failed;               /* the first watcher that failed on its own, -1 */
     watcher w[RUN_MAX_SLOTS];
 };
 
@@ -82,6 +84,14 @@ static long budget_left(int64_t deadline)
     return left > 0 ? (long)left : PGLOCK_TRY;
 }
 
+/* Whether rc ends a watcher for a reason of its own (it could not connect,
+ * lost its connection, ...), not because it was stopped or ran out. */
+static int failed_on_its_own(int rc)
+{
+    return rc != 0 && rc != PGLOCK_EINTR && rc != PGLOCK_ETIMEDOUT &&
+           rc != PGLOCK_EBUSY;
+}
+
 /* One watcher: a connection of its own waiting on slot `index`. */
 static void *watch(void *arg)
 {
@@ -96,22 +106,23 @@ static void *watch(void *arg)
                  : pglock_lock(c, &sw->s->keys[me->index], PGLOCK_EXCLUSIVE,
                                budget_left(sw->deadline));
     int won = 0;
+    if (c && rc != 0)
+        snprintf(me->error, sizeof me->error, "%s", pglock_client_error(c));
     pthread_mutex_lock(&sw->mu);
+    me->rc = rc;
     if (rc == 0 && sw->winner < 0) {
         /* all settled before the main thread can see the winner */
         me->client = c;
         stop_watchers(sw, me->index);
         sw->winner = me->index;
         won = 1;
+    } else if (failed_on_its_own(rc) && sw->failed < 0) {
+        sw->failed = me->index;
     }
     pthread_mutex_unlock(&sw->mu);
-    if (!won) {
-        if (c && rc != 0)
-            snprintf(me->error, sizeof me->error, "%s", pglock_client_error(c));
-        /* a loser granted in the same instant gives its slot back here */
+    /* a loser granted in the same instant gives its slot back here */
+    if (!won)
         pglock_client_close(c);
-    }
-    me->rc = rc;
     ssize_t wr = write(sw->done_pipe[1], "x", 1);
     (void)wr;
     return NULL;
@@ -125,9 +136,19 @@ static int winner_of(slot_wait *sw)
     return w;
 }
 
+static int failed_of(slot_wait *sw)
+{
+    pthread_mutex_lock(&sw->mu);
+    int f = sw->failed;
+    pthread_mutex_unlock(&sw->mu);
+    return f;
+}
+
 /* Waits until a watcher wins or every started one has ended,
- * heartbeating the gate's connection and stopping the watchers at the
- * deadline. */
+ * heartbeating the gate's connection, and stopping the watchers at the
+ * deadline or as soon as one fails on its own: its slot is no longer
+ * watched, so waiting on would hold the gate, and the queue, for slots
+ * that may never free while that one is free. */
 static void await_watchers(run_state *st, slot_wait *sw, int started)
 {
     int ended = 0, stopped = 0;
@@ -144,6 +165,10 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
             ssize_t r = read(sw->done_pipe[0], buf, sizeof buf);
             if (r > 0)
                 ended += (int)r;
+            if (!stopped && failed_of(sw) >= 0) {
+                stop_watchers(sw, -1);
+                stopped = 1;
+            }
             continue;
         }
         now = pglock_now_ms();
@@ -152,11 +177,15 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
             stopped = 1;
         }
         if (now >= next_hb) {
-            /* the gate only orders the waiters: a lost gate is no loss */
-            if (pglock_heartbeat(st->client, st->lease.heartbeat_ms) < 0)
+            /* the gate only orders the waiters: a lost gate is no loss.
+             * After a failure (one unanswered stays in flight) it is left
+             * to the server's lease. */
+            next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+            if (pglock_heartbeat(st->client, st->lease.heartbeat_ms) < 0) {
                 cli_verbose("the gate's connection: %s",
                             pglock_client_error(st->client));
-            next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+                next_hb = INT64_MAX;
+            }
         }
     }
 }
@@ -179,16 +208,14 @@ static int why_none(run_state *st, slot_wait *sw)
 {
     if (run_stop_signal())
         return PGLOCK_EINTR;
-    if (sw->deadline && pglock_now_ms() >= sw->deadline)
-        return PGLOCK_ETIMEDOUT;
-    /* a watcher failed on its own (could not connect, ...): say why */
-    for (int i = 0; i < sw->started; i++)
-        if (sw->w[i].rc != PGLOCK_EINTR && sw->w[i].rc != PGLOCK_ETIMEDOUT &&
-            sw->w[i].rc != PGLOCK_EBUSY) {
-            snprintf(st->error, sizeof st->error, "could not wait for slot "
-                     "%d: %s", i, sw->w[i].error);
-            return sw->w[i].rc;
-        }
+    /* a watcher failed on its own (could not connect, ...): say why, even
+     * when the budget ran out while the others stopped */
+    int i = sw->failed;
+    if (i >= 0) {
+        snprintf(st->error, sizeof st->error, "could not wait for slot %d: %s",
+                 i, sw->w[i].error);
+        return sw->w[i].rc;
+    }
     return PGLOCK_ETIMEDOUT;
 }
 
@@ -244,6 +271,7 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
     sw->st = st;
     sw->deadline = deadline;
     sw->winner = -1;
+    sw->failed = -1;
     if (pipe(sw->done_pipe) < 0) {
         snprintf(st->error, sizeof st->error, "could not create a pipe: %s",
                  strerror(errno));
@@ -258,6 +286,8 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
         pglock_client_close(st->client);
         st->client = sw->w[sw->winner].client;
         st->slot = sw->winner;
+        /* its interrupt flag from now on means only what it says */
+        watcher_stop[sw->winner] = 0;
     }
     return rc;
 }
@@ -281,7 +311,16 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         /* a slot taken by the head's own try, or none: let the next in.
          * In xact hold the client holds only the gate here (as_head), so
          * the unlock ends its transaction. */
-        pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
+        int urc = pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
+        if (urc != 0 && rc == 0) {
+            /* the job would hold the gate, and the whole queue, while it
+             * runs: give the slot back with the connection; no job ran */
+            snprintf(st->error, sizeof st->error, "could not give the gate "
+                     "back: %s", pglock_client_error(st->client));
+            pglock_client_close(st->client);
+            st->client = NULL;
+            rc = urc < 0 ? urc : PGLOCK_ESERVER;
+        }
     }
     return rc;
 }

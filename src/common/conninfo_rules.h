@@ -7,6 +7,7 @@
 #ifndef PGLOCK_CONNINFO_RULES_H
 #define PGLOCK_CONNINFO_RULES_H
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static inline long conninfo_timeout_ms(const char *value)
     if (value && *value) {
         char *end;
         s = strtol(value, &end, 10);
+        while (isspace((unsigned char)*end))
+            end++; /* libpq allows trailing white space */
         if (*end)
             s = PGLOCK_CONNECT_TIMEOUT_S;
     }

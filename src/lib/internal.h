@@ -114,9 +114,12 @@ void pglock__holds_clear(pglock_client *c);
 /* The client's count for key+mode (session_lock.c), or NULL. */
 pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
                                 pglock_mode mode);
-/* Counts one more hold of a resolved key: 0 or PGLOCK_ENOMEM. */
-int pglock__hold_add(pglock_client *c, const pglock_key *key,
-                     pglock_mode mode);
+/* A lock of a resolved key the server just granted, to a statement sent
+ * at sent_at (session_lock.c, lock_any.c): counted, the client's error
+ * cleared and its lease confirmed from sent_at.  0, or PGLOCK_ENOMEM with
+ * the connection closed (a lock nobody could unlock or verify must go). */
+int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+                         pglock_mode mode, int64_t sent_at);
 /* A libpq notice processor that drops the server's notices: a library
  * does not write to its caller's stderr. */
 void pglock__quiet_notices(void *arg, const char *message);

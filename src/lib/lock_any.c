@@ -237,16 +237,8 @@ int pglock_lock_any(pglock_client *c, const pglock_key *keys, int nkeys,
         return pglock__fail(c, PGLOCK_EBUSY,
                             "every one of the %d keys is held by another "
                             "session", nkeys);
-    if (pglock__hold_add(c, &keys[taken], mode) != 0) {
-        pglock__client_drop(c);
-        return pglock__fail(c, PGLOCK_ENOMEM,
-                            "out of memory after the lock was granted: the "
-                            "connection was closed, so every lock of this "
-                            "client is lost");
-    }
+    if ((rc = pglock__hold_granted(c, &keys[taken], mode, sent_at)) != 0)
+        return rc;
     *index_out = taken;
-    c->message[0] = '\0';
-    c->sqlstate[0] = '\0';
-    c->confirmed_at = sent_at;
     return 0;
 }

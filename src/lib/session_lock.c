@@ -45,9 +45,8 @@ pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
     return NULL;
 }
 
-/* Counts one more hold of a resolved key (lock_any.c too). */
-int pglock__hold_add(pglock_client *c, const pglock_key *key,
-                     pglock_mode mode)
+/* Counts one more hold of a resolved key. */
+static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
 {
     pglock__hold *h = pglock__hold_find(c, key, mode);
     if (h) {
@@ -75,6 +74,24 @@ int pglock__hold_add(pglock_client *c, const pglock_key *key,
             return PGLOCK_ENOMEM;
     }
     c->nholds++;
+    return 0;
+}
+
+int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+                         pglock_mode mode, int64_t sent_at)
+{
+    if (hold_add(c, key, mode) != 0) {
+        /* Held on the server but not counted: a lock nobody could unlock
+         * or verify.  Closing the connection frees it. */
+        pglock__client_drop(c);
+        return pglock__fail(c, PGLOCK_ENOMEM,
+                            "out of memory after the lock was granted: the "
+                            "connection was closed, so every lock of this "
+                            "client is lost");
+    }
+    c->message[0] = '\0';
+    c->sqlstate[0] = '\0';
+    c->confirmed_at = sent_at;
     return 0;
 }
 
@@ -340,18 +357,8 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     if (rc)
         return rc;
     int64_t answered_at = pglock_now_ms();
-    if (pglock__hold_add(c, &key, mode) != 0) {
-        /* Held on the server but not counted: a lock nobody could unlock
-         * or verify.  Closing the connection frees it. */
-        pglock__client_drop(c);
-        return pglock__fail(c, PGLOCK_ENOMEM,
-                            "out of memory after the lock was granted: the "
-                            "connection was closed, so every lock of this "
-                            "client is lost");
-    }
-    c->message[0] = '\0';
-    c->sqlstate[0] = '\0';
-    c->confirmed_at = sent_at;
+    if ((rc = pglock__hold_granted(c, &key, mode, sent_at)) != 0)
+        return rc;
     /* After a long wait the send time says little about the server's idle
      * clock, which starts when the lock is granted: confirm now, so the
      * lease counts from a fresh, known moment. */

@@ -206,6 +206,13 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
             return PGLOCK__WAIT_ABANDONED;
         }
 
+        if (PQsocket(conn) < 0) {
+            /* nothing left to poll: poll() would sleep out the deadline,
+             * or forever without one */
+            if (job)
+                job_release(job);
+            return PGLOCK__WAIT_CONNLOST;
+        }
         struct pollfd fds[2] = {{.fd = PQsocket(conn), .events = POLLIN},
                                 {.fd = -1, .events = POLLIN}};
         int cap = -1;

@@ -38,11 +38,17 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
         rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
     if (rc != 0)
         return rc;
-    long count = (begin ? 0 : c->xact_locks) + 1;
+    /* The server counts up from its own value, not ours: a lock undone
+     * behind our back (a ROLLBACK TO SAVEPOINT on the borrowed connection)
+     * then stays one short for good, even after later lock statements,
+     * and the heartbeat sees it.  A new transaction starts from 1. */
+    const char *count = begin ? "'1'"
+        : "(coalesce(nullif(current_setting('" PGLOCK__LOCKS_SETTING
+          "', true), ''), '0')::int8 + 1)::text";
     int n = snprintf(buf, len,
                      "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN
                      "%s%s%s, set_config('" PGLOCK__LOCKS_SETTING
-                     "', '%ld', true)%s%s",
+                     "', %s, true)%s%s",
                      *value ? ", " : "", value,
                      *value ? " AS " PGLOCK__VALUE_COLUMN : "", count,
                      *settings ? ", " : "", settings);

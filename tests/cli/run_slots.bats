@@ -13,7 +13,11 @@ setup() {
     export KID
 }
 # a job left waiting for $out/release must not outlive a failed test
-teardown() { touch "$out/release"; teardown_run; }
+teardown() {
+    touch "$out/release"
+    teardown_run
+    q "drop role if exists \"pglock_slots_$$\"" >/dev/null 2>&1 || true
+}
 
 # slot_sql I: the bigint of slot I of $K, by the documented rule.
 slot_sql() { name_sql "$KID#$1"; }
@@ -155,6 +159,33 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     [ "$(grep -c "^pglock: warning: connection lost while waiting for a slot of lock \"$K\": .*; reconnecting within --wait$" "$out/w.err")" = 1 ]
     [ "$(wc -l <"$out/w.err")" = 1 ]
     wait_until 10 nothing_left
+}
+
+@test "a watcher that cannot connect ends the head's wait with its reason, gate given back" {
+    # A role allowed 4 connections: 2 holders, the head's own, and one of
+    # its 2 watchers; the other watcher is refused.  Waiting on would hold
+    # the gate (and the queue) for the one slot still watched.
+    local role="pglock_slots_$$"
+    q "create role \"$role\" login connection limit 4" >/dev/null
+    local as="$DB user=$role"
+    bg h1 run -d "$as" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$as" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w run -d "$as" --slots=2 "$K" -c "touch $out/w.ran"
+    finish w 20
+    cat "$out/w.err"
+    [ "$(status_of w)" = 69 ]
+    grep -E "could not wait for slot [01]: .*too many connections for role" "$out/w.err"
+    [ "$(grep -c '^pglock: error: ' "$out/w.err")" = 1 ]
+    [ ! -e "$out/w.ran" ]
+    # the holders keep their slots; nobody waits, the gate is free
+    wait_until 10 eval "[ \"\$(slot_locks f)\" = 0 ]"
+    [ "$(slot_locks t)" = 2 ]
+    touch "$out/release"
+    finish h1 10
+    finish h2 10
+    wait_until 10 nothing_left
+    q "drop role \"$role\"" >/dev/null
 }
 
 @test "--wait=DURATION that runs out: 75, the command not run, nothing left" {

@@ -194,6 +194,33 @@ static void heartbeat_notices_a_rollback_to_savepoint(void **state)
     pglock_client_close(c);
 }
 
+/* Xact hold: a lock undone by ROLLBACK TO SAVEPOINT stays noticed after
+ * the client takes another lock in the same transaction (the server
+ * counts up from its own count, so it stays one short). */
+static void a_rolled_back_lock_stays_noticed_after_a_later_lock(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
+    PGconn *obs = pt_connect(primary);
+    PGconn *conn = pglock_client_conn(c);
+    int64_t id1 = pt_unique_key(), id2 = pt_unique_key(), id3 = pt_unique_key();
+    pglock_key k1, k2, k3;
+    pglock_key_int64(&k1, id1);
+    pglock_key_int64(&k2, id2);
+    pglock_key_int64(&k3, id3);
+    assert_int_equal(pglock_lock(c, &k1, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pt_exec_ok(conn, "SAVEPOINT before_k2");
+    assert_int_equal(pglock_lock(c, &k2, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pt_exec_ok(conn, "ROLLBACK TO SAVEPOINT before_k2");
+    assert_true(pt_key_free(obs, id2));
+    assert_int_equal(pglock_lock(c, &k3, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_non_null(strstr(pglock_client_error(c), "savepoint"));
+    PQfinish(obs);
+    pglock_client_close(c);
+}
+
 /* Xact hold through PgBouncer (transaction mode): the pool's RECONNECT
  * cannot take the holding transaction's backend away (PgBouncer closes a
  * server connection only once it is released, at the transaction's end),
@@ -288,6 +315,7 @@ int main(void)
         cmocka_unit_test(heartbeat_notices_a_restart),
         cmocka_unit_test(heartbeat_notices_an_error_in_the_holding_transaction),
         cmocka_unit_test(heartbeat_notices_a_rollback_to_savepoint),
+        cmocka_unit_test(a_rolled_back_lock_stays_noticed_after_a_later_lock),
         cmocka_unit_test(heartbeat_through_a_pooler_reconnect_and_restart),
         cmocka_unit_test(acquire_and_release_are_one_round_trip_each),
         cmocka_unit_test(a_lease_ends_a_silent_session_on_the_server),
