@@ -49,6 +49,22 @@ if [ -z "${PGLOCK_TEST_PRIMARY:-}" ]; then
 fi
 
 TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
+
+# psql and python3 run thousands of times (q, py, ...), and their usual
+# launchers cost more than the work: Debian's psql is a Perl wrapper that
+# picks a version (0.1 s a call), pyenv's python3 a shim that runs pyenv
+# (0.5 s).  The tests get the very programs those launchers would run:
+# the harness's psql ($PGLOCK_PGCLIENT, which it uses itself) and the
+# interpreter python3 resolves to, through links put first on PATH.
+direct_tools=$(mktemp -d)
+trap 'rm -rf "$direct_tools"' EXIT
+if [ -x "${PGLOCK_PGCLIENT:-}/psql" ]; then
+    ln -s "$PGLOCK_PGCLIENT/psql" "$direct_tools/psql"
+fi
+if python=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$python" ]; then
+    ln -s "$python" "$direct_tools/python3"
+fi
+export PATH=$direct_tools:$PATH
 skips_fail=1
 [ -z "${PGLOCK_TEST_SERVER:-}" ] || skips_fail=0
 passed=0 failed=0 skipped=0
