@@ -107,6 +107,20 @@ usage_64() {
     no_pglock_session
 }
 
+# lead_retried CONNINFO: pglock lead -v -d CONNINFO, which retries a server
+# it cannot reach forever, stopped once it has said so three times (the
+# warning, then -v's line for each retry), or ended by itself (a usage
+# error); its output and status in $output and $status, as from `run`.
+lead_retried() {
+    bg lead lead -v -d "$1" "$K" -- true
+    said_it_thrice() { [ "$(grep -c 'could not connect' "$out/lead.err")" -ge 3 ]; }
+    wait_until 10 eval 'said_it_thrice || gone "$(pid_of lead)"' || true
+    kill -TERM "$(pid_of lead)" 2>/dev/null || true
+    finish lead 10
+    status=$(status_of lead)
+    output=$(cat "$out/lead.out" "$out/lead.err")
+}
+
 @test "a password in conninfo, URI or PGPASSWORD is never printed, whatever fails" {
     local s=s3cr3t-$RANDOM
     local -a dbs=("password=$s bogus_option=1" "postgresql://u:$s@/%zz"
@@ -117,11 +131,9 @@ usage_64() {
     local d sub
     for d in "${dbs[@]}"; do
         for sub in "run -v -d" "lead -v -d" "status -d" "doctor -d"; do
-            # lead retries a server it cannot reach, forever: -v shows
-            # each failure; stop it after a few.
             case $sub in
             run*) PGPASSWORD=$s run "$PGLOCK_BIN" $sub "$d" "$K" -- true ;;
-            lead*) PGPASSWORD=$s run timeout 2 "$PGLOCK_BIN" $sub "$d" "$K" -- true ;;
+            lead*) PGPASSWORD=$s lead_retried "$d" ;;
             *) PGPASSWORD=$s run "$PGLOCK_BIN" $sub "$d" ;;
             esac
             echo "pglock $sub [$d] -> $status: $output"
