@@ -240,10 +240,11 @@ teardown() { teardown_run; }
 
 @test "--foreground: an interactive command reads the terminal; by default it is told why it cannot" {
     command -v script >/dev/null || skip "script(1) is not installed"
-    (sleep 1; echo yes) | timeout 20 script -qec \
-        "$PGLOCK_BIN run --foreground -d '$DB' '$K' -- sh -c 'read a; echo answer=\$a'" /dev/null >"$out/fg" 2>&1
+    # Each key is typed once the terminal shows the job is at its read.
+    (wait_until 20 grep -q ready "$out/fg" || true; echo yes) | timeout 20 script -qec \
+        "$PGLOCK_BIN run --foreground -d '$DB' '$K' -- sh -c 'echo ready; read a; echo answer=\$a'" /dev/null >"$out/fg" 2>&1
     grep -q "answer=yes" "$out/fg"
-    (sleep 1; printf '\003') | timeout 20 script -qec \
+    (wait_until 20 grep -q "tried to read" "$out/bg" || true; printf '\003') | timeout 20 script -qec \
         "$PGLOCK_BIN run -d '$DB' '$K' -- sh -c 'read a; echo answer=\$a'" /dev/null >"$out/bg" 2>&1 || true
     grep -q "tried to read from the terminal, which only --foreground lets it use" "$out/bg"
     run ! grep -q "answer=" "$out/bg"

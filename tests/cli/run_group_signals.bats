@@ -13,6 +13,9 @@ bats_require_minimum_version 1.5.0
 setup() { setup_run; }
 teardown() {
     local f
+    for f in "$out"/*.timeout; do
+        [ -e "$f" ] && kill -ALRM "$(cat "$f")" 2>/dev/null
+    done
     for f in "$out"/*.jobpid "$out"/*.gpid; do
         [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
     done
@@ -74,27 +77,47 @@ started_setsid() {
     echo $! >"$out/$name.pgid"
 }
 
-@test "timeout -s KILL: the job and its setsid grandchild die with pglock's group, before the next holder starts" {
+# timed_out NAME [TIMEOUT-OPTION...] COMMAND...: COMMAND under timeout(1)
+# in the background, its output in $out/NAME.out / .err, timeout's pid in
+# $out/NAME.timeout; timeout's exit status goes to $out/NAME.status.  (60 s
+# bounds a test that fails before time_out; teardown times it out too.)
+# time_out NAME: runs that timeout out now, the very path its timer takes
+# (GNU timeout's timer signal is SIGALRM), then waits for the status.  So
+# the test waits for its scene to be set (the waiter queued), not for a
+# fixed 3 s that, on a loaded machine, may come before it.
+timed_out() {
+    local name=$1
+    shift
+    local -a opts=()
+    while [ "${1:0:1}" = - ]; do opts+=("$1" "$2"); shift 2; done
     (st=0
-     timeout -s KILL 3 "$PGLOCK_BIN" run -d "$DB" --lease=4s --kill-after=300ms "$K" -c "$(stubborn_job h)" \
-        >"$out/h.out" 2>"$out/h.err" || st=$?
-     echo $st >"$out/h.status") &
+     timeout "${opts[@]}" 60 "$@" >"$out/$name.out" 2>"$out/$name.err" &
+     echo $! >"$out/$name.timeout"
+     wait $! || st=$?
+     echo $st >"$out/$name.status") &
+    wait_until 10 file_exists "$out/$name.timeout"
+}
+time_out() {
+    kill -ALRM "$(cat "$out/$1.timeout")"
+    wait_until 10 file_exists "$out/$1.status"
+    rm "$out/$1.timeout" # its pid may serve another process now
+}
+
+@test "timeout -s KILL: the job and its setsid grandchild die with pglock's group, before the next holder starts" {
+    timed_out h -s KILL "$PGLOCK_BIN" run -d "$DB" --lease=4s --kill-after=300ms "$K" -c "$(stubborn_job h)"
     wait_until 10 file_exists "$out/h.galive"
     waiter w
-    wait_until 10 file_exists "$out/h.status"
+    time_out h
     [ "$(cat "$out/h.status")" = 137 ]
     no_overlap w
     report "timeout -s KILL -> waiter started $(ms_between "$out/h.alive" "$out/w.start") ms after the job last ran"
 }
 
 @test "plain timeout (SIGTERM to the group): the job is stopped, the lock released, then the next holder starts" {
-    (st=0
-     timeout 3 "$PGLOCK_BIN" run -d "$DB" --lease=4s --kill-after=300ms "$K" -c "$(stamp_job h)" \
-        >"$out/h.out" 2>"$out/h.err" || st=$?
-     echo $st >"$out/h.status") &
+    timed_out h "$PGLOCK_BIN" run -d "$DB" --lease=4s --kill-after=300ms "$K" -c "$(stamp_job h)"
     wait_until 10 file_exists "$out/h.alive"
     waiter w
-    wait_until 10 file_exists "$out/h.status"
+    time_out h
     # timeout's own status for a command it had to stop
     [ "$(cat "$out/h.status")" = 124 ]
     no_overlap w
