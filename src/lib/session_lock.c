@@ -156,9 +156,6 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
 
 /* ---------------------------------------------------------------- lock */
 
-/* A session lock on the client's connection: 0 when held (the key
- * resolved into *key_io, not yet counted), else a code with the message on
- * the client. */
 /* After a failed wait (rc, with the client's message set): the
  * outcome, for which pg_locks has the last word. */
 static int wait_failed(pglock_client *c, int rc, int cancelled,
@@ -196,6 +193,9 @@ static int wait_failed(pglock_client *c, int rc, int cancelled,
     return rc;
 }
 
+/* A session lock on the client's connection: 0 when held (the key
+ * resolved into *key_io, not yet counted), else a code with the message on
+ * the client. */
 static int session_acquire(pglock_client *c, pglock_key *key_io,
                            pglock_mode mode, long timeout_ms)
 {
