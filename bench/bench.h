@@ -22,6 +22,17 @@ double bench_quantile(double *v, size_t n, double q);
 /* "median (min–max)" of v, formatted with fmt (e.g. "%.1f"), into buf. */
 const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size_t n);
 
+/*
+ * Pins process pid (0: this one) to the cpu-th CPU this process may run on
+ * (modulo their count).  On a 2-core machine a client and its backend are
+ * either on one CPU or on two, and a round trip costs ~28 µs one way and
+ * ~39 µs the other: left to the scheduler, which way a connection falls
+ * decides a comparison more than the SQL does.  Pinning both sides of every
+ * compared connection alike removes that.  Returns 0, or -1 when pid is
+ * not on this machine or may not be moved.
+ */
+int bench_pin(int pid, int cpu);
+
 /* Connects with libpq or dies, saying why. */
 PGconn *bench_connect(const char *conninfo);
 
@@ -59,6 +70,9 @@ typedef struct bench_locker {
     void (*lock)(void *state, int64_t key, long *queries);
     void (*unlock)(void *state, int64_t key, long *queries);
     void (*close)(void *state);
+    /* the pid of the server process serving this state, which --pin moves
+     * beside its client; NULL when it is not ours alone (Redis) */
+    int (*server_pid)(void *state);
 } bench_locker;
 
 /* Lockers defined in locker_*.c; poll_us is set by the poll variants. */

@@ -22,7 +22,7 @@
  *
  *   bench_contend --conninfo CONNINFO [--redis SOCKET] [--lockers a,b,...]
  *                 [--procs 2,4,8] [--gaps-us 0,1000] [--work-us 10]
- *                 [--duration-ms 1000] [--reps 3] [--distinct]
+ *                 [--duration-ms 1000] [--reps 3] [--distinct] [--pin]
  */
 #include "bench.h"
 
@@ -60,6 +60,7 @@ typedef struct shared {
     atomic_int last_releaser;      /* worker index, -1: none yet */
     atomic_int holder;             /* worker index + 1, 0: free */
     atomic_long violations;
+    atomic_long unpinned;          /* --pin: workers that could not be */
     worker_out out[MAX_PROCS];
 } shared;
 
@@ -69,6 +70,7 @@ typedef struct config {
     int work_us;
     int duration_ms;
     int distinct;
+    int pin;          /* each worker and its backend on one CPU */
 } config;
 
 typedef struct entry {
@@ -111,6 +113,12 @@ static void worker(shared *sh, int me, const entry *e, const config *cfg, long g
     void *st = e->locker->open(e->redis ? cfg->redis : cfg->conninfo);
     worker_out *out = &sh->out[me];
     int64_t key = cfg->distinct ? 5000 + me : 4242;
+    /* worker i and its backend on CPU i mod CPUs, whatever the locker, so
+     * that every locker's run has the same placement (see bench_pin) */
+    if (cfg->pin && (bench_pin(0, me) != 0 ||
+                     (e->locker->server_pid &&
+                      bench_pin(e->locker->server_pid(st), me) != 0)))
+        atomic_fetch_add(&sh->unpinned, 1);
     atomic_fetch_add(&sh->ready, 1);
     while (!atomic_load(&sh->go))
         sleep_us(100);
@@ -209,6 +217,7 @@ typedef struct result {
 } result;
 
 static shared *sh;
+static long total_unpinned;   /* --pin: worker runs that could not be */
 
 /* Runs nprocs workers of one locker once; iters >= 0 runs that many
  * iterations per worker instead of a timed loop (calibration). */
@@ -277,6 +286,7 @@ static result run_once(const entry *e, const config *cfg, int nprocs, long gap_u
     free(w);
     r.samples = nsamples;
     r.violations = atomic_load(&sh->violations);
+    total_unpinned += atomic_load(&sh->unpinned);
     long served = after - before - setup_requests * nprocs;
     r.served = served;
     r.queries_per_acq = acq_all > 0 ? (double)served / (double)acq_all : 0;
@@ -331,6 +341,7 @@ int main(int argc, char **argv)
         {"duration-ms", required_argument, NULL, 'd'},
         {"reps", required_argument, NULL, 'r'},
         {"distinct", no_argument, NULL, 'D'},
+        {"pin", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -344,6 +355,7 @@ int main(int argc, char **argv)
         case 'd': cfg.duration_ms = atoi(optarg); break;
         case 'r': reps = atoi(optarg); break;
         case 'D': cfg.distinct = 1; break;
+        case 'P': cfg.pin = 1; break;
         default: return 64;
         }
     }
@@ -397,6 +409,11 @@ int main(int argc, char **argv)
                           "another released (the rest are a holder re-taking the lock it "
                           "just released); wait = attempt start to acquisition (p99 and "
                           "max, medians over the repetitions: starvation shows here)");
+    if (cfg.pin)
+        printf("Worker i and the server process serving it (its backend; Redis is "
+               "one server process, left alone) run on CPU i mod the CPUs, for every "
+               "locker alike: left to the scheduler, which processes share a CPU "
+               "changes a run by more than the lockers differ.\n\n");
     if (cfg.distinct) {
         printf("| processes | locker | lock+unlock per second | ratio |\n|---:|---|---:|---|\n");
     } else {
@@ -470,6 +487,8 @@ int main(int argc, char **argv)
         }
     }
     printf("\nMutual exclusion violations seen: %ld.\n\n", total_violations);
+    if (total_unpinned)
+        printf("%ld worker runs could not be pinned to their CPU.\n\n", total_unpinned);
     free(rs);
     if (stats_conn)
         PQfinish(stats_conn);

@@ -264,6 +264,17 @@ int main(int argc, char **argv)
         {"before: the heartbeat that read `pg_locks` (by hand)", before,
          BEFORE_SQL, NULL}};
 
+    /* every compared round trip crosses the same CPUs (see bench_pin) */
+    int pinned = bench_pin(0, 0) == 0;
+    for (int i = 0; i < 4; i++)
+        pinned = pinned && bench_pin(prover_pid(&pv[i]), 0) == 0;
+    printf("%s\n\n", pinned
+           ? "This program and the four backends it times share one CPU, so that"
+             " every row's round trips cross the same CPUs (on this 2-core machine"
+             " one CPU or two makes ~28 or ~39 µs, whichever the scheduler picks)."
+           : "The backends could not be pinned to one CPU (the server is elsewhere"
+             " or the bench may not move them): rows may differ by where the"
+             " scheduler put each backend.");
     printf("| other locks on the server | query | µs per heartbeat | × floor |"
            " server CPU µs per heartbeat |\n|---:|---|---:|---:|---:|\n");
     for (int i = 0; i < 4; i++)

@@ -74,12 +74,17 @@ static void pg_close(void *state)
     free(s);
 }
 
+static int pg_server_pid(void *state)
+{
+    return PQbackendPID(((pg_state *)state)->conn);
+}
+
 const bench_locker bench_locker_raw_wait = {
     "raw libpq wait", "raw libpq `pg_advisory_lock` (the server wakes the waiter) — the limit",
-    open_wait, pg_lock, pg_unlock, pg_close};
+    open_wait, pg_lock, pg_unlock, pg_close, pg_server_pid};
 const bench_locker bench_locker_poll_10ms = {
     "poll 10 ms", "libpq `pg_try_advisory_lock`, sleep 10 ms between tries",
-    open_poll_10ms, pg_lock, pg_unlock, pg_close};
+    open_poll_10ms, pg_lock, pg_unlock, pg_close, pg_server_pid};
 const bench_locker bench_locker_poll_1ms = {
     "poll 1 ms", "libpq `pg_try_advisory_lock`, sleep 1 ms between tries",
-    open_poll_1ms, pg_lock, pg_unlock, pg_close};
+    open_poll_1ms, pg_lock, pg_unlock, pg_close, pg_server_pid};

@@ -47,6 +47,12 @@ static void pglock_close_one(void *state)
     pglock_client_close(state);
 }
 
+static int pglock_server_pid(void *state)
+{
+    return pglock_client_backend_pid(state);
+}
+
 const bench_locker bench_locker_pglock = {
     "pglock", "pglock's library, `pglock_lock` waiting (the server wakes the waiter)",
-    pglock_open, pglock_lock_one, pglock_unlock_one, pglock_close_one};
+    pglock_open, pglock_lock_one, pglock_unlock_one, pglock_close_one,
+    pglock_server_pid};

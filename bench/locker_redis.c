@@ -82,7 +82,7 @@ static void redis_close(void *state)
 
 const bench_locker bench_locker_redis_10ms = {
     "redis poll 10 ms", "Redis `SET NX PX` polled every 10 ms, `EVAL` compare-and-delete unlock",
-    open_10ms, redis_lock, redis_unlock, redis_close};
+    open_10ms, redis_lock, redis_unlock, redis_close, NULL};
 const bench_locker bench_locker_redis_1ms = {
     "redis poll 1 ms", "Redis `SET NX PX` polled every 1 ms, `EVAL` compare-and-delete unlock",
-    open_1ms, redis_lock, redis_unlock, redis_close};
+    open_1ms, redis_lock, redis_unlock, redis_close, NULL};

@@ -120,6 +120,18 @@ pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
  * the connection closed (a lock nobody could unlock or verify must go). */
 int pglock__hold_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at);
+/* After a failed session-lock statement (grant_race.c): which key of a
+ * set this backend was granted anyway, in mode (pg_locks has the last
+ * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
+ * all of one objsubid (1 bigints, 2 int4 pairs); or a set of one
+ * unresolved legacy key, resolve (ids unused), whose bigint the same
+ * statement computes and writes into it.  Returns the index of the first
+ * key held or -1 for none, the caller's message and SQLSTATE kept; else
+ * PGLOCK_ECONNLOST with the client dropped and the message "could not
+ * check pg_locks after a failed <failed>; ...". */
+int pglock__granted_among(pglock_client *c, const char *ids, int objsubid,
+                          pglock_mode mode, pglock_key *resolve,
+                          const char *failed);
 /* A libpq notice processor that drops the server's notices: a library
  * does not write to its caller's stderr. */
 void pglock__quiet_notices(void *arg, const char *message);

@@ -89,35 +89,6 @@ static char *id_array(const pglock_key *keys, int nkeys)
     return buf;
 }
 
-/* After a failed statement: which key of the set, if any, this backend
- * was granted anyway (a cancel landing just after the grant).  The index,
- * -1 for none, or PGLOCK_ECONNLOST with the client dropped. */
-static int granted_anyway(pglock_client *c, const char *ids, pglock_mode mode)
-{
-    const char *params[2] = {ids, mode == PGLOCK_SHARED ? "ShareLock"
-                                                        : "ExclusiveLock"};
-    pglock__wait_end end;
-    PGresult *res = pglock__exec_bounded(c->conn,
-        "SELECT min(k.i) FROM unnest($1::int8[]) WITH ORDINALITY k(id, i)"
-        " JOIN pg_locks l ON l.locktype = 'advisory'"
-        " AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1"
-        " AND l.classid = ((k.id >> 32) & 4294967295)::oid"
-        " AND l.objid = (k.id & 4294967295)::oid AND l.mode = $2",
-        2, params, PGLOCK__CLOSE_TIMEOUT_MS, &end);
-    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
-        PQntuples(res) != 1) {
-        pglock__fail_result(c, res, "could not check pg_locks after a "
-                                    "failed try; the connection was closed");
-        PQclear(res);
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
-    int index = PQgetisnull(res, 0, 0) ? -1
-                : atoi(PQgetvalue(res, 0, 0)) - 1;
-    PQclear(res);
-    return index;
-}
-
 /* The statement trying the keys ids ("{1,2,3}") in turn, session or
  * transaction locks; allocated (NULL: no memory). */
 static char *any_statement(const char *ids, int nkeys, pglock_mode mode,
@@ -178,19 +149,15 @@ static int session_try(pglock_client *c, const char *sql, const char *ids,
         pglock__client_drop(c);
         return rc;
     }
-    /* pg_locks has the last word, as after any failed wait */
-    char saved[sizeof c->message], state[6];
-    memcpy(saved, c->message, sizeof saved);
-    memcpy(state, c->sqlstate, sizeof state);
-    int got = granted_anyway(c, ids, mode);
+    /* pg_locks has the last word, as after any failed wait (a cancel
+     * landing just after the grant) */
+    int got = pglock__granted_among(c, ids, 1, mode, NULL, "try");
     if (got == PGLOCK_ECONNLOST)
         return got;
     if (got >= 0) {
         *taken = got;
         return 0;
     }
-    memcpy(c->message, saved, sizeof saved);
-    memcpy(c->sqlstate, state, sizeof state);
     return rc;
 }
 

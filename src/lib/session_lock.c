@@ -136,82 +136,26 @@ static int check_call(pglock_client *c, const pglock_key *key,
     return pglock__client_ready(c);
 }
 
-static const char *mode_name(pglock_mode mode)
-{
-    return mode == PGLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
-}
-
 /* --------------------------------------------------- after a failure */
 
-/* Asks pg_locks whether this backend holds key in mode; the server may
- * have granted it in the instant the wait failed.  Returns 1 held, 0 not,
- * or a negative code (the connection is then dropped).  Resolves a legacy
- * key's value into *key. */
+/* Asks pg_locks whether this backend holds key in mode, a set of one:
+ * pglock__granted_among()'s answer (0 held, -1 not, or PGLOCK_ECONNLOST).
+ * An unresolved legacy key is resolved by the same statement, into *key. */
 static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
 {
-    char v[24], sub[4];
-    const char *params[3];
-    char sql[512];
-    const char *expr = "$1::int8";
-    int np = 1;
-
-    if (key->kind == PGLOCK_KEY_PAIR) {
-        snprintf(v, sizeof v, "%" PRId64,
-                 (int64_t)(((uint64_t)(uint32_t)key->ns << 32) |
-                           (uint32_t)key->nsid));
-        params[0] = v;
-    } else if (pglock__key_is_legacy(key) && !key->resolved) {
-        params[0] = key->name;
-        if (key->kind == PGLOCK_KEY_HASHTEXT) {
-            expr = "hashtext($1)::int8";
-        } else {
-            expr = "hashtextextended($1, $3::int8)";
-            snprintf(v, sizeof v, "%" PRId64, key->seed);
-            params[2] = v;
-            np = 3;
-        }
-    } else {
-        snprintf(v, sizeof v, "%" PRId64, key->id);
-        params[0] = v;
-    }
-    snprintf(sub, sizeof sub, "%d", key->kind == PGLOCK_KEY_PAIR ? 2 : 1);
-    params[1] = sub;
-    snprintf(sql, sizeof sql,
-             "SELECT k.v, EXISTS (SELECT 1 FROM pg_locks l"
-             " WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"
-             " AND l.granted AND l.classid = ((k.v >> 32) & 4294967295)::oid"
-             " AND l.objid = (k.v & 4294967295)::oid"
-             " AND l.objsubid = $2::int2 AND l.mode = '%s')"
-             " FROM (SELECT %s AS v) k",
-             mode_name(mode), expr);
-    if (np == 1)
-        np = 2;
-
-    pglock__wait_end end;
-    PGresult *res = pglock__exec_bounded(c->conn, sql, np, params,
-                                         PGLOCK__CLOSE_TIMEOUT_MS, &end);
-    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
-        PQntuples(res) != 1) {
-        pglock__fail_result(c, res, "could not check pg_locks after a "
-                                    "failed wait; the connection was closed");
-        PQclear(res);
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
-    if (pglock__key_is_legacy(key) && !key->resolved) {
-        key->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        key->resolved = 1;
-    }
-    int held = PQgetvalue(res, 0, 1)[0] == 't';
-    PQclear(res);
-    return held;
+    if (pglock__key_is_legacy(key) && !key->resolved)
+        return pglock__granted_among(c, NULL, 1, mode, key, "wait");
+    uint32_t classid, objid;
+    int objsubid;
+    pglock_key_locktag(key, &classid, &objid, &objsubid);
+    char ids[24];
+    snprintf(ids, sizeof ids, "{%" PRId64 "}",
+             (int64_t)(((uint64_t)classid << 32) | objid));
+    return pglock__granted_among(c, ids, objsubid, mode, NULL, "wait");
 }
 
 /* ---------------------------------------------------------------- lock */
 
-/* A session lock on the client's connection: 0 when held (the key
- * resolved into *key_io, not yet counted), else a code with the message on
- * the client. */
 /* After a failed wait (rc, with the client's message set): the
  * outcome, for which pg_locks has the last word. */
 static int wait_failed(pglock_client *c, int rc, int cancelled,
@@ -228,18 +172,14 @@ static int wait_failed(pglock_client *c, int rc, int cancelled,
      * fires and still report the error, and even a try can fail after its
      * grant (a cancel landing just after pg_try_advisory_lock() returned):
      * pg_locks decides. */
-    char saved[sizeof c->message], state[6];
-    memcpy(saved, c->message, sizeof saved);
-    memcpy(state, c->sqlstate, sizeof state);
     int held = held_on_server(c, key, mode);
-    if (held < 0)
+    if (held == PGLOCK_ECONNLOST)
         return held;
-    if (held) {
+    if (held == 0) {
         *key_io = *key;
         return 0;
     }
-    memcpy(c->message, saved, sizeof saved);
-    memcpy(c->sqlstate, state, sizeof state);
+    const char *state = c->sqlstate; /* the failed wait's, kept */
     char k[128];
     pglock__key_describe(key, k, sizeof k);
     if (rc == PGLOCK_ETIMEDOUT)
@@ -253,6 +193,9 @@ static int wait_failed(pglock_client *c, int rc, int cancelled,
     return rc;
 }
 
+/* A session lock on the client's connection: 0 when held (the key
+ * resolved into *key_io, not yet counted), else a code with the message on
+ * the client. */
 static int session_acquire(pglock_client *c, pglock_key *key_io,
                            pglock_mode mode, long timeout_ms)
 {
