@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "internal.h"
 
 /*
@@ -423,24 +422,6 @@ static void decode_lock_row(const PGresult *res, int r, row_index *ix,
     }
 }
 
-/* The list's entries are all written right away: with 10,000 locks they
- * are 430 pages, and asking the kernel for them in one call costs less
- * than a page fault each (on a virtual machine, each one a trap to the
- * host).  Linux 5.14+; elsewhere, or when refused, the pages fault in as
- * they are written, as before. */
-static void prefault(void *p, size_t len)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t start = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-    uintptr_t end = ((uintptr_t)p + len) & ~(uintptr_t)4095;
-    if (end > start)
-        (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
-#else
-    (void)p;
-    (void)len;
-#endif
-}
-
 /* Decodes a successful answer into a new list (taking res); NULL when out
  * of memory (res is then the caller's). */
 static pglock_holders *decode(PGresult *res)
@@ -459,8 +440,6 @@ static pglock_holders *decode(PGresult *res)
     int ok = list && nlocks < INT_MAX && index_rows(res, &ix) == 0;
     if (ok) {
         list->entries = malloc((nlocks + 1) * sizeof *list->entries);
-        if (list->entries)
-            prefault(list->entries, (nlocks + 1) * sizeof *list->entries);
         list->pids = calloc(npids + 1, sizeof *list->pids);
         ok = list->entries && list->pids;
     }
