@@ -12,7 +12,9 @@
 #     (log_min_duration_statement = 0), status's statement against
 #     SELECT count(*) FROM pg_locks;
 #   - process: a whole `pglock status` against a whole
-#     `psql -c 'select count(*) from pg_locks'`, wall clock.
+#     `psql -c 'select count(*) from pg_locks'`, wall clock, run in turn
+#     (one of each, REPS times) so that both see the same machine; the
+#     median, with the lowest and highest in brackets.
 # Output to stdout goes to /dev/null in both.
 set -euo pipefail
 
@@ -58,15 +60,16 @@ durations() {
         sed -E 's/.*duration: ([0-9.]+) ms.*/\1/'
 }
 
-wall_ms() { # CMD...: the median wall time of REPS runs, in ms
+once_us() { # CMD...: one run's wall time, in microseconds
     local t0 t1
-    for _ in $(seq "$REPS"); do
-        t0=$(now_ns)
-        "$@" >/dev/null
-        t1=$(now_ns)
-        echo $(((t1 - t0) / 1000))
-    done | median | awk '{printf "%.1f", $1 / 1000}'
+    t0=$(now_ns)
+    "$@" >/dev/null
+    t1=$(now_ns)
+    echo $(((t1 - t0) / 1000))
 }
+
+# "median (lowest-highest)" in ms of the microseconds in FILE
+spread() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.1f (%.1f-%.1f)", a[int((NR+1)/2)] / 1000, a[1] / 1000, a[NR] / 1000}'; }
 
 echo "| locks | status statement (ms) | count(*) (ms) | ratio | pglock status (ms) | psql count(*) (ms) | ratio |"
 echo "|---:|---:|---:|---:|---:|---:|---:|"
@@ -83,11 +86,17 @@ for n in "${COUNTS[@]}"; do
         sleep 0.1
     done
     from=$(($(wc -l <"$DIR/log") + 1))
-    p_status=$(wall_ms "$PGLOCK" status -d "$CONN")
-    p_psql=$(wall_ms "$PSQL" -X -c 'select count(*) from pg_locks' "$CONN")
+    : >"$DIR/status.us"
+    : >"$DIR/psql.us"
+    for _ in $(seq "$REPS"); do
+        once_us "$PGLOCK" status -d "$CONN" >>"$DIR/status.us"
+        once_us "$PSQL" -X -c 'select count(*) from pg_locks' "$CONN" >>"$DIR/psql.us"
+    done
+    p_status=$(spread "$DIR/status.us")
+    p_psql=$(spread "$DIR/psql.us")
     s_status=$(durations "$from" "SELECT 'r'" | median)
     s_count=$(durations "$from" "select count\(\*\) from pg_locks" | median)
     awk -v n="$n" -v a="$s_status" -v b="$s_count" -v c="$p_status" -v d="$p_psql" \
-        'BEGIN {printf "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", n, a, b, a / b, c, d, c / d}'
+        'BEGIN {printf "| %d | %.1f | %.1f | %.2f | %s | %s | %.2f |\n", n, a, b, a / b, c, d, c / d}'
     exec {fd}>&-
 done

@@ -147,6 +147,19 @@ static void name_lock(lock_view *v, const cli_registry *reg)
     }
 }
 
+/* 1 if two entries of the list are requests for the same lock.  Their
+ * keys are bigints or pairs, and one database is one string. */
+static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
+{
+    if (a->key.kind != b->key.kind ||
+        (a->key.kind == PGLOCK_KEY_PAIR
+             ? a->key.ns != b->key.ns || a->key.nsid != b->key.nsid
+             : a->key.id != b->key.id))
+        return 0;
+    return a->database == b->database ||
+           !strcmp(a->database ? a->database : "", b->database ? b->database : "");
+}
+
 /* Groups the list's entries (already in key order) into locks; returns
  * how many (views has room for one per entry). */
 static int group_locks(const pglock_holder *const *e, int n,
@@ -155,9 +168,7 @@ static int group_locks(const pglock_holder *const *e, int n,
     int nv = 0;
     for (int i = 0; i < n;) {
         int j = i + 1;
-        while (j < n && same_lock(&e[j]->key, &e[i]->key) &&
-               !strcmp(e[j]->database ? e[j]->database : "",
-                       e[i]->database ? e[i]->database : ""))
+        while (j < n && same_entry_lock(e[j], e[i]))
             j++;
         lock_view *v = &views[nv++];
         memset(v, 0, sizeof *v);

@@ -2,6 +2,13 @@
  * pglock status's table: a title line per lock, then its sessions, each
  * waiter under whoever blocks it, in columns sized to what they hold (no
  * fixed limit: a name of any length prints whole).
+ *
+ * Cost.  With 10,000 locks the table is 20,000 lines, so nothing here is
+ * done per cell that need not be: the rows are walked twice, once to size
+ * the columns and once to write them, each row made in the same few
+ * reused buffers (no allocation per row or cell, no table kept), and the
+ * output leaves in large writes.  Memory is what costs most on a small
+ * machine: every page first touched is a page fault.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,348 +21,498 @@ static const char *const heads[NCOLS] = {"SESSION", "USER", "CLIENT",
                                          "HOW LONG", "APPLICATION"};
 /* A chain of waiters deeper than this is cut (a pathological queue). */
 #define MAX_DEPTH 32
+/* The tree's indent: "  ", then at most "│  " (5 bytes) per level. */
+#define PREFIX_MAX (2 + MAX_DEPTH * 5 + 1)
+/* Output is written when this much has gathered. */
+#define OUT_CHUNK 65536
 
-typedef struct text_row {
-    int is_title;          /* a lock's title line, printed as is */
-    char *cell[NCOLS];     /* owned; NULL prints as "-" */
-} text_row;
+/* A growable string; failed once an allocation failed. */
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    int failed;
+} strbuf;
 
-typedef struct text_table {
-    text_row *rows;
-    int n, cap;
-    int failed;            /* out of memory somewhere */
-    int *hidden;           /* pids whose details were hidden */
-    int n_hidden, cap_hidden;
-} text_table;
-
-static char *dupf(text_table *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static char *dupf(text_table *t, const char *fmt, ...)
+static int sb_room(strbuf *b, size_t more)
 {
-    va_list ap;
-    char *s = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0) {
-        s = NULL;
-        t->failed = 1;
+    if (b->failed)
+        return -1;
+    if (b->len + more + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 16; /* small: growth is tested */
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+        b->failed = 1;
+        return -1;
     }
-    va_end(ap);
-    return s;
+    b->s = s;
+    b->cap = cap;
+    return 0;
 }
 
-/* A copy of s (UTF-8) for a terminal: control characters become '?', the
- * C0 ones and DEL, and the C1 ones too (U+0080..U+009F, bytes C2 80..C2
- * 9F: a terminal reads U+009B as CSI, as it reads ESC [). */
-static char *clean(text_table *t, const char *s)
+static void sb_put(strbuf *b, const char *s, size_t n)
+{
+    if (sb_room(b, n))
+        return;
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_puts(strbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_spaces(strbuf *b, int n)
+{
+    if (n <= 0 || sb_room(b, (size_t)n))
+        return;
+    memset(b->s + b->len, ' ', (size_t)n);
+    b->len += (size_t)n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_printf(strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || sb_room(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* v in decimal, at least min_digits of them (zeros in front). */
+static void sb_putl(strbuf *b, long v, int min_digits)
+{
+    char digits[24];
+    int n = 0;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    do {
+        digits[sizeof digits - 1 - n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u || n < min_digits);
+    if (v < 0)
+        digits[sizeof digits - 1 - n++] = '-';
+    sb_put(b, digits + sizeof digits - n, (size_t)n);
+}
+
+/* s (UTF-8) for a terminal: control characters become '?', the C0 ones
+ * and DEL, and the C1 ones too (U+0080..U+009F, bytes C2 80..C2 9F: a
+ * terminal reads U+009B as CSI, as it reads ESC [).  NULL is "?". */
+static void sb_clean(strbuf *b, const char *s)
 {
     if (!s)
         s = "?";
-    char *buf = malloc(strlen(s) + 1);
-    if (!buf) {
-        t->failed = 1;
-        return NULL;
-    }
-    size_t o = 0;
+    if (sb_room(b, strlen(s)))
+        return;
+    char *o = b->s + b->len;
     for (size_t i = 0; s[i]; i++) {
         unsigned char c = (unsigned char)s[i];
         unsigned char next = (unsigned char)s[i + 1];
         if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {
-            buf[o++] = '?';
+            *o++ = '?';
             i++;
         } else {
-            buf[o++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+            *o++ = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
         }
     }
-    buf[o] = '\0';
-    return buf;
+    *o = '\0';
+    b->len = (size_t)(o - b->s);
 }
 
 /* Display width: code points (UTF-8 lead bytes). */
-static int width(const char *s)
+static int width(const char *s, size_t len)
 {
     int w = 0;
-    for (; s && *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            w++;
+    for (size_t i = 0; i < len; i++)
+        w += ((unsigned char)s[i] & 0xC0) != 0x80;
     return w;
 }
 
-static void format_duration(double s, char *buf, size_t len)
+/* The two passes over the rows, and what they share. */
+typedef struct text_pass {
+    int writing;           /* 0: sizing the columns; 1: writing */
+    int w[NCOLS];
+    strbuf cell[NCOLS];    /* the row being made; "" prints as "-" */
+    char prefix[PREFIX_MAX];
+    strbuf out;            /* written to file in chunks */
+    FILE *file;
+    int *hidden;           /* pids whose details were hidden */
+    int n_hidden, cap_hidden;
+    int failed;            /* out of memory somewhere */
+} text_pass;
+
+static void pass_flush(text_pass *p)
+{
+    if (p->out.len)
+        fwrite(p->out.s, 1, p->out.len, p->file);
+    p->out.len = 0;
+}
+
+static void format_duration(double s, strbuf *b)
 {
     long t = (long)(s + 0.5);
-    if (t < 60)
-        snprintf(buf, len, "%lds", t);
-    else if (t < 3600)
-        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-    else if (t < 86400)
-        snprintf(buf, len, "%ldh%02ldm", t / 3600, t % 3600 / 60);
-    else
-        snprintf(buf, len, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    if (t < 60) {
+        sb_putl(b, t, 1);
+        sb_puts(b, "s");
+    } else if (t < 3600) {
+        sb_putl(b, t / 60, 1);
+        sb_puts(b, "m");
+        sb_putl(b, t % 60, 2);
+        sb_puts(b, "s");
+    } else if (t < 86400) {
+        sb_putl(b, t / 3600, 1);
+        sb_puts(b, "h");
+        sb_putl(b, t % 3600 / 60, 2);
+        sb_puts(b, "m");
+    } else {
+        sb_putl(b, t / 86400, 1);
+        sb_puts(b, "d");
+        sb_putl(b, t % 86400 / 3600, 2);
+        sb_puts(b, "h");
+    }
 }
 
-static void note_hidden(text_table *t, int pid)
+static void note_hidden(text_pass *p, int pid)
 {
-    for (int i = 0; i < t->n_hidden; i++)
-        if (t->hidden[i] == pid)
+    for (int i = 0; i < p->n_hidden; i++)
+        if (p->hidden[i] == pid)
             return;
-    if (t->n_hidden == t->cap_hidden) {
-        int cap = t->cap_hidden ? t->cap_hidden * 2 : 16;
-        int *h = realloc(t->hidden, (size_t)cap * sizeof *h);
+    if (p->n_hidden == p->cap_hidden) {
+        int cap = p->cap_hidden ? p->cap_hidden * 2 : 16;
+        int *h = realloc(p->hidden, (size_t)cap * sizeof *h);
         if (!h) {
-            t->failed = 1;
+            p->failed = 1;
             return;
         }
-        t->hidden = h;
-        t->cap_hidden = cap;
+        p->hidden = h;
+        p->cap_hidden = cap;
     }
-    t->hidden[t->n_hidden++] = pid;
-}
-
-static text_row *table_add(text_table *t)
-{
-    if (t->n == t->cap) {
-        int cap = t->cap ? t->cap * 2 : 64;
-        text_row *r = realloc(t->rows, (size_t)cap * sizeof *r);
-        if (!r) {
-            t->failed = 1;
-            return NULL;
-        }
-        t->rows = r;
-        t->cap = cap;
-    }
-    text_row *r = &t->rows[t->n++];
-    memset(r, 0, sizeof *r);
-    return r;
+    p->hidden[p->n_hidden++] = pid;
 }
 
 /* How long, in words: "41s to 2m13s" (an idle holder: the lock is older
  * than its last statement's end and younger than its session), "up to
  * 2m13s" (an upper bound alone), "1m02s" (a waiter's exact waitstart).
  * The columns the bounds come from are in --json. */
-static char *how_long(text_table *t, const pglock_holder *e)
+static void how_long(strbuf *b, const pglock_holder *e)
 {
-    char a[32], b[32];
     if (e->granted) {
-        if (e->held_max_s < 0)
-            return dupf(t, "%s", e->hidden ? "hidden" : "unknown");
-        format_duration(e->held_max_s, b, sizeof b);
+        if (e->held_max_s < 0) {
+            sb_puts(b, e->hidden ? "hidden" : "unknown");
+            return;
+        }
         if (e->held_min_s < 0)
-            return dupf(t, "up to %s", b);
-        format_duration(e->held_min_s, a, sizeof a);
-        return strcmp(a, b) ? dupf(t, "%s to %s", a, b) : dupf(t, "%s", a);
+            sb_puts(b, "up to ");
+        size_t from = b->len;
+        format_duration(e->held_max_s, b);
+        if (e->held_min_s < 0 || b->failed)
+            return;
+        /* "min to max", or one of them when they read the same */
+        size_t max_len = b->len - from;
+        char max[32];
+        memcpy(max, b->s + from, max_len < sizeof max ? max_len : sizeof max - 1);
+        max[max_len < sizeof max ? max_len : sizeof max - 1] = '\0';
+        b->len = from;
+        format_duration(e->held_min_s, b);
+        if (b->len - from != max_len || memcmp(b->s + from, max, max_len)) {
+            sb_puts(b, " to ");
+            sb_puts(b, max);
+        }
+        return;
     }
-    if (e->waiting_s < 0 || !e->waiting_source)
-        return dupf(t, "%s", e->hidden ? "hidden" : "unknown");
-    format_duration(e->waiting_s, a, sizeof a);
-    if (!strcmp(e->waiting_source, "waitstart"))
-        return dupf(t, "%s", a);
-    return dupf(t, "up to %s", a);
+    if (e->waiting_s < 0 || !e->waiting_source) {
+        sb_puts(b, e->hidden ? "hidden" : "unknown");
+        return;
+    }
+    if (strcmp(e->waiting_source, "waitstart"))
+        sb_puts(b, "up to ");
+    format_duration(e->waiting_s, b);
 }
 
-static void fill_session_cells(text_table *t, text_row *r, const pglock_holder *e)
+static void fill_session_cells(text_pass *p, const pglock_holder *e)
 {
-    r->cell[COL_USER] = clean(t, e->user);
+    strbuf *client = &p->cell[COL_CLIENT];
+    sb_clean(&p->cell[COL_USER], e->user);
     if (e->application_name)
-        r->cell[COL_APP] = clean(t, e->application_name);
+        sb_clean(&p->cell[COL_APP], e->application_name);
     if (e->pid == 0) {
-        r->cell[COL_CLIENT] = dupf(t, "prepared transaction");
-        r->cell[COL_HOW_LONG] = dupf(t, "unknown");
+        sb_puts(client, "prepared transaction");
+        sb_puts(&p->cell[COL_HOW_LONG], "unknown");
         return;
     }
-    if (e->hidden)
-        note_hidden(t, e->pid);
-    if (e->hidden || !e->has_session)
-        r->cell[COL_CLIENT] = dupf(t, "%s", e->hidden ? "hidden" : "no session");
-    else if (e->client_port == -1 || !e->client_addr)
-        r->cell[COL_CLIENT] = dupf(t, "local");
-    else if (strchr(e->client_addr, ':'))
-        r->cell[COL_CLIENT] = dupf(t, "[%s]:%d", e->client_addr, e->client_port);
-    else
-        r->cell[COL_CLIENT] = dupf(t, "%s:%d", e->client_addr, e->client_port);
-    r->cell[COL_HOW_LONG] = how_long(t, e);
+    if (e->hidden && !p->writing)
+        note_hidden(p, e->pid);
+    if (e->hidden || !e->has_session) {
+        sb_puts(client, e->hidden ? "hidden" : "no session");
+    } else if (e->client_port == -1 || !e->client_addr) {
+        sb_puts(client, "local");
+    } else {
+        int v6 = strchr(e->client_addr, ':') != NULL;
+        sb_puts(client, v6 ? "[" : "");
+        sb_puts(client, e->client_addr);
+        sb_puts(client, v6 ? "]:" : ":");
+        sb_putl(client, e->client_port, 1);
+    }
+    how_long(&p->cell[COL_HOW_LONG], e);
 }
 
-/* Adds v->e[idx] and, under it, the requests it blocks. */
-static void add_subtree(text_table *t, const lock_view *v, const int *parent,
-                        int idx, const char *prefix, int last, int depth)
+static void row_begin(text_pass *p)
 {
-    text_row *r = table_add(t);
-    if (!r)
+    for (int c = 0; c < NCOLS; c++) {
+        p->cell[c].len = 0;
+        if (p->cell[c].s)
+            p->cell[c].s[0] = '\0';
+    }
+}
+
+/* The row made in p->cell: sized, or written. */
+static void row_end(text_pass *p)
+{
+    for (int c = 0; c < NCOLS; c++)
+        if (p->cell[c].failed)
+            p->failed = 1;
+    if (!p->writing) {
+        for (int c = 0; c < NCOLS; c++) {
+            int w = width(p->cell[c].s, p->cell[c].len);
+            if (w > p->w[c])
+                p->w[c] = w;
+        }
         return;
+    }
+    for (int c = 0; c < NCOLS; c++) {
+        const strbuf *cell = &p->cell[c];
+        const char *s = cell->len ? cell->s : "-";
+        size_t len = cell->len ? cell->len : 1;
+        if (c)
+            sb_put(&p->out, "  ", 2);
+        sb_put(&p->out, s, len);
+        if (c < NCOLS - 1)
+            sb_spaces(&p->out, p->w[c] - width(s, len));
+    }
+    sb_put(&p->out, "\n", 1);
+    if (p->out.len >= OUT_CHUNK)
+        pass_flush(p);
+}
+
+/* Makes the row of v->e[idx] (plen bytes of p->prefix are its indent)
+ * and, under it, the requests it blocks. */
+static void add_subtree(text_pass *p, const lock_view *v, const int *parent,
+                        const int *nchildren, int idx, size_t plen, int last,
+                        int depth)
+{
     const pglock_holder *e = v->e[idx];
-    char pid[24];
+    strbuf *session = &p->cell[COL_SESSION];
+    row_begin(p);
+    sb_put(session, p->prefix, plen);
+    if (depth)
+        sb_puts(session, last ? "└─ " : "├─ ");
+    sb_puts(session, e->granted ? "holds " : "waits ");
     if (e->pid)
-        snprintf(pid, sizeof pid, "%d", e->pid);
+        sb_putl(session, e->pid, 1);
     else
-        snprintf(pid, sizeof pid, "-");
+        sb_puts(session, "-");
     /* A waiter says what it asks for; holders share the lock's mode. */
-    const char *mode = e->granted ? ""
-                       : e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)";
-    r->cell[COL_SESSION] = dupf(t, "%s%s%s %s%s", prefix,
-                                depth == 0 ? "" : (last ? "└─ " : "├─ "),
-                                e->granted ? "holds" : "waits", pid, mode);
-    fill_session_cells(t, r, e);
-    if (depth >= MAX_DEPTH) /* a pathological chain: keep it readable */
-        return;
-    char *child_prefix = dupf(t, "%s%s", prefix,
-                              depth == 0 ? "" : (last ? "   " : "│  "));
-    if (!child_prefix)
-        return;
-    int nchildren = 0, seen = 0;
-    for (int k = 0; k < v->n; k++)
-        nchildren += parent[k] == idx;
-    for (int k = 0; k < v->n && seen < nchildren; k++) {
+    if (!e->granted)
+        sb_puts(session, e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)");
+    fill_session_cells(p, e);
+    row_end(p);
+    if (depth >= MAX_DEPTH || nchildren[idx] == 0)
+        return; /* (a pathological chain is cut: keep it readable) */
+    size_t child_plen = plen;
+    if (depth) {
+        const char *indent = last ? "   " : "│  ";
+        memcpy(p->prefix + plen, indent, strlen(indent));
+        child_plen += strlen(indent);
+    }
+    for (int k = 0, seen = 0; k < v->n && seen < nchildren[idx]; k++) {
         if (parent[k] != idx)
             continue;
         seen++;
-        add_subtree(t, v, parent, k, child_prefix, seen == nchildren, depth + 1);
+        add_subtree(p, v, parent, nchildren, k, child_plen,
+                    seen == nchildren[idx], depth + 1);
     }
-    free(child_prefix);
 }
 
-static void add_lock(text_table *t, const lock_view *v, int all_databases)
+/* The lock's title line, as is (writing only). */
+static void add_title(text_pass *p, const lock_view *v, int all_databases)
 {
-    char key[64], mode[64], waiting[32] = "";
+    char key[64];
     status_key_text(&v->e[0]->key, key, sizeof key);
-    if (v->holders == 0)
-        snprintf(mode, sizeof mode, "not held");
-    else if (v->exclusive)
-        snprintf(mode, sizeof mode, "exclusive");
-    else
-        snprintf(mode, sizeof mode, "shared by %d", v->holders);
-    if (v->waiters)
-        snprintf(waiting, sizeof waiting, ", %d waiting", v->waiters);
-    text_row *r = table_add(t);
-    if (!r)
-        return;
-    r->is_title = 1;
+    strbuf *o = &p->out;
     if (v->name) {
-        char *name = clean(t, v->name);
-        r->cell[0] = dupf(t, "%s (%s) = ", name ? name : "", v->name_source);
-        free(name);
+        sb_clean(o, v->name);
+        sb_puts(o, " (");
+        sb_puts(o, v->name_source);
+        sb_puts(o, ") = ");
     }
-    char *db = all_databases ? clean(t, v->e[0]->database) : NULL;
-    r->cell[1] = dupf(t, "key %s%s%s: %s%s", key, db ? ", database " : "",
-                      db ? db : "", mode, waiting);
-    free(db);
-    int *parent = malloc((size_t)v->n * sizeof *parent);
+    sb_puts(o, "key ");
+    sb_puts(o, key);
+    if (all_databases) {
+        sb_puts(o, ", database ");
+        sb_clean(o, v->e[0]->database);
+    }
+    sb_puts(o, ": ");
+    if (v->holders == 0) {
+        sb_puts(o, "not held");
+    } else if (v->exclusive) {
+        sb_puts(o, "exclusive");
+    } else {
+        sb_puts(o, "shared by ");
+        sb_putl(o, v->holders, 1);
+    }
+    if (v->waiters) {
+        sb_puts(o, ", ");
+        sb_putl(o, v->waiters, 1);
+        sb_puts(o, " waiting");
+    }
+    sb_puts(o, "\n");
+}
+
+static void add_lock(text_pass *p, const lock_view *v, int all_databases)
+{
+    if (p->writing)
+        add_title(p, v, all_databases);
+    /* Each request's parent in the tree, and how many children each has
+     * (a lock is mostly one holder: no allocation then). */
+    int small[2 * 8];
+    int *parent = v->n <= 8 ? small : malloc((size_t)v->n * 2 * sizeof *parent);
     if (!parent) {
-        t->failed = 1;
+        p->failed = 1;
         return;
     }
+    int *nchildren = parent + v->n;
     for (int k = 0; k < v->n; k++)
+        nchildren[k] = 0;
+    for (int k = 0; k < v->n; k++) {
         parent[k] = status_parent_of(v, k);
+        if (parent[k] >= 0)
+            nchildren[parent[k]]++;
+    }
     for (int k = 0; k < v->n; k++)
         if (parent[k] < 0)
-            add_subtree(t, v, parent, k, "  ", 1, 0);
-    free(parent);
+            add_subtree(p, v, parent, nchildren, k, 2, 1, 0);
+    if (parent != small)
+        free(parent);
 }
 
-static void print_table(FILE *out, const text_table *t)
+static void add_header(text_pass *p)
 {
-    int w[NCOLS];
-    for (int c = 0; c < NCOLS; c++)
-        w[c] = width(heads[c]) + (c == 0 ? 2 : 0);
-    for (int i = 0; i < t->n; i++)
-        for (int c = 0; c < NCOLS && !t->rows[i].is_title; c++)
-            if (width(t->rows[i].cell[c]) > w[c])
-                w[c] = width(t->rows[i].cell[c]);
-    fprintf(out, "  %-*s", w[0] - 2, heads[0]);
-    for (int c = 1; c < NCOLS; c++)
-        fprintf(out, "  %-*s", c == NCOLS - 1 ? 0 : w[c], heads[c]);
-    fputc('\n', out);
-    for (int i = 0; i < t->n; i++) {
-        const text_row *r = &t->rows[i];
-        if (r->is_title) {
-            fprintf(out, "%s%s\n", r->cell[0] ? r->cell[0] : "",
-                    r->cell[1] ? r->cell[1] : "");
-            continue;
-        }
-        for (int c = 0; c < NCOLS; c++) {
-            const char *s = r->cell[c] && r->cell[c][0] ? r->cell[c] : "-";
-            if (c == NCOLS - 1)
-                fprintf(out, "  %s", s);
-            else
-                fprintf(out, "%s%s%*s", c ? "  " : "", s, w[c] - width(s), "");
-        }
-        fputc('\n', out);
+    strbuf *o = &p->out;
+    for (int c = 0; c < NCOLS; c++) {
+        int len = (int)strlen(heads[c]);
+        sb_puts(o, "  ");
+        sb_puts(o, heads[c]);
+        if (c < NCOLS - 1)
+            sb_spaces(o, (c == 0 ? p->w[c] - 2 : p->w[c]) - len);
     }
+    sb_puts(o, "\n");
 }
 
-static void table_free(text_table *t)
-{
-    for (int i = 0; i < t->n; i++)
-        for (int c = 0; c < NCOLS; c++)
-            free(t->rows[i].cell[c]);
-    free(t->rows);
-    free(t->hidden);
-}
-
-static void print_summary(FILE *out, const status_scene *s, const char *db)
+static void add_summary(text_pass *p, const status_scene *s, const char *db)
 {
     int waiting = 0;
     for (int i = 0; i < s->nv; i++)
         waiting += s->views[i].waiters;
-    fprintf(out, "%d lock%s (%d waiting) in %s%s\n", s->nv,
-            s->nv == 1 ? "" : "s", waiting,
-            s->all_databases ? "all databases" : "database ",
-            s->all_databases ? "" : db);
+    sb_printf(&p->out, "%d lock%s (%d waiting) in %s%s\n", s->nv,
+              s->nv == 1 ? "" : "s", waiting,
+              s->all_databases ? "all databases" : "database ",
+              s->all_databases ? "" : db);
 }
 
-static void print_hidden_note(FILE *out, const text_table *t, PGconn *conn)
+static void add_hidden_note(text_pass *p, PGconn *conn)
 {
-    text_table scratch = {0};
-    char *user = clean(&scratch, PQuser(conn));
-    if (t->n_hidden == 1)
-        fprintf(out, "note: the client, state and times of 1 session of "
-                "another role are hidden from role \"%s\" (grant it "
-                "pg_read_all_stats)\n", user ? user : "?");
+    strbuf user = {0};
+    sb_clean(&user, PQuser(conn));
+    const char *u = user.s ? user.s : "?";
+    if (p->n_hidden == 1)
+        sb_printf(&p->out, "note: the client, state and times of 1 session of "
+                  "another role are hidden from role \"%s\" (grant it "
+                  "pg_read_all_stats)\n", u);
     else
-        fprintf(out, "note: the client, state and times of %d sessions of "
-                "other roles are hidden from role \"%s\" (grant it "
-                "pg_read_all_stats)\n", t->n_hidden, user ? user : "?");
-    free(user);
+        sb_printf(&p->out, "note: the client, state and times of %d sessions of "
+                  "other roles are hidden from role \"%s\" (grant it "
+                  "pg_read_all_stats)\n", p->n_hidden, u);
+    free(user.s);
+}
+
+static void pass_free(text_pass *p)
+{
+    for (int c = 0; c < NCOLS; c++)
+        free(p->cell[c].s);
+    free(p->out.s);
+    free(p->hidden);
+}
+
+/* Sizes the columns, then writes everything; -1 when out of memory
+ * while sizing (nothing is written then). */
+static int render_table(text_pass *p, const status_scene *s, const char *db)
+{
+    for (int c = 0; c < NCOLS; c++)
+        p->w[c] = (int)strlen(heads[c]) + (c == 0 ? 2 : 0);
+    memcpy(p->prefix, "  ", 2);
+    if (sb_room(&p->out, OUT_CHUNK + 4096))
+        return -1;
+    for (int i = 0; i < s->nv && !p->failed; i++)
+        add_lock(p, &s->views[i], s->all_databases);
+    if (p->failed)
+        return -1;
+    p->writing = 1;
+    add_summary(p, s, db);
+    add_header(p);
+    for (int i = 0; i < s->nv; i++)
+        add_lock(p, &s->views[i], s->all_databases);
+    if (p->n_hidden)
+        add_hidden_note(p, s->conn);
+    pass_flush(p);
+    return p->failed || p->out.failed ? -1 : 0;
 }
 
 int status_render_text(FILE *out, const status_scene *s)
 {
-    text_table t = {0};
-    char *db = clean(&t, PQdb(s->conn));
-    if (s->nv == 0) {
+    text_pass p;
+    memset(&p, 0, sizeof p);
+    p.file = out;
+    strbuf db = {0};
+    sb_clean(&db, PQdb(s->conn));
+    const char *dbname = db.s ? db.s : "?";
+    int rc = 0;
+    if (s->nv == 0)
         fprintf(out, "%s held or awaited in %s%s\n",
                 s->filtered ? "none of the given keys is"
                             : "no advisory locks",
                 s->all_databases ? "any database" : "database ",
-                s->all_databases ? "" : (db ? db : "?"));
-        free(db);
-        return t.failed ? -1 : 0;
-    }
-    for (int i = 0; i < s->nv && !t.failed; i++)
-        add_lock(&t, &s->views[i], s->all_databases);
-    int rc = t.failed ? -1 : 0;
-    if (rc == 0) {
-        print_summary(out, s, db ? db : "?");
-        print_table(out, &t);
-        if (t.n_hidden)
-            print_hidden_note(out, &t, s->conn);
-    }
-    free(db);
-    table_free(&t);
+                s->all_databases ? "" : dbname);
+    else
+        rc = render_table(&p, s, dbname);
+    free(db.s);
+    pass_free(&p);
     return rc;
 }
 
 static void print_collision(const char *a, const char *b, const pglock_key *key,
                             void *arg)
 {
-    text_table t = {0};
+    strbuf ca = {0}, cb = {0};
     char k[64];
     status_key_text(key, k, sizeof k);
-    char *ca = clean(&t, a), *cb = clean(&t, b);
+    sb_clean(&ca, a);
+    sb_clean(&cb, b);
     (void)arg;
     cli_warning("registry names \"%s\" and \"%s\" are the same key %s",
-                ca ? ca : "?", cb ? cb : "?", k);
-    free(ca);
-    free(cb);
+                ca.s ? ca.s : "?", cb.s ? cb.s : "?", k);
+    free(ca.s);
+    free(cb.s);
 }
 
 void status_warn_collisions(const cli_registry *reg)

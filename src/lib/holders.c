@@ -4,17 +4,25 @@
  *
  * Cost.  pg_locks copies the server's whole lock table, so the statement
  * costs at least what SELECT count(*) FROM pg_locks costs.  The rest is
- * kept in proportion: each lock comes back as a short row of its own
- * columns, and its session (pg_stat_activity, itself a join with
- * pg_database and pg_authid) and database come once each, in rows of
- * their own, joined here by binary search.  Joining on the server sent
- * every session column once per lock, and the planner, which believes
- * pg_locks has one row, chose nested loops: 5x to 13x count(*) with
- * 10,000 locks.  The server does not sort (the client sorts, n log n);
- * pg_blocking_pids() runs for waiters only.
+ * kept in proportion: a session's locks come back as one list in one
+ * row (per database, kind, mode and grant), and its session
+ * (pg_stat_activity, itself a join with pg_database and pg_authid) and
+ * database come once each, in rows of their own, joined here by binary
+ * search.  Joining on the server sent every session column once per
+ * lock, and the planner, which believes pg_locks has one row, chose
+ * nested loops: 5x to 13x count(*) with 10,000 locks.  The server does
+ * not sort (the client sorts, n log n); pg_blocking_pids() runs for
+ * waiters only.
+ *
+ * In the client (what a whole `pglock status` costs beside psql reading
+ * count(*)): one row per lock cost more in libpq, which allocates every
+ * row and every field of it, than everything else together; a list is
+ * one field.  Each session's columns are parsed once, not once per lock
+ * it holds, numbers are read by hand, and the sort compares database
+ * names only when they are not the same string of the answer.
  */
-#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +36,19 @@
  * Four kinds of rows in one answer, told apart by the first column, all
  * other columns text (one UNION ALL, so one type per column): 'r' once,
  * whether the server is in recovery; 'd' per database (oid, name); 's'
- * per session of pg_stat_activity; 'l' per advisory lock request.  A
- * lock row carries only the lock's own columns and the client joins it
- * with its session and database: the session's columns are sent once
- * per session, not once per lock, which is what keeps the statement
- * near the cost of reading pg_locks at all.  Durations are the server's,
- * against its own clock: client clock skew does not matter.
+ * per session of pg_stat_activity; 'l' per session's advisory lock
+ * requests of one database, kind (objsubid), mode and grant.  A lock row
+ * carries only the locks' own columns and the client joins it with its
+ * session and database: the session's columns are sent once per session,
+ * not once per lock, which is what keeps the statement near the cost of
+ * reading pg_locks at all.  The locks of a row are one list of their
+ * locktags as bigints, classid:objid (for a pair too), separated by
+ * spaces: 10,000 locks held by one session are one row, not 10,000
+ * rows that libpq would allocate and the server format one by one.  A
+ * backend waits for one lock at a time, so a waiter's row is that one
+ * lock, and its waitstart (max() of one) and blockers are its own.
+ * Durations are the server's, against its own clock: client clock skew
+ * does not matter.
  */
 static const char query_template[] =
     "SELECT 'r', NULL::int, pg_is_in_recovery()::text, NULL::text,"
@@ -52,16 +67,19 @@ static const char query_template[] =
     "  extract(epoch FROM now() - query_start)::text"
     " FROM pg_stat_activity WHERE pid IS NOT NULL"
     " UNION ALL"
-    " SELECT 'l', l.pid, l.classid::text, l.objid::text, l.objsubid::text,"
-    "  (l.mode = 'ExclusiveLock')::text, l.granted::text, l.database::text,"
-    "  CASE WHEN NOT l.granted THEN extract(epoch FROM now() - %s)::text END,"
+    " SELECT 'l', l.pid,"
+    "  string_agg(((l.classid::int8 << 32) | l.objid::int8)::text, ' '),"
+    "  NULL, l.objsubid::text, (l.mode = 'ExclusiveLock')::text,"
+    "  l.granted::text, l.database::text,"
+    "  CASE WHEN NOT l.granted THEN extract(epoch FROM now() - max(%s))::text END,"
     "  CASE WHEN NOT l.granted THEN pg_blocking_pids(l.pid)::text END, NULL"
     " FROM pg_locks l"
     " WHERE l.locktype = 'advisory'"
     "  AND ($1::bool OR l.database = (SELECT oid FROM pg_database"
     "   WHERE datname = current_database()))"
     "  AND ($2::oid[] IS NULL OR (l.classid, l.objid, l.objsubid) IN"
-    "   (SELECT * FROM unnest($2::oid[], $3::oid[], $4::int2[])))";
+    "   (SELECT * FROM unnest($2::oid[], $3::oid[], $4::int2[])))"
+    " GROUP BY l.pid, l.database, l.objsubid, l.mode, l.granted";
 
 /* The columns, by row kind (C_KIND says which). */
 enum { C_KIND, C_PID, C_1, C_2, C_3, C_4, C_5, C_6, C_7, C_8, C_9, C_NCOLS };
@@ -73,7 +91,7 @@ enum { D_OID = C_1, D_NAME = C_2 };
 enum { S_USER = C_1, S_APPNAME, S_ADDR, S_PORT, S_STATE, S_HIDDEN, S_IDLE,
        S_AGE, S_QUERY_AGE };
 /* 'l' */
-enum { L_CLASSID = C_1, L_OBJID, L_OBJSUBID, L_EXCLUSIVE, L_GRANTED,
+enum { L_LOCKTAGS = C_1, L_OBJSUBID = C_3, L_EXCLUSIVE, L_GRANTED,
        L_DATABASE, L_WAITSTART_AGE, L_BLOCKED_BY };
 
 /* A row of a session or a database, found by pid or oid. */
@@ -81,6 +99,15 @@ typedef struct row_ref {
     uint32_t id;
     int row;
 } row_ref;
+
+/* A session row, its numbers parsed once for all the locks it holds. */
+typedef struct session_ref {
+    uint32_t pid;
+    int row;
+    int hidden;
+    int client_port;
+    double idle_s, age_s, query_age_s; /* -1: NULL */
+} session_ref;
 
 struct pglock_holders {
     PGresult *res;         /* the strings of the entries point into it */
@@ -127,12 +154,18 @@ static double seconds_or_unknown(const PGresult *res, int row, int col)
     return s < 0 ? 0 : s; /* a wait that began after our now() */
 }
 
+/* An unsigned decimal that fits in 32 bits, digits only (an oid's or
+ * a pid's text), or -1. */
 static int parse_u32(const char *s, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || v > UINT32_MAX)
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > UINT32_MAX)
+            return -1;
+    }
+    if (p == s || *p)
         return -1;
     *out = (uint32_t)v;
     return 0;
@@ -168,7 +201,9 @@ static int parse_pids(const char *s, int *out)
  * to wait (waitstart; those without one after), then by pid. */
 static int compare_entries(const pglock_holder *a, const pglock_holder *b)
 {
-    int c = strcmp(a->database ? a->database : "", b->database ? b->database : "");
+    /* the same database is the same string of the answer */
+    int c = a->database == b->database ? 0
+            : strcmp(a->database ? a->database : "", b->database ? b->database : "");
     if (c)
         return c;
     if (a->key.kind != b->key.kind)
@@ -207,6 +242,12 @@ static int compare_refs(const void *pa, const void *pb)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static int compare_sessions(const void *pa, const void *pb)
+{
+    const session_ref *a = pa, *b = pb;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
 /* The row of id in refs (sorted), or -1. */
 static int find_row(const row_ref *refs, size_t n, uint32_t id)
 {
@@ -216,79 +257,169 @@ static int find_row(const row_ref *refs, size_t n, uint32_t id)
 }
 
 /* The answer's sessions (by pid) and databases (by oid), sorted, so that
- * each lock finds its own in log time.  Counts in *ns and *nd. */
+ * each lock finds its own in log time.  Counts in ns and nd; last is
+ * the session found last (a session's locks mostly come in a run). */
 typedef struct row_index {
-    row_ref *sessions, *databases;
+    session_ref *sessions;
+    row_ref *databases;
     size_t ns, nd;
+    const session_ref *last;
 } row_index;
+
+static const session_ref *find_session(row_index *ix, uint32_t pid)
+{
+    if (ix->last && ix->last->pid == pid)
+        return ix->last;
+    session_ref key = {.pid = pid};
+    const session_ref *hit = ix->ns ? bsearch(&key, ix->sessions, ix->ns,
+                                              sizeof key, compare_sessions)
+                                    : NULL;
+    if (hit)
+        ix->last = hit;
+    return hit;
+}
+
+static session_ref parse_session(const PGresult *res, int r, uint32_t pid)
+{
+    session_ref s = {pid, r, 0, 0, -1, -1, -1};
+    s.hidden = is_true(res, r, S_HIDDEN);
+    s.client_port = PQgetisnull(res, r, S_PORT) ? 0 : atoi(PQgetvalue(res, r, S_PORT));
+    s.idle_s = seconds_or_unknown(res, r, S_IDLE);
+    s.age_s = seconds_or_unknown(res, r, S_AGE);
+    s.query_age_s = seconds_or_unknown(res, r, S_QUERY_AGE);
+    return s;
+}
 
 static int index_rows(const PGresult *res, row_index *ix)
 {
     int rows = PQntuples(res);
-    ix->sessions = calloc((size_t)rows + 1, sizeof *ix->sessions);
-    ix->databases = calloc((size_t)rows + 1, sizeof *ix->databases);
+    int ns = 0, nd = 0;
+    for (int r = 0; r < rows; r++) {
+        char kind = PQgetvalue(res, r, C_KIND)[0];
+        ns += kind == 's';
+        nd += kind == 'd';
+    }
+    ix->sessions = calloc((size_t)ns + 1, sizeof *ix->sessions);
+    ix->databases = calloc((size_t)nd + 1, sizeof *ix->databases);
     ix->ns = ix->nd = 0;
+    ix->last = NULL;
     if (!ix->sessions || !ix->databases)
         return -1;
     for (int r = 0; r < rows; r++) {
         char kind = PQgetvalue(res, r, C_KIND)[0];
         uint32_t id;
         if (kind == 's' && !PQgetisnull(res, r, C_PID))
-            ix->sessions[ix->ns++] = (row_ref){(uint32_t)atoi(PQgetvalue(res, r, C_PID)), r};
+            ix->sessions[ix->ns++] = parse_session(res, r,
+                                                   (uint32_t)atoi(PQgetvalue(res, r, C_PID)));
         else if (kind == 'd' && parse_u32(PQgetvalue(res, r, D_OID), &id) == 0)
             ix->databases[ix->nd++] = (row_ref){id, r};
     }
-    qsort(ix->sessions, ix->ns, sizeof *ix->sessions, compare_refs);
+    qsort(ix->sessions, ix->ns, sizeof *ix->sessions, compare_sessions);
     qsort(ix->databases, ix->nd, sizeof *ix->databases, compare_refs);
     return 0;
 }
 
-/* The session columns of e, from row s of the answer (-1: none). */
-static void take_session(const PGresult *res, int s, pglock_holder *e,
-                         double waitstart_age)
+/* The session columns of e, from its session s (NULL: none). */
+static void take_session(const PGresult *res, const session_ref *s,
+                         pglock_holder *e, double waitstart_age)
 {
     e->waiting_s = waitstart_age;
     e->waiting_source = waitstart_age >= 0 && !e->granted ? "waitstart" : NULL;
     e->held_min_s = e->held_max_s = -1;
-    if (s < 0)
+    if (!s)
         return;
     e->has_session = 1;
-    e->hidden = is_true(res, s, S_HIDDEN);
-    e->user = text_or_null(res, s, S_USER);
-    e->application_name = text_or_null(res, s, S_APPNAME);
-    e->client_addr = text_or_null(res, s, S_ADDR);
-    e->client_port = PQgetisnull(res, s, S_PORT) ? 0 : atoi(PQgetvalue(res, s, S_PORT));
-    e->state = text_or_null(res, s, S_STATE);
+    e->hidden = s->hidden;
+    e->user = text_or_null(res, s->row, S_USER);
+    e->application_name = text_or_null(res, s->row, S_APPNAME);
+    e->client_addr = text_or_null(res, s->row, S_ADDR);
+    e->client_port = s->client_port;
+    e->state = text_or_null(res, s->row, S_STATE);
     if (e->granted) {
-        e->held_min_s = seconds_or_unknown(res, s, S_IDLE);
-        e->held_max_s = seconds_or_unknown(res, s, S_AGE);
-    } else if (waitstart_age < 0 && !PQgetisnull(res, s, S_QUERY_AGE)) {
+        e->held_min_s = s->idle_s;
+        e->held_max_s = s->age_s;
+    } else if (waitstart_age < 0 && s->query_age_s >= 0) {
         /* an upper bound while waitstart is not set yet, or before 14 */
-        e->waiting_s = seconds_or_unknown(res, s, S_QUERY_AGE);
+        e->waiting_s = s->query_age_s;
         e->waiting_source = "query_start";
     }
 }
 
-/* Fills e from lock row r; -1 when the row is not a locktag that
- * pg_advisory_lock() makes. */
-static int decode_lock(const PGresult *res, int r, const row_index *ix,
-                       pglock_holder *e)
+int pglock__locktag_next(const char **list, uint32_t *classid, uint32_t *objid)
 {
-    uint32_t classid, objid, db;
-    if (parse_u32(PQgetvalue(res, r, L_CLASSID), &classid) ||
-        parse_u32(PQgetvalue(res, r, L_OBJID), &objid) ||
-        pglock__key_from_locktag(classid, objid,
-                                 atoi(PQgetvalue(res, r, L_OBJSUBID)), &e->key))
+    const char *p = *list;
+    while (*p == ' ')
+        p++;
+    int negative = *p == '-';
+    p += negative;
+    if (*p < '0' || *p > '9')
         return -1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - digit) / 10)
+            return -1;
+        v = v * 10 + digit;
+    }
+    if ((*p && *p != ' ') || v > (uint64_t)INT64_MAX + negative)
+        return -1;
+    /* two's complement: the bigint's bits are classid:objid */
+    uint64_t bits = negative ? 0 - v : v;
+    *classid = (uint32_t)(bits >> 32);
+    *objid = (uint32_t)bits;
+    *list = p;
+    return 0;
+}
+
+/* How many locktags lock row r lists. */
+static size_t count_locktags(const PGresult *res, int r)
+{
+    size_t n = 0;
+    const char *s = PQgetvalue(res, r, L_LOCKTAGS);
+    for (size_t i = 0; s[i]; i++)
+        n += s[i] != ' ' && (i == 0 || s[i - 1] == ' ');
+    return n;
+}
+
+/* The columns lock row r's requests share (all but the key) into *e. */
+static void decode_request(const PGresult *res, int r, row_index *ix,
+                           pglock_holder *e)
+{
+    uint32_t db;
+    memset(e, 0, sizeof *e);
     int d = parse_u32(PQgetvalue(res, r, L_DATABASE), &db) == 0
                 ? find_row(ix->databases, ix->nd, db) : -1;
     e->database = d < 0 ? NULL : PQgetvalue(res, d, D_NAME);
     e->mode = is_true(res, r, L_EXCLUSIVE) ? PGLOCK_EXCLUSIVE : PGLOCK_SHARED;
     e->granted = is_true(res, r, L_GRANTED);
     e->pid = PQgetisnull(res, r, C_PID) ? 0 : atoi(PQgetvalue(res, r, C_PID));
-    int s = e->pid ? find_row(ix->sessions, ix->ns, (uint32_t)e->pid) : -1;
+    const session_ref *s = e->pid ? find_session(ix, (uint32_t)e->pid) : NULL;
     take_session(res, s, e, seconds_or_unknown(res, r, L_WAITSTART_AGE));
-    return 0;
+}
+
+/* Appends lock row r's requests to list (room made by the caller); the
+ * blockers go to list->pids from *used.  A locktag that
+ * pg_advisory_lock() does not make is skipped. */
+static void decode_lock_row(const PGresult *res, int r, row_index *ix,
+                            pglock_holders *list, size_t *used)
+{
+    pglock_holder proto;
+    decode_request(res, r, ix, &proto);
+    if (!PQgetisnull(res, r, L_BLOCKED_BY)) {
+        proto.blocked_by = list->pids + *used;
+        proto.n_blocked_by = parse_pids(PQgetvalue(res, r, L_BLOCKED_BY),
+                                        list->pids + *used);
+        *used += (size_t)proto.n_blocked_by;
+    }
+    int objsubid = atoi(PQgetvalue(res, r, L_OBJSUBID));
+    const char *tags = PQgetvalue(res, r, L_LOCKTAGS);
+    uint32_t classid, objid;
+    while (pglock__locktag_next(&tags, &classid, &objid) == 0) {
+        pglock_holder *e = &list->entries[list->n];
+        *e = proto;
+        if (pglock__key_from_locktag(classid, objid, objsubid, &e->key) == 0)
+            list->n++;
+    }
 }
 
 /* Decodes a successful answer into a new list (taking res); NULL when out
@@ -296,43 +427,36 @@ static int decode_lock(const PGresult *res, int r, const row_index *ix,
 static pglock_holders *decode(PGresult *res)
 {
     int rows = PQntuples(res);
-    size_t npids = 0;
-    for (int r = 0; r < rows; r++)
-        if (!PQgetisnull(res, r, L_BLOCKED_BY) && PQgetvalue(res, r, C_KIND)[0] == 'l')
+    size_t npids = 0, nlocks = 0;
+    for (int r = 0; r < rows; r++) {
+        if (PQgetvalue(res, r, C_KIND)[0] != 'l')
+            continue;
+        nlocks += count_locktags(res, r);
+        if (!PQgetisnull(res, r, L_BLOCKED_BY))
             npids += (size_t)count_pids(PQgetvalue(res, r, L_BLOCKED_BY));
+    }
     pglock_holders *list = calloc(1, sizeof *list);
     row_index ix = {0};
-    int ok = list && index_rows(res, &ix) == 0;
+    int ok = list && nlocks < INT_MAX && index_rows(res, &ix) == 0;
     if (ok) {
-        list->entries = calloc((size_t)rows + 1, sizeof *list->entries);
+        list->entries = malloc((nlocks + 1) * sizeof *list->entries);
         list->pids = calloc(npids + 1, sizeof *list->pids);
         ok = list->entries && list->pids;
     }
+    size_t used = 0;
+    for (int r = 0; ok && r < rows; r++)
+        if (PQgetvalue(res, r, C_KIND)[0] == 'l')
+            decode_lock_row(res, r, &ix, list, &used);
+    free(ix.sessions);
+    free(ix.databases);
     if (!ok) {
         if (list) {
             free(list->entries);
             free(list->pids);
         }
         free(list);
-        list = NULL;
-    }
-    size_t used = 0;
-    for (int r = 0; list && r < rows; r++) {
-        pglock_holder *e = &list->entries[list->n];
-        if (PQgetvalue(res, r, C_KIND)[0] != 'l' || decode_lock(res, r, &ix, e))
-            continue;
-        if (!PQgetisnull(res, r, L_BLOCKED_BY)) {
-            e->blocked_by = list->pids + used;
-            e->n_blocked_by = parse_pids(PQgetvalue(res, r, L_BLOCKED_BY),
-                                         list->pids + used);
-            used += (size_t)e->n_blocked_by;
-        }
-        list->n++;
-    }
-    free(ix.sessions);
-    free(ix.databases);
-    if (!list)
         return NULL;
+    }
     list->res = res;
     qsort(list->entries, (size_t)list->n, sizeof *list->entries, compare_qsort);
     return list;

@@ -148,6 +148,10 @@ void pglock__key_describe(const pglock_key *key, char *buf, size_t len);
  * int4 (classid, objid).  0, or -1 for any other objsubid (holders.c). */
 int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
                              pglock_key *out);
+/* The next locktag of a list of them as bigints, classid:objid, separated
+ * by spaces ("-5 4294967296"); *list moves past it.  0, or -1 at the end
+ * of the list or at anything that is not a bigint (holders.c). */
+int pglock__locktag_next(const char **list, uint32_t *classid, uint32_t *objid);
 
 /* ---- SQL for a lock call (lock_sql.c) */
 

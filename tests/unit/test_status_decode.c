@@ -86,6 +86,38 @@ static void test_pair_locktags_decode_as_int4(void **state)
     assert_int_equal(pglock__key_from_locktag(1, 2, 3, &k), -1);
 }
 
+/* A lock row's list of locktags as the server writes them (bigints,
+ * classid:objid, one space between), read back with the sign's bits. */
+static void test_locktag_lists_decode_every_bigint(void **state)
+{
+    (void)state;
+    const char *list = "72001 -1 -9223372036854775808 9223372036854775807 "
+                       "4294967296 0 -3003901418071974465";
+    static const struct {
+        uint32_t classid, objid;
+    } want[] = {
+        {0, 72001}, {4294967295u, 4294967295u}, {0x80000000u, 0},
+        {0x7FFFFFFFu, 0xFFFFFFFFu}, {1, 0}, {0, 0}, {3595566995u, 1535581631u},
+    };
+    uint32_t classid, objid;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_int_equal(pglock__locktag_next(&list, &classid, &objid), 0);
+        assert_int_equal(classid, want[i].classid);
+        assert_int_equal(objid, want[i].objid);
+    }
+    assert_int_equal(pglock__locktag_next(&list, &classid, &objid), -1);
+    /* anything but a bigint ends the list */
+    static const char *const bad[] = {
+        "", " ", "-", "9223372036854775808", "-9223372036854775809",
+        "18446744073709551616", "12x", "1.5", "+1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *b = bad[i];
+        assert_int_equal(pglock__locktag_next(&b, &classid, &objid), -1);
+        assert_ptr_equal(b, bad[i]);
+    }
+}
+
 /* s written as a JSON string literal */
 static char *json_of(const char *s)
 {
@@ -152,6 +184,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bigint_locktags_decode_with_sign),
         cmocka_unit_test(test_pair_locktags_decode_as_int4),
+        cmocka_unit_test(test_locktag_lists_decode_every_bigint),
         cmocka_unit_test(test_json_strings_are_escaped_and_valid_utf8),
         cmocka_unit_test(test_json_writer_places_commas),
     };
