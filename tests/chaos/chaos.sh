@@ -184,7 +184,8 @@ fault() {
         sleep "$PAST_LEASE"
         syncrep_clear || ok=failed ;;
     esac
-    echo "$t0 $(now_us) $kind $h $pid $ok" >>"$D/faults.log"
+    # (no pglock on HOST at that moment: the pid column says so, as "-")
+    echo "$t0 $(now_us) $kind $h ${pid:--} $ok" >>"$D/faults.log"
     [ "$ok" = ok ]
 }
 

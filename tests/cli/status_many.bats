@@ -7,73 +7,35 @@
 bats_require_minimum_version 1.5.0
 
 load helpers
+load sessions
 
 setup() {
     need PGLOCK_TEST_PRIMARY PGLOCK_BIN
-    TMP=$(mktemp -d)
-    FDS=()
-    PIDS=()
+    sessions_setup
     # a range of keys of this test's own
     BASE=$((800000000 + (RANDOM % 1000) * 10000))
     NS=-$((1000 + RANDOM % 1000))
 }
 
 teardown() {
-    local fd pid
-    for fd in "${FDS[@]}"; do exec {fd}>&- 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do
-        for _ in $(seq 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$TMP"
-}
-
-# session APP SQL: a psql session in the background, named APP, that
-# runs SQL and then sits idle until teardown closes its input.
-session() {
-    local app=$1 fifo="$TMP/$1.fifo" fd
-    mkfifo "$fifo"
-    exec {fd}<>"$fifo"
-    FDS+=("$fd")
-    (
-        for f in "${FDS[@]}"; do exec {f}>&-; done
-        PGAPPNAME="$app" exec psql -X -q -v ON_ERROR_STOP=1 "$PGLOCK_TEST_PRIMARY" \
-            -f "$fifo" >"$TMP/$1.out" 2>&1
-    ) &
-    PIDS+=("$!")
-    printf '%s\n' "$2" >&"$fd"
-}
-
-backend() { q "select pid from pg_stat_activity where application_name = '$1'"; }
-
-# holds_n APP N: APP holds N advisory locks.
-holds_n() {
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
-             where a.application_name = '$1' and l.locktype = 'advisory'
-             and l.granted")" = "$2" ]
-}
-waits() {
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
-             where a.application_name = '$1' and l.locktype = 'advisory'
-             and not l.granted")" = 1 ]
+    sessions_teardown
 }
 
 @test "3,000 locks of one session and a key shared by 10: every request once, in order, aligned" {
     # one session: 2,990 bigints, 5 negative bigints, 5 pairs; its
     # application_name is as long as the server keeps (63 bytes)
     long_app=st_many_$(printf 'x%.0s' $(seq 55))
-    session "$long_app" "select count(pg_advisory_lock($BASE + g)) from generate_series(1, 2990) g;
+    session "$long_app" "$PGLOCK_TEST_PRIMARY" "select count(pg_advisory_lock($BASE + g)) from generate_series(1, 2990) g;
 select count(pg_advisory_lock(-$BASE - g)) from generate_series(1, 5) g;
 select count(pg_advisory_lock($NS, g - 3)) from generate_series(1, 5) g;"
     crowded=$((BASE + 5000))
     for i in $(seq 10); do
-        session "st_sh$i" "select pg_advisory_lock_shared($crowded);"
+        session "st_sh$i" "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock_shared($crowded);"
     done
-    wait_until 30 holds_n "$long_app" 3000
-    for i in $(seq 10); do wait_until 10 holds_n "st_sh$i" 1; done
-    session st_x "select pg_advisory_lock($crowded);"
-    wait_until 10 waits st_x
+    wait_until 30 granted_count "$long_app" 3000
+    for i in $(seq 10); do wait_until 10 granted_count "st_sh$i" 1; done
+    session st_x "$PGLOCK_TEST_PRIMARY" "select pg_advisory_lock($crowded);"
+    wait_until 10 waiting st_x
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY"
     [ "$status" -eq 0 ]
