@@ -16,9 +16,9 @@
 /* One key's requests: a run of the list's entries with the same key. */
 typedef struct lock_view {
     const pglock_holder *const *e;
-    int n;
     const char *name;        /* NULL when unknown */
     const char *name_source; /* "registry" or "application_name" */
+    int n;                   /* (the ints last: 40 bytes, not 48) */
     int holders, waiters, exclusive;
 } lock_view;
 

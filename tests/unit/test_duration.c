@@ -115,6 +115,7 @@ static void test_formats(void **state)
         {86399, 0, "23h59m"},   {86400, 0, "1d00h"},    {187200, 0, "2d04h"},
         {12.34, 1, "12.3s"},    {0, 1, "0.0s"},         {59.94, 1, "59.9s"},
         {59.96, 1, "1m00s"},    {65, 1, "1m05s"},       {-1, 1, "0.0s"},
+        {1e300, 0, "11574074d01h"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[32];
@@ -123,6 +124,9 @@ static void test_formats(void **state)
             fail_msg("%g s (tenths %d): \"%s\", expected \"%s\"", cases[i].s,
                      cases[i].tenths, buf, cases[i].text);
     }
+    char small[4];
+    cli_format_duration(133, 0, small, sizeof small);
+    assert_string_equal(small, "2m1"); /* cut to fit, like snprintf */
 }
 
 int main(void)
