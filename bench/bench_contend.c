@@ -16,7 +16,8 @@
  * Distinct keys (--distinct): each process its own key; total operations
  * (lock + unlock) per second.
  *
- * Lockers are interleaved repetition by repetition; each table row gives
+ * Lockers are interleaved repetition by repetition (in reverse order every
+ * other repetition); each table row gives
  * median (min–max) over the repetitions and the ratio to a named baseline
  * measured in the same run.
  *
@@ -400,7 +401,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsel; i++)
         printf("- **%s**: %s\n", sel[i]->locker->name, sel[i]->locker->describe);
     printf("\n%s, %d µs of work under the lock, %g s per run, %d repetitions "
-           "(median (min–max) over them)%s.\n\n",
+           "(the lockers in turn, in reverse order every other repetition; "
+           "median (min–max) over them)%s.\n\n",
            cfg.distinct ? "Each process its own key" : "All processes on one key", cfg.work_us,
            cfg.duration_ms / 1000.0, reps,
            cfg.distinct ? ""
@@ -429,9 +431,13 @@ int main(int argc, char **argv)
         bench_die("out of memory");
     for (int pi = 0; pi < nprocs; pi++) {
         for (int gi = 0; gi < ngaps; gi++) {
+            /* in turn, and every other repetition in reverse order: no
+             * locker always runs right after another, or first */
             for (int r = 0; r < reps; r++)
-                for (int i = 0; i < nsel; i++)
+                for (int k = 0; k < nsel; k++) {
+                    int i = r % 2 ? nsel - 1 - k : k;
                     rs[i][r] = run_once(sel[i], &cfg, (int)procs[pi], gaps[gi], -1, setup[i]);
+                }
             for (int i = 0; i < nsel; i++) {
                 char a[96], b[96], c[96], q[96], ratio[160] = "(baseline)";
                 /* pglock is compared with raw libpq (its limit); every
