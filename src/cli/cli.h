@@ -157,6 +157,9 @@ void cli_echo_arg(const char *text, int quotes, char *out, size_t outlen);
  * sums of durations never overflow.  0 on success, -1 with one line in err. */
 #define CLI_DURATION_MAX_MS 2147483647L
 int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen);
+/* s seconds for people, rounded, in at most two units: "41s" ("41.3s"
+ * with tenths), "2m13s", "3h05m", "2d04h". */
+void cli_format_duration(double s, int tenths, char *buf, size_t len);
 
 /*
  * The key registry (--keys FILE / PGLOCK_KEYS): lines "name = KEY" (KEY in
@@ -187,6 +190,10 @@ void cli_registry_collisions(const cli_registry *reg,
  * up in reg (a missing entry is an error).  0, or -1 with one line in err. */
 int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
                   char *err, size_t errlen);
+/* 1 if a and b take the same lock (the same locktag).  Unresolved legacy
+ * keys have no locktag yet: they are the same when their expressions
+ * are. */
+int cli_same_lock(const pglock_key *a, const pglock_key *b);
 
 /* Subcommands: argv[0] is the subcommand name; they return the exit code. */
 int cmd_run(int argc, char **argv);

@@ -197,17 +197,10 @@ static void print_json(PGresult *r)
 /* "12.3s", "1m05s", "-" */
 static void format_duration(const char *secs, char *buf, size_t len)
 {
-    if (!secs) {
+    if (!secs)
         snprintf(buf, len, "-");
-        return;
-    }
-    double s = strtod(secs, NULL);
-    if (s < 60)
-        snprintf(buf, len, "%.1fs", s);
-    else if (s < 3600)
-        snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
     else
-        snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+        cli_format_duration(strtod(secs, NULL), 1, buf, len);
 }
 
 /* One line per run; names with control bytes shown escaped (\xNN). */

@@ -83,15 +83,6 @@ static void print_help(void)
 
 /* ------------------------------------------------------------ keys */
 
-static int same_lock(const pglock_key *a, const pglock_key *b)
-{
-    uint32_t ca, oa, cb, ob;
-    int sa, sb;
-    return pglock_key_locktag(a, &ca, &oa, &sa) == 0 &&
-           pglock_key_locktag(b, &cb, &ob, &sb) == 0 &&
-           ca == cb && oa == ob && sa == sb;
-}
-
 void status_key_text(const pglock_key *key, char *buf, size_t len)
 {
     if (pglock_key_format(key, buf, len) < 0)
@@ -117,12 +108,12 @@ static const char *name_from_application(const char *app, const pglock_key *key,
         pglock_key parsed;
         if (rest[0] == '@') {
             const pglock_key *k = cli_registry_lookup(reg, rest + 1);
-            if (k && same_lock(k, key))
+            if (k && cli_same_lock(k, key))
                 return rest + 1;
             return NULL;
         }
         if (pglock_key_parse(&parsed, rest, NULL, 0) != PGLOCK_OK ||
-            parsed.kind != PGLOCK_KEY_TEXT || !same_lock(&parsed, key))
+            parsed.kind != PGLOCK_KEY_TEXT || !cli_same_lock(&parsed, key))
             return NULL;
         return parsed.name;
     }
@@ -147,17 +138,13 @@ static void name_lock(lock_view *v, const cli_registry *reg)
     }
 }
 
-/* 1 if two entries of the list are requests for the same lock.  Their
- * keys are bigints or pairs, and one database is one string. */
+/* 1 if two entries of the list are requests for the same lock (one
+ * database is one string of the list). */
 static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
 {
-    if (a->key.kind != b->key.kind ||
-        (a->key.kind == PGLOCK_KEY_PAIR
-             ? a->key.ns != b->key.ns || a->key.nsid != b->key.nsid
-             : a->key.id != b->key.id))
-        return 0;
-    return a->database == b->database ||
-           !strcmp(a->database ? a->database : "", b->database ? b->database : "");
+    return cli_same_lock(&a->key, &b->key) &&
+           (a->database == b->database ||
+            !strcmp(a->database ? a->database : "", b->database ? b->database : ""));
 }
 
 /* Groups the list's entries (already in key order) into locks; returns
@@ -220,7 +207,7 @@ static int all_held(const status_options *o, const lock_view *views, int nv)
     for (int i = 0; i < o->n_filter; i++) {
         int held = 0;
         for (int k = 0; k < nv && !held; k++)
-            held = views[k].holders > 0 && same_lock(&views[k].e[0]->key,
+            held = views[k].holders > 0 && cli_same_lock(&views[k].e[0]->key,
                                                      &o->filter[i]);
         if (!held)
             return 0;

@@ -1,5 +1,5 @@
-/* DURATION arguments: "500ms", "30s", "1.5s", "5m", "2h", or plain
- * seconds. */
+/* DURATION arguments ("500ms", "30s", "1.5s", "5m", "2h", or plain
+ * seconds), and durations written for people. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,4 +80,21 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
     if (out_ms)
         *out_ms = v * scale + frac * scale / frac_div;
     return 0;
+}
+
+void cli_format_duration(double s, int tenths, char *buf, size_t len)
+{
+    if (tenths && s < 59.95) {
+        snprintf(buf, len, "%.1fs", s < 0 ? 0 : s);
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t < 60)
+        snprintf(buf, len, "%lds", t < 0 ? 0 : t);
+    else if (t < 3600)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400)
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else
+        snprintf(buf, len, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
 }

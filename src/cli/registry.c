@@ -296,28 +296,11 @@ const pglock_key *cli_registry_lookup(const cli_registry *reg,
     return e ? &e->key : NULL;
 }
 
-/* 1 if a and b take the same lock.  Unresolved legacy keys have no
- * coordinates yet: they are the same when their expressions are. */
-static int same_lock(const pglock_key *a, const pglock_key *b)
-{
-    uint32_t ca, oa, cb, ob;
-    int sa, sb;
-    int ra = pglock_key_locktag(a, &ca, &oa, &sa);
-    int rb = pglock_key_locktag(b, &cb, &ob, &sb);
-    if (ra == PGLOCK_OK && rb == PGLOCK_OK)
-        return ca == cb && oa == ob && sa == sb;
-    if (ra == PGLOCK_OK || rb == PGLOCK_OK)
-        return 0;
-    return a->kind == b->kind && a->seed == b->seed && a->name && b->name &&
-           a->name_len == b->name_len &&
-           !memcmp(a->name, b->name, a->name_len);
-}
-
 const char *cli_registry_name_of(const cli_registry *reg,
                                  const pglock_key *key)
 {
     for (size_t i = 0; reg && key && i < reg->count; i++)
-        if (same_lock(&reg->entries[i].key, key))
+        if (cli_same_lock(&reg->entries[i].key, key))
             return reg->entries[i].name;
     return NULL;
 }
@@ -330,7 +313,7 @@ void cli_registry_collisions(const cli_registry *reg,
     /* Quadratic, and fine: registries hold tens or hundreds of names. */
     for (size_t i = 0; reg && i < reg->count; i++)
         for (size_t j = i + 1; j < reg->count; j++)
-            if (same_lock(&reg->entries[i].key, &reg->entries[j].key))
+            if (cli_same_lock(&reg->entries[i].key, &reg->entries[j].key))
                 fn(reg->entries[i].name, reg->entries[j].name,
                    &reg->entries[i].key, arg);
 }

@@ -159,30 +159,6 @@ static void pass_flush(text_pass *p)
     p->out.len = 0;
 }
 
-static void format_duration(double s, strbuf *b)
-{
-    long t = (long)(s + 0.5);
-    if (t < 60) {
-        sb_putl(b, t, 1);
-        sb_puts(b, "s");
-    } else if (t < 3600) {
-        sb_putl(b, t / 60, 1);
-        sb_puts(b, "m");
-        sb_putl(b, t % 60, 2);
-        sb_puts(b, "s");
-    } else if (t < 86400) {
-        sb_putl(b, t / 3600, 1);
-        sb_puts(b, "h");
-        sb_putl(b, t % 3600 / 60, 2);
-        sb_puts(b, "m");
-    } else {
-        sb_putl(b, t / 86400, 1);
-        sb_puts(b, "d");
-        sb_putl(b, t % 86400 / 3600, 2);
-        sb_puts(b, "h");
-    }
-}
-
 static void note_hidden(text_pass *p, int pid)
 {
     for (int i = 0; i < p->n_hidden; i++)
@@ -207,37 +183,27 @@ static void note_hidden(text_pass *p, int pid)
  * The columns the bounds come from are in --json. */
 static void how_long(strbuf *b, const pglock_holder *e)
 {
-    if (e->granted) {
-        if (e->held_max_s < 0) {
-            sb_puts(b, e->hidden ? "hidden" : "unknown");
-            return;
-        }
-        if (e->held_min_s < 0)
-            sb_puts(b, "up to ");
-        size_t from = b->len;
-        format_duration(e->held_max_s, b);
-        if (e->held_min_s < 0 || b->failed)
-            return;
-        /* "min to max", or one of them when they read the same */
-        size_t max_len = b->len - from;
-        char max[32];
-        memcpy(max, b->s + from, max_len < sizeof max ? max_len : sizeof max - 1);
-        max[max_len < sizeof max ? max_len : sizeof max - 1] = '\0';
-        b->len = from;
-        format_duration(e->held_min_s, b);
-        if (b->len - from != max_len || memcmp(b->s + from, max, max_len)) {
-            sb_puts(b, " to ");
-            sb_puts(b, max);
-        }
-        return;
-    }
-    if (e->waiting_s < 0 || !e->waiting_source) {
+    double upper = e->granted ? e->held_max_s : e->waiting_s;
+    double lower = e->granted ? e->held_min_s : -1;
+    int exact = !e->granted && e->waiting_source &&
+                !strcmp(e->waiting_source, "waitstart");
+    if (upper < 0 || (!e->granted && !e->waiting_source)) {
         sb_puts(b, e->hidden ? "hidden" : "unknown");
         return;
     }
-    if (strcmp(e->waiting_source, "waitstart"))
+    char max[32], min[32];
+    cli_format_duration(upper, 0, max, sizeof max);
+    if (lower >= 0) {
+        /* "min to max", or one of them when they read the same */
+        cli_format_duration(lower, 0, min, sizeof min);
+        if (strcmp(min, max)) {
+            sb_puts(b, min);
+            sb_puts(b, " to ");
+        }
+    } else if (!exact) {
         sb_puts(b, "up to ");
-    format_duration(e->waiting_s, b);
+    }
+    sb_puts(b, max);
 }
 
 static void fill_session_cells(text_pass *p, const pglock_holder *e)

@@ -49,6 +49,20 @@
  * lock, and its waitstart (max() of one) and blockers are its own.
  * Durations are the server's, against its own clock: client clock skew
  * does not matter.
+ *
+ * Two choices that keep a new backend's first statement cheap (what one
+ * `pglock status` runs; at 10,000 locks, 33 ms on the server became
+ * 26 ms, against 17 ms for count(*)):
+ * - Sessions come from pg_stat_get_activity(), the function under the
+ *   pg_stat_activity view, and the user's name from pg_get_userbyid():
+ *   the view also joins pg_database and pg_authid, which a new backend
+ *   must look up and plan (about 4 ms).  A role dropped while its session
+ *   lives reads "unknown (OID=n)" instead of NULL.  The current
+ *   database's oid is our own session's datid, for the same reason.
+ * - The constant '0'::xid among the grouping columns changes no group: it
+ *   makes the planner hash them, since xid can be hashed but not sorted.
+ *   Believing pg_locks returns a handful of rows, it would sort instead,
+ *   copying every lock row before grouping (about 4 ms more).
  */
 static const char query_template[] =
     "SELECT 'r', NULL::int, pg_is_in_recovery()::text, NULL::text,"
@@ -58,14 +72,15 @@ static const char query_template[] =
     " SELECT 'd', NULL, oid::text, datname::text,"
     " NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM pg_database"
     " UNION ALL"
-    " SELECT 's', pid, usename::text, application_name, host(client_addr),"
+    " SELECT 's', pid, pg_get_userbyid(usesysid)::text, application_name,"
+    "  host(client_addr),"
     "  client_port::text, state,"
     "  (query IS NOT DISTINCT FROM '<insufficient privilege>')::text,"
     "  CASE WHEN state LIKE 'idle%%'"
     "   THEN extract(epoch FROM now() - state_change)::text END,"
     "  extract(epoch FROM now() - backend_start)::text,"
     "  extract(epoch FROM now() - query_start)::text"
-    " FROM pg_stat_activity WHERE pid IS NOT NULL"
+    " FROM pg_stat_get_activity(NULL) WHERE pid IS NOT NULL"
     " UNION ALL"
     " SELECT 'l', l.pid,"
     "  string_agg(((l.classid::int8 << 32) | l.objid::int8)::text, ' '),"
@@ -75,11 +90,11 @@ static const char query_template[] =
     "  CASE WHEN NOT l.granted THEN pg_blocking_pids(l.pid)::text END, NULL"
     " FROM pg_locks l"
     " WHERE l.locktype = 'advisory'"
-    "  AND ($1::bool OR l.database = (SELECT oid FROM pg_database"
-    "   WHERE datname = current_database()))"
+    "  AND ($1::bool OR l.database ="
+    "   (SELECT datid FROM pg_stat_get_activity(pg_backend_pid())))"
     "  AND ($2::oid[] IS NULL OR (l.classid, l.objid, l.objsubid) IN"
     "   (SELECT * FROM unnest($2::oid[], $3::oid[], $4::int2[])))"
-    " GROUP BY l.pid, l.database, l.objsubid, l.mode, l.granted";
+    " GROUP BY l.pid, l.database, l.objsubid, l.mode, l.granted, '0'::xid";
 
 /* The columns, by row kind (C_KIND says which). */
 enum { C_KIND, C_PID, C_1, C_2, C_3, C_4, C_5, C_6, C_7, C_8, C_9, C_NCOLS };

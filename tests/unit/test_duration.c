@@ -1,4 +1,5 @@
-/* DURATION arguments: accepted forms and values, rejected forms. */
+/* DURATION arguments: accepted forms and values, rejected forms; and
+ * durations written for people. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -100,12 +101,37 @@ static void test_largest(void **state)
     assert_true(3 * (CLI_DURATION_MAX_MS / 1) <= LONG_MAX);
 }
 
+static void test_formats(void **state)
+{
+    (void)state;
+    static const struct {
+        double s;
+        int tenths;
+        const char *text;
+    } cases[] = {
+        {0, 0, "0s"},           {0.4, 0, "0s"},         {41.5, 0, "42s"},
+        {59.4, 0, "59s"},       {59.6, 0, "1m00s"},     {133, 0, "2m13s"},
+        {3599.4, 0, "59m59s"},  {3600, 0, "1h00m"},     {11100, 0, "3h05m"},
+        {86399, 0, "23h59m"},   {86400, 0, "1d00h"},    {187200, 0, "2d04h"},
+        {12.34, 1, "12.3s"},    {0, 1, "0.0s"},         {59.94, 1, "59.9s"},
+        {59.96, 1, "1m00s"},    {65, 1, "1m05s"},       {-1, 1, "0.0s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        cli_format_duration(cases[i].s, cases[i].tenths, buf, sizeof buf);
+        if (strcmp(buf, cases[i].text))
+            fail_msg("%g s (tenths %d): \"%s\", expected \"%s\"", cases[i].s,
+                     cases[i].tenths, buf, cases[i].text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepts),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_largest),
+        cmocka_unit_test(test_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
