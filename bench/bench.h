@@ -32,6 +32,9 @@ const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size
  * not on this machine or may not be moved.
  */
 int bench_pin(int pid, int cpu);
+/* Undoes bench_pin(pid, ...): pid may run again on every CPU this process
+ * was allowed before its first pin.  Returns 0 or -1 as bench_pin(). */
+int bench_unpin(int pid);
 
 /* Connects with libpq or dies, saying why. */
 PGconn *bench_connect(const char *conninfo);

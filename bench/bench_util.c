@@ -13,26 +13,43 @@
 #include <time.h>
 #include <unistd.h>
 
-int bench_pin(int pid, int cpu)
+/* The CPUs this process was allowed before the first pin (which narrows
+ * them), read once; NULL when they cannot be read. */
+static const cpu_set_t *allowed_cpus(void)
 {
-    /* the CPUs allowed before the first pin, which narrows this process's */
     static cpu_set_t allowed;
     static int known;
     if (!known && sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return -1;
+        return NULL;
     known = 1;
+    return &allowed;
+}
+
+int bench_pin(int pid, int cpu)
+{
+    const cpu_set_t *allowed = allowed_cpus();
+    if (!allowed)
+        return -1;
     cpu_set_t one;
-    int n = CPU_COUNT(&allowed);
+    int n = CPU_COUNT(allowed);
     if (n < 1)
         return -1;
     int want = cpu % n;
     CPU_ZERO(&one);
     for (int i = 0; i < CPU_SETSIZE; i++)
-        if (CPU_ISSET(i, &allowed) && want-- == 0) {
+        if (CPU_ISSET(i, allowed) && want-- == 0) {
             CPU_SET(i, &one);
             break;
         }
     return sched_setaffinity(pid, sizeof one, &one) == 0 ? 0 : -1;
+}
+
+int bench_unpin(int pid)
+{
+    const cpu_set_t *allowed = allowed_cpus();
+    if (!allowed)
+        return -1;
+    return sched_setaffinity(pid, sizeof *allowed, allowed) == 0 ? 0 : -1;
 }
 
 int64_t bench_now_ns(void)

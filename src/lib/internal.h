@@ -120,6 +120,18 @@ pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
  * the connection closed (a lock nobody could unlock or verify must go). */
 int pglock__hold_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at);
+/* Sends a session-lock statement, sql with its nparams params, on the
+ * client's connection and waits for its answer until deadline (a
+ * pglock_now_ms() value, -1: none) or the client's interrupt
+ * (session_lock.c, lock_any.c).  0 with the results in res[] (at least
+ * one; the caller PQclear()s each), their count in *nres and *cancelled
+ * as pglock__await() sets it; else PGLOCK_ECONNLOST with the results
+ * cleared, the message set and the client dropped: the statement could not
+ * be sent, the connection failed, or a cancel was not confirmed within
+ * cancel_timeout_ms. */
+int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
+                              const char *const *params, int64_t deadline,
+                              PGresult **res, int *nres, int *cancelled);
 /* After a failed session-lock statement (grant_race.c): which key of a
  * set this backend was granted anyway, in mode (pg_locks has the last
  * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),

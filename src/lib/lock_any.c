@@ -116,32 +116,20 @@ static char *any_statement(const char *ids, int nkeys, pglock_mode mode,
 static int session_try(pglock_client *c, const char *sql, const char *ids,
                        pglock_mode mode, int *taken)
 {
-    if (!PQsendQueryParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
-        pglock__fail_result(c, NULL, "could not send the lock request");
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
-    pglock__wait w = {.deadline = -1,
-                      .interrupt = c->opts.interrupt,
-                      .interrupt_fd = c->opts.interrupt_fd,
-                      .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
-    pglock__wait_end end = pglock__await(c->conn, &w, res, &nres, &cancelled);
-    PGresult *r = nres > 0 ? res[nres - 1] : NULL;
-    if (end != PGLOCK__WAIT_DONE || !r) {
-        pglock__fail_result(c, r, "connection lost while taking a lock");
-        pglock__clear_results(res, nres);
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
+    int rc = pglock__session_statement(c, sql, 0, NULL, -1, res, &nres,
+                                       &cancelled);
+    if (rc)
+        return rc;
+    PGresult *r = res[nres - 1];
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
         *taken = PQgetvalue(r, 0, 1)[0] == 't' ? atoi(PQgetvalue(r, 0, 0))
                                                : -1;
         pglock__clear_results(res, nres);
         return 0;
     }
-    int rc = pglock__fail_result(c, r, "could not take a lock");
+    rc = pglock__fail_result(c, r, "could not take a lock");
     pglock__clear_results(res, nres);
     if (rc == PGLOCK_EINTR && cancelled)
         rc = cancelled;

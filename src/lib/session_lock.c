@@ -154,6 +154,42 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
     return pglock__granted_among(c, ids, objsubid, mode, NULL, "wait");
 }
 
+/* ---------------------------------------------------------- statement */
+
+int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
+                              const char *const *params, int64_t deadline,
+                              PGresult **res, int *nres, int *cancelled)
+{
+    if (!PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL,
+                           0)) {
+        pglock__fail_result(c, NULL, "could not send the lock request");
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    pglock__wait w = {.deadline = deadline,
+                      .interrupt = c->opts.interrupt,
+                      .interrupt_fd = c->opts.interrupt_fd,
+                      .cancel_timeout_ms = c->opts.cancel_timeout_ms};
+    pglock__wait_end end = pglock__await(c->conn, &w, res, nres, cancelled);
+    if (end == PGLOCK__WAIT_ABANDONED) {
+        pglock__clear_results(res, *nres);
+        pglock__client_drop(c);
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "could not cancel the wait within %ld ms, so the "
+                            "connection was closed: every session lock of "
+                            "this client is lost",
+                            c->opts.cancel_timeout_ms);
+    }
+    if (end == PGLOCK__WAIT_CONNLOST || *nres == 0) {
+        pglock__fail_result(c, *nres ? res[*nres - 1] : NULL,
+                            "connection lost while taking the lock");
+        pglock__clear_results(res, *nres);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- lock */
 
 /* After a failed wait (rc, with the client's message set): the
@@ -225,38 +261,15 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     if (set_timeout)
         c->lock_timeout_ms = -1; /* known again only once it succeeds */
 
-    if (!PQsendQueryParams(c->conn, sql, nparams, NULL, first_param, NULL,
-                           NULL, 0)) {
-        pglock__fail_result(c, NULL, "could not send the lock request");
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
-    pglock__wait w = {
-        .deadline = try ? -1
-                        : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
-        .interrupt = c->opts.interrupt,
-        .interrupt_fd = c->opts.interrupt_fd,
-        .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
-    pglock__wait_end end = pglock__await(c->conn, &w, res, &nres, &cancelled);
-
-    if (end == PGLOCK__WAIT_ABANDONED) {
-        pglock__clear_results(res, nres);
-        pglock__client_drop(c);
-        return pglock__fail(c, PGLOCK_ECONNLOST,
-                            "could not cancel the wait within %ld ms, so the "
-                            "connection was closed: every session lock of "
-                            "this client is lost",
-                            c->opts.cancel_timeout_ms);
-    }
-    PGresult *r = nres > 0 ? res[nres - 1] : NULL;
-    if (end == PGLOCK__WAIT_CONNLOST || !r) {
-        pglock__fail_result(c, r, "connection lost while taking the lock");
-        pglock__clear_results(res, nres);
-        pglock__client_drop(c);
-        return PGLOCK_ECONNLOST;
-    }
+    int64_t deadline =
+        try ? -1 : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS);
+    rc = pglock__session_statement(c, sql, nparams, first_param, deadline,
+                                   res, &nres, &cancelled);
+    if (rc)
+        return rc;
+    PGresult *r = res[nres - 1];
 
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
         int got = try ? PQgetvalue(r, 0, 1)[0] == 't' : 1;

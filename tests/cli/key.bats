@@ -4,19 +4,16 @@
 # server use PGLOCK_TEST_PRIMARY (a conninfo) and skip without it.
 
 load helpers
+load sessions
 bats_require_minimum_version 1.5.0
 
 setup() {
     PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
-    TMP=$(mktemp -d)
+    sessions_setup
 }
 
 teardown() {
-    if [ -n "${HOLDER_PID:-}" ]; then
-        exec 5>&- 2>/dev/null || true
-        wait "$HOLDER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$TMP"
+    sessions_teardown
 }
 
 # The value of FIELD ("bigint", "pg_locks", "sql", ...) in pglock key output.
@@ -150,20 +147,12 @@ field() {
     [ "$(field sql)" = "SELECT pg_advisory_lock(hashtext('nightly-billing'));" ]
 }
 
-# Holds the lock with psql running SQL, until the test ends.
-hold_with_psql() {
-    mkfifo "$TMP/in"
-    psql "$PGLOCK_TEST_PRIMARY" -XAtq -v ON_ERROR_STOP=1 < "$TMP/in" > "$TMP/holder.out" 2>&1 &
-    HOLDER_PID=$!
-    exec 5>"$TMP/in"
-    echo "$1" >&5
-}
-
-# Polls pg_locks (bounded) until an advisory lock at classid/objid/objsubid
-# is granted to someone other than the observer.
+# wait_for_lock WHERE APP: polls pg_locks (bounded) until an advisory lock
+# at WHERE (classid/objid/objsubid) is granted to someone other than the
+# observer; else shows what session APP said.
 wait_for_lock() {
     wait_until 10 granted_at "$1" && return 0
-    echo "no lock at $1"; cat "$TMP/holder.out"; return 1
+    echo "no lock at $1"; cat "$TMP/$2.out"; return 1
 }
 granted_at() {
     [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and granted and $1")" = 1 ]
@@ -171,25 +160,23 @@ granted_at() {
 
 @test "--sql output run by psql collides with another session at the shown coordinates" {
     need PGLOCK_TEST_PRIMARY
+    n=0
     for k in "text:bats-é'\\x" 7:-9 int:-42 hashtextextended:5:bats; do
+        n=$((n + 1))
         run "$PGLOCK_BIN" key -d "$PGLOCK_TEST_PRIMARY" --sql -- "$k"
         [ "$status" -eq 0 ]
         sql=$(field sql)
         coords=$(field pg_locks)
         where=$(sed 's/ / and /g' <<<"$coords")
-        hold_with_psql "$sql"
-        wait_for_lock "$where"
+        session "key_holder_$n" "$PGLOCK_TEST_PRIMARY" "$sql"
+        wait_for_lock "$where" "key_holder_$n"
         if [ "$(field pair)" ]; then
             try="select pg_try_advisory_lock($(field pair | sed 's/:/, /'))"
         else
             try="select pg_try_advisory_lock($(field bigint))"
         fi
         [ "$(psql "$PGLOCK_TEST_PRIMARY" -XAtc "$try")" = f ]
-        echo '\q' >&5
-        exec 5>&-
-        wait "$HOLDER_PID"
-        HOLDER_PID=
-        rm -f "$TMP/in"
+        session_end "key_holder_$n"
         # Released with the session: now another session gets it.
         [ "$(psql "$PGLOCK_TEST_PRIMARY" -XAtc "$try")" = t ]
     done

@@ -5,16 +5,19 @@
 # free slot in one statement or exits 75; a wait is woken by the server.
 
 load helpers
+load sessions
 bats_require_minimum_version 1.5.0
 
 setup() {
     setup_run
+    sessions_setup
     KID=$(q "select $(name_sql "$K")")
     export KID
 }
 # a job left waiting for $out/release must not outlive a failed test
 teardown() {
     touch "$out/release"
+    sessions_teardown
     teardown_run
     q "drop role if exists \"pglock_slots_$$\"" >/dev/null 2>&1 || true
 }
@@ -250,16 +253,12 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
 
 @test "a slot taken from SQL by the documented rule counts" {
     # psql holds slot 0 of a one-slot semaphore, by pglock(1)'s SQL
-    mkfifo "$out/psql.in"
-    psql -X -q -At "$DB" <"$out/psql.in" >"$out/psql.out" &
-    echo $! >"$out/psql.pid"
-    exec 4>"$out/psql.in"
-    echo "select pg_advisory_lock(('x' || substr(encode(sha256(convert_to('$KID' || '#' || 0, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint); select 'locked';" >&4
-    wait_until 10 eval "grep -q locked $out/psql.out"
+    session slot_holder "$DB" "select pg_advisory_lock(('x' || substr(encode(sha256(convert_to('$KID' || '#' || 0, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint);"
+    wait_until 10 granted_count slot_holder 1
     run "$PGLOCK_BIN" run -d "$DB" --slots=1 --try "$K" -c "touch $out/ran"
     [ "$status" -eq 75 ]
     [ ! -e "$out/ran" ]
-    exec 4>&-
+    session_end slot_holder
     wait_until 10 nothing_left
     # --mode=xact takes a slot in a transaction, on a direct connection too
     run "$PGLOCK_BIN" run -d "$DB" --slots=1 --mode=xact --try "$K" -c 'echo "slot $PGLOCK_SLOT"'

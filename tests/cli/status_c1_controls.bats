@@ -6,11 +6,12 @@
 bats_require_minimum_version 1.5.0
 
 load helpers
+load sessions
 
 setup() {
     need PGLOCK_TEST_PRIMARY
     PGLOCK_BIN=${PGLOCK_BIN:-build/pglock}
-    TMP=$(mktemp -d)
+    sessions_setup
     CSI=$(printf '\302\233')     # U+009B in UTF-8
     ROLE="pglock_c1_${CSI}31m_$$"
     KEY=$((7300000000 + $$))
@@ -18,13 +19,8 @@ setup() {
 }
 
 teardown() {
-    if [ -n "${FD:-}" ]; then exec {FD}>&-; fi
-    if [ -n "${HOLDER:-}" ]; then
-        wait_until 10 eval "! alive $HOLDER" || kill "$HOLDER" 2>/dev/null || true
-        wait "$HOLDER" 2>/dev/null || true
-    fi
+    sessions_teardown
     q "drop role if exists \"$ROLE\"" >/dev/null || true
-    rm -rf "$TMP"
 }
 
 held_by_role() {
@@ -34,13 +30,7 @@ held_by_role() {
 }
 
 @test "a role name with U+009B (CSI) is shown with '?' in its place" {
-    mkfifo "$TMP/in"
-    exec {FD}<>"$TMP/in"
-    # psql must not keep our end of the fifo, or closing it would not end it
-    (exec {FD}>&-; exec psql -X -q "$PGLOCK_TEST_PRIMARY user='$ROLE'" \
-        -f "$TMP/in" >"$TMP/psql.out" 2>&1) &
-    HOLDER=$!
-    echo "select pg_advisory_lock($KEY);" >&"$FD"
+    session c1_holder "$PGLOCK_TEST_PRIMARY user='$ROLE'" "select pg_advisory_lock($KEY);"
     wait_until 10 held_by_role
     run --separate-stderr "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" "$KEY"
     echo "$output"

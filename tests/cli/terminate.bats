@@ -5,11 +5,15 @@
 # --all; --yes or a terminal's answer; 69 without the privilege.
 
 load helpers
+load sessions
 bats_require_minimum_version 1.5.0
 
-setup() { setup_run; }
+setup() {
+    setup_run
+    sessions_setup
+}
 teardown() {
-    [ -z "${psql_pid:-}" ] || kill "$psql_pid" 2>/dev/null || true
+    sessions_teardown
     teardown_run
 }
 
@@ -88,24 +92,19 @@ EOF
 @test "a session that released KEY after it was shown is not terminated (one statement)" {
     # a psql session that holds KEY, then lets go but stays connected (as a
     # pooled server connection that now serves someone else)
-    mkfifo "$out/sql"
-    psql -X -q -A -t -d "$DB" <"$out/sql" >"$out/psql.out" 2>&1 3>&- &
-    psql_pid=$!
-    exec 7>"$out/sql" # kept open: psql never sees the end of its input
-    echo "select pg_backend_pid(); select pg_advisory_lock($(name_sql "$K"));" >&7
+    session released "$DB" "select pg_advisory_lock($(name_sql "$K"));"
     wait_until 10 held "$K"
     local backend
-    backend=$(head -n 1 "$out/psql.out")
-    echo "select pg_advisory_unlock($(name_sql "$K"));" >"$out/unlock.sql"
-    alive "$psql_pid"
-    local release="cat $out/unlock.sql > $out/sql
-      until grep -q '^t\$' $out/psql.out; do sleep 0.02; done"
+    backend=$(backend released)
+    echo "select 'unlocked ' || pg_advisory_unlock($(name_sql "$K"));" >"$out/unlock.sql"
+    alive "$(session_pid released)"
+    local release="cat $out/unlock.sql > $TMP/released.fifo
+      until grep -q 'unlocked t' $TMP/released.out; do sleep 0.02; done"
     run -1 answer_on_tty y "$release" "$PGLOCK_BIN" terminate -d "$DB" "$K"
     [[ "$output" == *"pid $backend"* ]]
     [[ "$output" == *"no longer held by the sessions shown; nothing was terminated"* ]]
     # the session lives on
     [ "$(q "select count(*) from pg_stat_activity where pid = $backend")" = 1 ]
-    exec 7>&-
 }
 
 @test "waiters are never terminated" {
