@@ -7,10 +7,11 @@
  * against the heartbeat pglock sent before (the same backend's locks
  * looked up in pg_locks, sent by hand).  Then N library clients holding a
  * lock each and heartbeating at the default lease's interval (T_h 5 s),
- * for a while: the server CPU they take.
+ * for a while, and as many raw connections running the floor at the same
+ * pace: the server CPU they take.
  *
  *   bench_server --conninfo CONNINFO [--counts 0,10000,100000] [--iters N]
- *                [--reps N] [--holders N] [--hold-ms MS]
+ *                [--reps N] [--holders N] [--hold-ms MS] [--settle-ms MS]
  */
 #include "bench.h"
 
@@ -154,25 +155,51 @@ static void measure_count(prover *pv, int np, long count, int iters, int reps)
     }
 }
 
-/* n clients each holding one lock, heartbeating every HEARTBEAT_MS at
- * phases spread over the interval, for ms: prints the server CPU their
- * backends took. */
-static void fleet(const char *conninfo, int n, long ms, long others)
+/* A new backend flushes the statistics of its first statements once,
+ * PGSTAT_IDLE_INTERVAL (10 s) after them: a one-time cost, about 1 % of a
+ * core for 200 new backends during a 10 s window, that is not the fleet's
+ * steady state.  The fleet waits it out (--settle-ms) before measuring. */
+#define SETTLE_MS 11000
+
+/* The backend pid of fleet member i. */
+static int member_pid(pglock_client **c, PGconn **raw, int i)
 {
-    pglock_client **c = calloc((size_t)n, sizeof *c);
+    return c ? pglock_client_backend_pid(c[i]) : PQbackendPID(raw[i]);
+}
+
+/* n clients each holding one lock and proving it every HEARTBEAT_MS, at
+ * phases spread over the interval, for ms: prints the server CPU their
+ * backends took.  The clients are pglock's (a heartbeat), or with raw
+ * libpq connections running the floor, SELECT pg_backend_pid(): at a
+ * fleet's pace every backend's caches have gone cold by its next turn,
+ * and any query costs far more than in a loop; the floor fleet shows
+ * how much. */
+static void fleet(const char *conninfo, int n, long ms, long settle_ms,
+                  long others, int raw)
+{
+    pglock_client **c = raw ? NULL : calloc((size_t)n, sizeof *c);
+    PGconn **conns = raw ? calloc((size_t)n, sizeof *conns) : NULL;
     int64_t *next = calloc((size_t)n, sizeof *next);
-    if (!c || !next)
+    if ((!c && !conns) || !next)
         bench_die("out of memory");
     for (int i = 0; i < n; i++) {
-        c[i] = holder(conninfo, PGLOCK_HOLD_SESSION, 778000000 + i);
-        /* a holder's steady state: its backend's caches are warm */
-        if (pglock_heartbeat(c[i], 60000) != 0)
-            bench_die("heartbeat: %s", pglock_client_error(c[i]));
+        if (raw) {
+            conns[i] = bench_connect(conninfo);
+            int64_t key = 778000000 + i;
+            bench_exec(conns[i], "SELECT pg_advisory_lock($1)", &key,
+                       PGRES_TUPLES_OK);
+        } else {
+            c[i] = holder(conninfo, PGLOCK_HOLD_SESSION, 778000000 + i);
+            /* a holder's steady state: its backend's caches are warm */
+            if (pglock_heartbeat(c[i], 60000) != 0)
+                bench_die("heartbeat: %s", pglock_client_error(c[i]));
+        }
     }
+    poll(NULL, 0, (int)settle_ms);
     int64_t start = pglock_now_ms(), cpu0 = 0, beats = 0;
     for (int i = 0; i < n; i++) {
         next[i] = start + (int64_t)HEARTBEAT_MS * i / n;
-        int64_t ns = cpu_ns(pglock_client_backend_pid(c[i]));
+        int64_t ns = cpu_ns(member_pid(c, conns, i));
         cpu0 = ns < 0 || cpu0 < 0 ? -1 : cpu0 + ns;
     }
     int64_t now;
@@ -180,9 +207,12 @@ static void fleet(const char *conninfo, int n, long ms, long others)
         int64_t wake = start + ms;
         for (int i = 0; i < n; i++) {
             if (next[i] <= now) {
-                int rc = pglock_heartbeat(c[i], 60000);
-                if (rc != 0)
+                if (raw) {
+                    bench_exec(conns[i], "SELECT pg_backend_pid()", NULL,
+                               PGRES_TUPLES_OK);
+                } else if (pglock_heartbeat(c[i], 60000) != 0) {
                     bench_die("heartbeat: %s", pglock_client_error(c[i]));
+                }
                 beats++;
                 next[i] += HEARTBEAT_MS;
             }
@@ -193,22 +223,32 @@ static void fleet(const char *conninfo, int n, long ms, long others)
         if (wake > now)
             poll(NULL, 0, (int)(wake - now));
     }
+    /* the window ends here, not after the closes (a pglock client's
+     * close unlocks first: 200 of them took seconds) */
+    double secs = (double)(pglock_now_ms() - start) / 1000.0;
     int64_t cpu1 = 0;
     for (int i = 0; i < n; i++) {
-        int64_t ns = cpu_ns(pglock_client_backend_pid(c[i]));
+        int64_t ns = cpu_ns(member_pid(c, conns, i));
         cpu1 = ns < 0 || cpu1 < 0 ? -1 : cpu1 + ns;
-        pglock_client_close(c[i]);
     }
-    double secs = (double)(pglock_now_ms() - start) / 1000.0;
+    for (int i = 0; i < n; i++) {
+        if (raw)
+            PQfinish(conns[i]);
+        else
+            pglock_client_close(c[i]);
+    }
+    const char *who = raw ? "raw libpq, `SELECT pg_backend_pid()` (the floor)"
+                          : "pglock heartbeat";
     if (cpu0 < 0 || cpu1 < 0)
-        printf("| %d | %ld | %.1f | n/a (the server is not on this machine) | n/a |\n",
-               n, others, (double)beats / secs);
+        printf("| %d | %s | %ld | %.1f | n/a (the server is not on this machine) | n/a |\n",
+               n, who, others, (double)beats / secs);
     else
-        printf("| %d | %ld | %.1f | %.3f %% | %.1f |\n", n, others,
+        printf("| %d | %s | %ld | %.1f | %.3f %% | %.1f |\n", n, who, others,
                (double)beats / secs, (double)(cpu1 - cpu0) / 1e7 / secs,
                (double)(cpu1 - cpu0) / 1000.0 / (double)(beats ? beats : 1));
     free(next);
     free(c);
+    free(conns);
 }
 
 static long *parse_counts(const char *s, int *n)
@@ -227,7 +267,7 @@ int main(int argc, char **argv)
 {
     const char *conninfo = NULL, *counts_arg = "0,10000,100000";
     int iters = 500, reps = 5, holders = 200;
-    long hold_ms = 10000;
+    long hold_ms = 10000, settle_ms = SETTLE_MS;
     static const struct option longopts[] = {
         {"conninfo", required_argument, NULL, 'd'},
         {"counts", required_argument, NULL, 'c'},
@@ -235,6 +275,7 @@ int main(int argc, char **argv)
         {"reps", required_argument, NULL, 'r'},
         {"holders", required_argument, NULL, 'n'},
         {"hold-ms", required_argument, NULL, 't'},
+        {"settle-ms", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0}};
     for (int o; (o = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
         if (o == 'd') conninfo = optarg;
@@ -243,11 +284,14 @@ int main(int argc, char **argv)
         else if (o == 'r') reps = atoi(optarg);
         else if (o == 'n') holders = atoi(optarg);
         else if (o == 't') hold_ms = atol(optarg);
+        else if (o == 's') settle_ms = atol(optarg);
         else bench_die("usage: bench_server --conninfo C [--counts L] "
-                       "[--iters N] [--reps N] [--holders N] [--hold-ms MS]");
+                       "[--iters N] [--reps N] [--holders N] [--hold-ms MS] [--settle-ms MS]");
     }
-    if (!conninfo || iters < 1 || reps < 1 || reps > MAX_REPS)
-        bench_die("--conninfo is required; --reps 1..%d", MAX_REPS);
+    if (!conninfo || iters < 1 || reps < 1 || reps > MAX_REPS ||
+        settle_ms < 0 || settle_ms > 600000)
+        bench_die("--conninfo is required; --reps 1..%d; --settle-ms 0..600000",
+                  MAX_REPS);
     int ncounts;
     long *counts = parse_counts(counts_arg, &ncounts);
 
@@ -294,17 +338,23 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++)
         bench_unpin(prover_pid(&pv[i]));
     printf("\n%d library clients, each holding one lock and heartbeating "
-           "every %d ms (the default 30 s lease), for %.1f s each, with the "
-           "largest count of other locks held, then none:\n\n", holders, HEARTBEAT_MS,
-           (double)hold_ms / 1000.0);
-    printf("| holders | other locks | heartbeats/s | server CPU (%% of one core)"
-           " | server CPU µs per heartbeat |\n|---:|---:|---:|---:|---:|\n");
-    fleet(conninfo, holders, hold_ms, held);
+           "every %d ms (the default 30 s lease), for %.1f s each (after "
+           "%.0f s for their backends' first statistics flush), with the "
+           "largest count of other locks held, then none; then %d raw libpq "
+           "connections each holding one lock and running the floor query "
+           "at the same pace (at a fleet's pace a backend's caches have gone "
+           "cold by its next turn: any query costs far more than in the loop "
+           "above):\n\n", holders, HEARTBEAT_MS,
+           (double)hold_ms / 1000.0, (double)settle_ms / 1000.0, holders);
+    printf("| clients | proving by | other locks | proofs/s | server CPU (%% of one core)"
+           " | server CPU µs per proof |\n|---:|---|---:|---:|---:|---:|\n");
+    fleet(conninfo, holders, hold_ms, settle_ms, held, 0);
     if (held > 0) {
         bench_exec(filler, "SELECT pg_advisory_unlock_all()", NULL,
                    PGRES_TUPLES_OK);
-        fleet(conninfo, holders, hold_ms, 0);
+        fleet(conninfo, holders, hold_ms, settle_ms, 0, 0);
     }
+    fleet(conninfo, holders, hold_ms, settle_ms, 0, 1);
     printf("\n");
     pglock_client_close(pv[1].client);
     pglock_client_close(pv[2].client);
