@@ -752,7 +752,8 @@ typedef struct pglock_holder {
     int has_session;         /* a pg_stat_activity row was found */
     int hidden;              /* pg_stat_activity hides this session's
                                 client, state and times from our role */
-    const char *user;              /* NULL when unknown */
+    const char *user;              /* NULL when unknown; "unknown
+                                      (OID=n)": a dropped role */
     const char *application_name;  /* "" when unset; NULL when unknown */
     const char *client_addr;       /* NULL: Unix socket, hidden, unknown */
     int client_port;               /* -1: Unix socket; 0: unknown */
