@@ -84,7 +84,7 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
 
 /* Appends v in decimal, at least min_digits of them, at *p (room for 20
  * digits is the caller's). */
-static char *put_number(char *p, long v, int min_digits)
+static char *put_number(char *p, long long v, int min_digits)
 {
     char digits[24];
     int n = 0;
@@ -104,10 +104,10 @@ void cli_format_duration(double s, int tenths, char *buf, size_t len)
     char out[64], *p = out;
     if (s < 0)
         s = 0;
-    if (s > 1e12) /* (31,700 years: keeps the longs whole) */
+    if (s > 1e12) /* (31,700 years: keeps the numbers whole) */
         s = 1e12;
-    long t = (long)(s + 0.5);
-    long t10 = (long)(s * 10 + 0.5);
+    long long t = (long long)(s + 0.5);
+    long long t10 = (long long)(s * 10 + 0.5);
     if (tenths && t10 < 600) {
         p = put_number(p, t10 / 10, 1);
         *p++ = '.';
