@@ -102,7 +102,7 @@ static char *put_number(char *p, long long v, int min_digits)
 void cli_format_duration(double s, int tenths, char *buf, size_t len)
 {
     char out[64], *p = out;
-    if (s < 0)
+    if (!(s >= 0)) /* and NaN */
         s = 0;
     if (s > 1e12) /* (31,700 years: keeps the numbers whole) */
         s = 1e12;

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
@@ -115,7 +116,7 @@ static void test_formats(void **state)
         {86399, 0, "23h59m"},   {86400, 0, "1d00h"},    {187200, 0, "2d04h"},
         {12.34, 1, "12.3s"},    {0, 1, "0.0s"},         {59.94, 1, "59.9s"},
         {59.96, 1, "1m00s"},    {65, 1, "1m05s"},       {-1, 1, "0.0s"},
-        {1e300, 0, "11574074d01h"},
+        {1e300, 0, "11574074d01h"}, {NAN, 1, "0.0s"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[32];
