@@ -2,11 +2,13 @@
  * pglock_holders_list(): a scene of real sessions (an exclusive holder
  * with two waiters, two shared holders of a pair with an exclusive
  * waiter) read by the library, and compared row by row with pg_locks,
- * pg_stat_activity and pg_blocking_pids() as another session sees them.
+ * pg_stat_activity and pg_blocking_pids() as another session sees them;
+ * and the session of a role dropped while it lives.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "support.h"
 
 #define MAX_SESSIONS 6
@@ -259,6 +261,41 @@ static void test_a_standby_is_estandby(void **state)
     PQfinish(standby);
 }
 
+/* A role dropped while its session lives: the session's locks are still
+ * listed, with the session, and the user reads as the server names a role
+ * it no longer has. */
+static void test_a_dropped_roles_session_still_shows(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *admin = pt_connect(primary);
+    char role[64], conninfo[1024];
+    snprintf(role, sizeof role, "pglock_dropped_%d", (int)getpid());
+    pt_execf(admin, "CREATE ROLE %s LOGIN", role);
+    snprintf(conninfo, sizeof conninfo, "%s user=%s application_name=holders_dropped",
+             primary, role);
+    PGconn *s = pt_connect(conninfo);
+    int64_t key = pt_unique_key();
+    pt_execf(s, "SELECT pg_advisory_lock(%lld)", (long long)key);
+    pt_execf(admin, "DROP ROLE %s", role);
+
+    pglock_key k;
+    pglock_key_int64(&k, key);
+    pglock_holders *list = NULL;
+    assert_int_equal(pglock_holders_list(&list, admin, &k, 1, 0, 10000, NULL), 0);
+    assert_int_equal(pglock_holders_count(list), 1);
+    const pglock_holder *e = pglock_holders_get(list, 0);
+    assert_int_equal(e->pid, PQbackendPID(s));
+    assert_true(e->granted);
+    assert_true(e->has_session);
+    assert_string_equal(e->application_name, "holders_dropped");
+    assert_non_null(e->user);
+    assert_non_null(strstr(e->user, "unknown (OID="));
+    pglock_holders_free(list);
+    PQfinish(s);
+    PQfinish(admin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +311,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_einval,
                                         setup, teardown),
         cmocka_unit_test(test_a_standby_is_estandby),
+        cmocka_unit_test(test_a_dropped_roles_session_still_shows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
