@@ -6,6 +6,7 @@ The chaos suite's checker.  Reads, from DIR (tests/chaos/chaos.sh):
   jobs.log    TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]   (job.sh)
   faults.log  START_US END_US KIND HOST PGLOCK_PID ok|failed
   exits.log   TIME_US HOST MODE PGLOCK_PID STATUS
+  terms.log   TIME_US HOST MODE PGLOCK_PID      (our SIGTERM to a pglock)
   hangs.log   a pglock that did not end when it should have
   final.log   per scene: leftover-process / lock-held / scene-end
 
@@ -17,7 +18,9 @@ and proves:
     kill-after + 250 ms; each is reported with its fault;
   - fencing tokens strictly increase in start order (a pglock lead that
     restarts its command reuses its token: not an inversion);
-  - every pglock exited with a documented status, none hung;
+  - every pglock exited with a documented status, none hung: each ended
+    within 8 s of our SIGTERM, or of its job's end when the job ignores
+    SIGTERM (pglock forwards it and keeps the lock while the job runs);
   - nothing held and no pglock or job process left at the end of a scene.
 Prints the figures; exits 1 on any violation.
 """
@@ -36,6 +39,7 @@ class Job:
         self.first = self.last = t
         self.pglock = "-"
         self.end = None           # "ok", "term" or None (killed)
+        self.ignores_term = False
         self.alive = {}           # earlier job pid -> last time seen alive
         self.alive_gone = {}      # earlier job pid -> first line it was gone
 
@@ -57,6 +61,7 @@ def parse_jobs(path):
         if event == "start":
             j = Job(host, mode, token, pid, t)
             j.pglock = detail.get("pglock", "-")
+            j.ignores_term = detail.get("ignore_term") == "1"
             jobs.append(j)
             current[pid] = j
         j = current.get(pid)
@@ -155,6 +160,18 @@ def main():
             violations.append(f"pglock {mode} pid {e[3]} on {e[1]} exited {rc}")
     for h in read_lines(os.path.join(d, "hangs.log")):
         violations.append("hang: " + " ".join(h[1:]))
+    exited_at = {e[3]: int(e[0]) for e in exits}
+    for t, host, mode, pid in read_lines(os.path.join(d, "terms.log")):
+        if pid not in exited_at:
+            continue
+        free = int(t)
+        for j in jobs:
+            if j.pglock == pid and j.ignores_term:
+                free = max(free, j.last)
+        took = ms(exited_at[pid] - free) / 1000
+        if took > 8:
+            since = "SIGTERM" if free == int(t) else "its job, which ignores SIGTERM, ended"
+            violations.append(f"slow exit: {host} {mode} pid {pid} ended {took:.1f} s after {since}")
     scenes = 0
     for f in read_lines(os.path.join(d, "final.log")):
         if f[0] == "scene-end":
