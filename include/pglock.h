@@ -404,8 +404,8 @@ PGLOCK_EXPORT int pglock_client_open_params(pglock_client **out,
 
 /* Releases every lock (pg_advisory_unlock_all(), waiting for the answer,
  * so the locks are free when it returns), closes and frees.  NULL is ok.
- * Bounded, even on a dead network: it returns within 5 s (10 s if a
- * heartbeat was left in flight: its answer is awaited first); a
+ * Bounded, even on a dead network: it returns within 5 s in all, a
+ * heartbeat left in flight included (its answer is awaited first); a
  * connection that does not answer in time is shut down instead, and the
  * server frees its locks when it notices (at the latest after the lease).
  * A client whose connection was lost closes at once.  Call

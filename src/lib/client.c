@@ -278,11 +278,13 @@ void pglock_client_close(pglock_client *c)
     if (!c)
         return;
     if (c->conn && PQstatus(c->conn) == CONNECTION_OK) {
+        /* One budget for the whole close, so that a caller stopping on a
+         * signal knows how long it may take on a dead network. */
+        int64_t deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0);
         pglock__wait_end end = PGLOCK__WAIT_DONE;
         if (c->heartbeat_busy) {
             /* Let the heartbeat's answer arrive before the next query. */
-            pglock__wait w = {.deadline = pglock__deadline(
-                                  PGLOCK__CLOSE_TIMEOUT_MS, 0),
+            pglock__wait w = {.deadline = deadline,
                               .interrupt = NULL, .interrupt_fd = -1,
                               .cancel_timeout_ms = -1};
             PGresult *res[PGLOCK__MAX_RESULTS];
@@ -291,17 +293,17 @@ void pglock_client_close(pglock_client *c)
             pglock__clear_results(res, nres);
             c->heartbeat_busy = 0;
         }
-        if (end == PGLOCK__WAIT_DONE && c->hold == PGLOCK_HOLD_XACT) {
+        long left = (long)(deadline - pglock_now_ms());
+        if (end == PGLOCK__WAIT_DONE && left > 0 && c->hold == PGLOCK_HOLD_XACT) {
             /* Never unlock_all through a pooler: that would free a
              * stranger's session locks.  Ending the transaction frees
              * ours, now. */
-            pglock__xact_hold_end(c, PGLOCK__CLOSE_TIMEOUT_MS);
-        } else if (end == PGLOCK__WAIT_DONE) {
+            pglock__xact_hold_end(c, left);
+        } else if (end == PGLOCK__WAIT_DONE && left > 0) {
             /* A bare PQfinish frees the locks a moment later, when the
              * backend notices; waiting for this answer frees them now. */
             PGresult *res = pglock__exec_bounded(
-                c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL,
-                PGLOCK__CLOSE_TIMEOUT_MS, &end);
+                c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
             PQclear(res);
         }
     }

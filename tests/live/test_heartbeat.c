@@ -306,6 +306,34 @@ static void a_lease_ends_a_silent_session_on_the_server(void **state)
     pglock_client_close(c);
 }
 
+/* A heartbeat left in flight on a cut network: close gives up on its
+ * answer within its one budget and returns, and the server frees the
+ * lock once the session is gone. */
+static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **state)
+{
+    (void)state;
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = pt_open_client(proxy, NULL);
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    int pid = pglock_client_backend_pid(c);
+    pt_proxy_cut();
+    assert_int_equal(pglock_heartbeat_send(c), 0);
+    int64_t t0 = pt_now_ms();
+    pglock_client_close(c);
+    printf("# close with a heartbeat in flight on a cut network: %lld ms\n",
+           (long long)(pt_now_ms() - t0));
+    pt_proxy_heal();
+    assert_true(pt_wait_backend_gone(obs, pid, 30000));
+    assert_true(pt_key_free(obs, id));
+    PQfinish(obs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +347,7 @@ int main(void)
         cmocka_unit_test(heartbeat_through_a_pooler_reconnect_and_restart),
         cmocka_unit_test(acquire_and_release_are_one_round_trip_each),
         cmocka_unit_test(a_lease_ends_a_silent_session_on_the_server),
+        cmocka_unit_test(close_returns_on_a_cut_network_with_a_heartbeat_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
