@@ -160,6 +160,9 @@ int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen)
 /* s seconds for people, rounded, in at most two units: "41s" ("41.3s"
  * with tenths), "2m13s", "3h05m", "2d04h". */
 void cli_format_duration(double s, int tenths, char *buf, size_t len);
+/* Writes v in decimal at p, at least min_digits digits (zeros in front,
+ * at most 20), and returns the end; p needs 21 bytes.  No NUL. */
+char *cli_put_decimal(char *p, long long v, int min_digits);
 
 /*
  * The key registry (--keys FILE / PGLOCK_KEYS): lines "name = KEY" (KEY in

@@ -84,14 +84,17 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
 
 /* Appends v in decimal, at least min_digits of them, at *p (room for 20
  * digits is the caller's). */
-static char *put_number(char *p, long long v, int min_digits)
+char *cli_put_decimal(char *p, long long v, int min_digits)
 {
     char digits[24];
     int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v || n < min_digits);
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u || n < min_digits);
+    if (v < 0)
+        *p++ = '-';
     while (n)
         *p++ = digits[--n];
     return p;
@@ -109,27 +112,27 @@ void cli_format_duration(double s, int tenths, char *buf, size_t len)
     long long t = (long long)(s + 0.5);
     long long t10 = (long long)(s * 10 + 0.5);
     if (tenths && t10 < 600) {
-        p = put_number(p, t10 / 10, 1);
+        p = cli_put_decimal(p, t10 / 10, 1);
         *p++ = '.';
-        p = put_number(p, t10 % 10, 1);
+        p = cli_put_decimal(p, t10 % 10, 1);
         *p++ = 's';
     } else if (t < 60) {
-        p = put_number(p, t, 1);
+        p = cli_put_decimal(p, t, 1);
         *p++ = 's';
     } else if (t < 3600) {
-        p = put_number(p, t / 60, 1);
+        p = cli_put_decimal(p, t / 60, 1);
         *p++ = 'm';
-        p = put_number(p, t % 60, 2);
+        p = cli_put_decimal(p, t % 60, 2);
         *p++ = 's';
     } else if (t < 86400) {
-        p = put_number(p, t / 3600, 1);
+        p = cli_put_decimal(p, t / 3600, 1);
         *p++ = 'h';
-        p = put_number(p, t % 3600 / 60, 2);
+        p = cli_put_decimal(p, t % 3600 / 60, 2);
         *p++ = 'm';
     } else {
-        p = put_number(p, t / 86400, 1);
+        p = cli_put_decimal(p, t / 86400, 1);
         *p++ = 'd';
-        p = put_number(p, t % 86400 / 3600, 2);
+        p = cli_put_decimal(p, t % 86400 / 3600, 2);
         *p++ = 'h';
     }
     size_t n = (size_t)(p - out);

@@ -95,15 +95,7 @@ static void sb_printf(strbuf *b, const char *fmt, ...)
 static void sb_putl(strbuf *b, long v, int min_digits)
 {
     char digits[24];
-    int n = 0;
-    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
-    do {
-        digits[sizeof digits - 1 - n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u || n < min_digits);
-    if (v < 0)
-        digits[sizeof digits - 1 - n++] = '-';
-    sb_put(b, digits + sizeof digits - n, (size_t)n);
+    sb_put(b, digits, (size_t)(cli_put_decimal(digits, v, min_digits) - digits));
 }
 
 /* s (UTF-8) for a terminal: control characters become '?', the C0 ones

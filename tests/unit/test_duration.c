@@ -130,6 +130,23 @@ static void test_formats(void **state)
     assert_string_equal(small, "2m1"); /* cut to fit, like snprintf */
 }
 
+/* The decimal writer status's table shares with the durations. */
+static void test_decimals(void **state)
+{
+    (void)state;
+    char buf[24];
+    *cli_put_decimal(buf, 0, 1) = '\0';
+    assert_string_equal(buf, "0");
+    *cli_put_decimal(buf, 7, 2) = '\0';
+    assert_string_equal(buf, "07");
+    *cli_put_decimal(buf, 65535, 1) = '\0';
+    assert_string_equal(buf, "65535");
+    *cli_put_decimal(buf, -42, 1) = '\0';
+    assert_string_equal(buf, "-42");
+    *cli_put_decimal(buf, LLONG_MIN, 1) = '\0';
+    assert_string_equal(buf, "-9223372036854775808");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -137,6 +154,7 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_largest),
         cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_decimals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
