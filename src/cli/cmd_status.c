@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include "json.h"
+#include "prefault.h"
 #include "status.h"
 
 #define DEFAULT_WATCH_MS 2000L
@@ -234,6 +235,8 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     int n = pglock_holders_count(list);
     const pglock_holder **e = calloc((size_t)n + 1, sizeof *e);
     lock_view *views = calloc((size_t)n + 1, sizeof *views);
+    prefault(e, ((size_t)n + 1) * sizeof *e);
+    prefault(views, ((size_t)n + 1) * sizeof *views);
     rc = e && views ? PGLOCK_OK : PGLOCK_ENOMEM;
     if (rc == PGLOCK_OK) {
         for (int i = 0; i < n; i++)

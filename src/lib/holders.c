@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "prefault.h"
 
 /*
  * %s is pg_locks.waitstart on PostgreSQL 14+ and a NULL before (the
@@ -455,6 +456,7 @@ static pglock_holders *decode(PGresult *res)
     int ok = list && nlocks < INT_MAX && index_rows(res, &ix) == 0;
     if (ok) {
         list->entries = malloc((nlocks + 1) * sizeof *list->entries);
+        prefault(list->entries, (nlocks + 1) * sizeof *list->entries);
         list->pids = calloc(npids + 1, sizeof *list->pids);
         ok = list->entries && list->pids;
     }
