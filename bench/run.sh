@@ -24,7 +24,7 @@ HARNESS=${PGLOCK_BENCH_HARNESS:-$ROOT/tests/harness/harness.sh}
 say() { echo "bench: $*" >&2; }
 fail() { say "error: $*"; exit 1; }
 
-for p in bench_ops bench_contend bench_scale bench_trylock; do
+for p in bench_ops bench_contend bench_scale bench_trylock bench_pairs; do
     [ -x "$B/$p" ] || fail "$B/$p is not built (run: make, or cmake --build $BUILD)"
 done
 
@@ -97,6 +97,7 @@ if [ "$SMOKE" = 1 ]; then
     SCALE="--iters 20 --reps 1"
     SERVER="--iters 20 --reps 1 --hold-ms 500 --settle-ms 0"
     HYPERFINE="--warmup 1 --runs 3"
+    PAIRS="3 1"
     BREAKDOWN_RUNS=2
     STATUS_COUNTS="100 1000"
     STATUS_REPS=1
@@ -109,6 +110,7 @@ else
     SCALE="--iters 100 --reps 9"
     SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"
+    PAIRS="80 5"
     BREAKDOWN_RUNS=20
     STATUS_COUNTS="1000 10000 50000"
     STATUS_REPS=9
@@ -229,6 +231,24 @@ elif hyperfine -N $HYPERFINE --export-json "$T/cli.json" "${HF_ARGS[@]}" >"$T/hy
 else
     cat "$T/hyperfine.log" >&2
     fail "hyperfine failed"
+fi
+if [ "$HAVE_RUN" = 1 ]; then
+    say "command line, interleaved"
+    out "The same comparisons interleaved run by run (\`bench_pairs\`: the floor, then pglock, then"
+    out "the other way round), so that the machine's drift weighs on both alike; hyperfine runs"
+    out "each command's runs as one block. Goal 3 is judged here."
+    out ""
+    out "| comparison | floor: median (min–max) ms | pglock: median (min–max) ms | ratio of medians | pairs' ratios: median (p10–p90) |"
+    out "|---|---:|---:|---:|---:|"
+    # shellcheck disable=SC2086  # RUNS WARMUP
+    "$B/bench_pairs" $PAIRS "the floor" "pglock run --try K -- true" \
+        -- "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777008 true \
+        -- "$PGLOCK" run -d "$PGLOCK_TEST_PRIMARY" --try 777009 -- true >>"$REPORT"
+    # shellcheck disable=SC2086
+    "$B/bench_pairs" $PAIRS "the floor" "pglock run --try --fencing-token K -- true" \
+        -- "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777010 true \
+        -- "$PGLOCK" run -d "$PGLOCK_TEST_PRIMARY" --try --fencing-token 777011 -- true >>"$REPORT"
+    out ""
 fi
 if [ "$HAVE_RUN" = 0 ]; then
     out "\`pglock run\` is not available in this build: not measured."
