@@ -17,13 +17,15 @@
  * (lock + unlock) per second.
  *
  * Lockers are interleaved repetition by repetition (in reverse order every
- * other repetition); each table row gives
+ * other repetition), or with --slices N, N turns per repetition (each
+ * 1/N of the duration, in reverse order every other turn), so that drift
+ * within a repetition weighs on every locker alike; each table row gives
  * median (min–max) over the repetitions and the ratio to a named baseline
  * measured in the same run.
  *
  *   bench_contend --conninfo CONNINFO [--redis SOCKET] [--lockers a,b,...]
  *                 [--procs 2,4,8] [--gaps-us 0,1000] [--work-us 10]
- *                 [--duration-ms 1000] [--reps 3] [--distinct] [--pin]
+ *                 [--duration-ms 1000] [--reps 3] [--slices 1] [--distinct] [--pin]
  */
 #include "bench.h"
 
@@ -72,6 +74,7 @@ typedef struct config {
     int duration_ms;
     int distinct;
     int pin;          /* each worker and its backend on one CPU */
+    int slices;       /* a repetition's duration, in turns per locker */
 } config;
 
 typedef struct entry {
@@ -217,15 +220,22 @@ typedef struct result {
     long served;      /* server requests, less setup_requests per worker */
 } result;
 
-static shared *sh;
 static long total_unpinned;   /* --pin: worker runs that could not be */
 
-/* Runs nprocs workers of one locker once; iters >= 0 runs that many
- * iterations per worker instead of a timed loop (calibration). */
-static result run_once(const entry *e, const config *cfg, int nprocs, long gap_us, int iters,
-                       long setup_requests)
+/* Runs nprocs workers of one locker for one slice of a repetition, in
+ * sh (one per locker); iters >= 0 runs that many iterations per worker
+ * instead of a timed loop (calibration).  The first slice (fresh) starts
+ * the counts and samples, later ones add to them.  Returns the server
+ * requests the slice took, less setup_requests per worker. */
+static long run_slice(shared *sh, const entry *e, const config *cfg, int nprocs, long gap_us,
+                      int iters, long setup_requests, int fresh)
 {
-    memset(sh, 0, sizeof *sh);
+    if (fresh)
+        memset(sh, 0, sizeof *sh);
+    atomic_store(&sh->ready, 0);
+    atomic_store(&sh->go, 0);
+    atomic_store(&sh->holder, 0);
+    atomic_store(&sh->last_release_ns, 0);
     atomic_store(&sh->last_releaser, -1);
     long before = server_requests(e, cfg);
     pid_t pids[MAX_PROCS];
@@ -240,7 +250,7 @@ static result run_once(const entry *e, const config *cfg, int nprocs, long gap_u
     while (atomic_load(&sh->ready) < nprocs)
         sleep_us(200);
     int64_t start = bench_now_ns();
-    sh->end_ns = start + (int64_t)cfg->duration_ms * 1000000;
+    sh->end_ns = start + (int64_t)cfg->duration_ms / cfg->slices * 1000000;
     atomic_store(&sh->go, 1);
     int failed = 0;
     for (int p = 0; p < nprocs; p++) {
@@ -250,8 +260,13 @@ static result run_once(const entry *e, const config *cfg, int nprocs, long gap_u
     }
     if (failed)
         bench_die("a %s worker failed", e->locker->name);
-    long after = server_requests(e, cfg);
+    return server_requests(e, cfg) - before - setup_requests * nprocs;
+}
 
+/* One repetition's figures, from the counts and samples its slices left
+ * in sh and the server requests they took. */
+static result summarize(shared *sh, const config *cfg, int nprocs, long served)
+{
     result r = {0};
     long acq = 0, acq_all = 0, nsamples = 0, requests = 0;
     for (int p = 0; p < nprocs; p++) {
@@ -288,7 +303,6 @@ static result run_once(const entry *e, const config *cfg, int nprocs, long gap_u
     r.samples = nsamples;
     r.violations = atomic_load(&sh->violations);
     total_unpinned += atomic_load(&sh->unpinned);
-    long served = after - before - setup_requests * nprocs;
     r.served = served;
     r.queries_per_acq = acq_all > 0 ? (double)served / (double)acq_all : 0;
     r.requests_per_acq = acq_all > 0 ? (double)requests / (double)acq_all : 0;
@@ -328,7 +342,7 @@ static double median_of(result *rs, int reps, size_t offset)
 
 int main(int argc, char **argv)
 {
-    config cfg = {.work_us = 10, .duration_ms = 1000};
+    config cfg = {.work_us = 10, .duration_ms = 1000, .slices = 1};
     const char *lockers = "pglock,raw,poll10,poll1,redis10,redis1";
     const char *procs_s = "2,4,8", *gaps_s = "0,1000";
     int reps = 3;
@@ -343,6 +357,7 @@ int main(int argc, char **argv)
         {"reps", required_argument, NULL, 'r'},
         {"distinct", no_argument, NULL, 'D'},
         {"pin", no_argument, NULL, 'P'},
+        {"slices", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -357,11 +372,12 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'D': cfg.distinct = 1; break;
         case 'P': cfg.pin = 1; break;
+        case 'S': cfg.slices = atoi(optarg); break;
         default: return 64;
         }
     }
-    if (reps < 1 || reps > 64 || cfg.duration_ms < 1)
-        bench_die("bad --reps or --duration-ms");
+    if (reps < 1 || reps > 64 || cfg.slices < 1 || cfg.duration_ms < cfg.slices)
+        bench_die("bad --reps, --slices or --duration-ms");
 
     /* The lockers asked for that can run here (Redis needs --redis). */
     const entry *sel[NALL];
@@ -384,27 +400,34 @@ int main(int argc, char **argv)
         if (procs[i] < 1 || procs[i] > MAX_PROCS)
             bench_die("--procs: 1 to %d", MAX_PROCS);
 
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
-        bench_die("mmap failed");
+    shared *shm[NALL];
+    for (int i = 0; i < nsel; i++) {
+        shm[i] = mmap(NULL, sizeof *shm[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+        if (shm[i] == MAP_FAILED)
+            bench_die("mmap failed");
+    }
 
     /* What connecting and disconnecting cost each locker in server
      * requests: one worker, no iterations. */
     long setup[NALL];
     for (int i = 0; i < nsel; i++) {
         /* Redis counts our INFO reading too: once per run, not per worker. */
-        setup[i] = run_once(sel[i], &cfg, 1, 0, 0, 0).served - (sel[i]->redis ? 1 : 0);
+        setup[i] = run_slice(shm[i], sel[i], &cfg, 1, 0, 0, 0, 1) - (sel[i]->redis ? 1 : 0);
         if (setup[i] < 0)
             setup[i] = 0;
     }
 
     for (int i = 0; i < nsel; i++)
         printf("- **%s**: %s\n", sel[i]->locker->name, sel[i]->locker->describe);
+    char turns[96] = "in reverse order every other repetition";
+    if (cfg.slices > 1)
+        snprintf(turns, sizeof turns, "%d turns of %g s each per repetition, in reverse "
+                 "order every other turn", cfg.slices, cfg.duration_ms / 1000.0 / cfg.slices);
     printf("\n%s, %d µs of work under the lock, %g s per run, %d repetitions "
-           "(the lockers in turn, in reverse order every other repetition; "
-           "median (min–max) over them)%s.\n\n",
+           "(the lockers in turn, %s; median (min–max) over them)%s.\n\n",
            cfg.distinct ? "Each process its own key" : "All processes on one key", cfg.work_us,
-           cfg.duration_ms / 1000.0, reps,
+           cfg.duration_ms / 1000.0, reps, turns,
            cfg.distinct ? ""
                         : "; handoff = holder's unlock to the next holder's acquisition; "
                           "a handoff is an acquisition by a process that was waiting when "
@@ -431,13 +454,20 @@ int main(int argc, char **argv)
         bench_die("out of memory");
     for (int pi = 0; pi < nprocs; pi++) {
         for (int gi = 0; gi < ngaps; gi++) {
-            /* in turn, and every other repetition in reverse order: no
-             * locker always runs right after another, or first */
-            for (int r = 0; r < reps; r++)
-                for (int k = 0; k < nsel; k++) {
-                    int i = r % 2 ? nsel - 1 - k : k;
-                    rs[i][r] = run_once(sel[i], &cfg, (int)procs[pi], gaps[gi], -1, setup[i]);
-                }
+            /* in turn, slice by slice, and every other slice in reverse
+             * order: no locker always runs right after another, or first,
+             * and a machine's drift within a repetition weighs on all */
+            for (int r = 0; r < reps; r++) {
+                long served[NALL] = {0};
+                for (int sl = 0; sl < cfg.slices; sl++)
+                    for (int k = 0; k < nsel; k++) {
+                        int i = (r * cfg.slices + sl) % 2 ? nsel - 1 - k : k;
+                        served[i] += run_slice(shm[i], sel[i], &cfg, (int)procs[pi], gaps[gi],
+                                               -1, setup[i], sl == 0);
+                    }
+                for (int i = 0; i < nsel; i++)
+                    rs[i][r] = summarize(shm[i], &cfg, (int)procs[pi], served[i]);
+            }
             for (int i = 0; i < nsel; i++) {
                 char a[96], b[96], c[96], q[96], ratio[160] = "(baseline)";
                 /* pglock is compared with raw libpq (its limit); every

@@ -92,8 +92,8 @@ fi
 
 if [ "$SMOKE" = 1 ]; then
     OPS="--reps 2 --iters 30"
-    CONTEND="--procs 2 --gaps-us 0,1000 --duration-ms 200 --reps 1 --pin"
-    DISTINCT="--procs 1,2 --duration-ms 200 --reps 1 --pin"
+    CONTEND="--procs 2 --gaps-us 0,1000 --duration-ms 200 --reps 1 --slices 2 --pin"
+    DISTINCT="--procs 1,2 --duration-ms 200 --reps 1 --slices 2 --pin"
     SCALE="--iters 20 --reps 1"
     SERVER="--iters 20 --reps 1 --hold-ms 500 --settle-ms 0"
     HYPERFINE="--warmup 1 --runs 3"
@@ -105,8 +105,8 @@ if [ "$SMOKE" = 1 ]; then
     HANDOFF_RUNS=2
 else
     OPS="--reps 11 --iters 1000"
-    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 7 --pin"
-    DISTINCT="--procs 1,2,4,8 --duration-ms 1000 --reps 7 --pin"
+    CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 7 --slices 5 --pin"
+    DISTINCT="--procs 1,2,4,8 --duration-ms 1000 --reps 7 --slices 5 --pin"
     SCALE="--iters 100 --reps 9"
     SERVER="--iters 500 --reps 7 --hold-ms 10000"
     HYPERFINE="--warmup 5 --runs 40"

@@ -22,5 +22,8 @@ setup() {
     grep -qF "| pglock_lock (try) + pglock_unlock |" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 2 \| none \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 1 \| pglock \|" "$PGLOCK_BUILD/bench-smoke.md"
+    # the interleaved comparisons: run by run, and turn by turn
+    grep -qF "| pglock run --try K -- true ÷ the floor, 3 pairs |" "$PGLOCK_BUILD/bench-smoke.md"
+    grep -qF "2 turns of 0.1 s each per repetition" "$PGLOCK_BUILD/bench-smoke.md"
     [[ "$output" != *"bench: error"* ]]
 }
