@@ -23,6 +23,9 @@
  * median (min–max) over the repetitions and the ratio to a named baseline
  * measured in the same run.
  *
+ * Lockers: pglock, raw, raw-again (raw libpq compared with itself: how far
+ * the machine alone moves a ratio), poll10, poll1, redis10, redis1.
+ *
  *   bench_contend --conninfo CONNINFO [--redis SOCKET] [--lockers a,b,...]
  *                 [--procs 2,4,8] [--gaps-us 0,1000] [--work-us 10]
  *                 [--duration-ms 1000] [--reps 3] [--slices 1] [--distinct] [--pin]
@@ -81,18 +84,27 @@ typedef struct entry {
     const char *id;
     const bench_locker *locker;
     int redis;        /* target is the Redis socket */
+    const char *name; /* in the tables; NULL: the locker's own */
 } entry;
+
+static const char *entry_name(const entry *e)
+{
+    return e->name ? e->name : e->locker->name;
+}
 
 static const entry all_lockers[] = {
 #ifdef BENCH_HAVE_PGLOCK
-    {"pglock", &bench_locker_pglock, 0},
+    {"pglock", &bench_locker_pglock, 0, NULL},
 #endif
-    {"raw", &bench_locker_raw_wait, 0},
-    {"poll10", &bench_locker_poll_10ms, 0},
-    {"poll1", &bench_locker_poll_1ms, 0},
+    {"raw", &bench_locker_raw_wait, 0, NULL},
+    /* raw libpq again, compared with itself: how far this machine alone
+     * moves a ratio (an A/A control) */
+    {"raw-again", &bench_locker_raw_wait, 0, "raw libpq wait, again (A/A control)"},
+    {"poll10", &bench_locker_poll_10ms, 0, NULL},
+    {"poll1", &bench_locker_poll_1ms, 0, NULL},
 #ifdef BENCH_HAVE_HIREDIS
-    {"redis10", &bench_locker_redis_10ms, 1},
-    {"redis1", &bench_locker_redis_1ms, 1},
+    {"redis10", &bench_locker_redis_10ms, 1, NULL},
+    {"redis1", &bench_locker_redis_1ms, 1, NULL},
 #endif
 };
 enum { NALL = sizeof all_lockers / sizeof all_lockers[0] };
@@ -419,7 +431,8 @@ int main(int argc, char **argv)
     }
 
     for (int i = 0; i < nsel; i++)
-        printf("- **%s**: %s\n", sel[i]->locker->name, sel[i]->locker->describe);
+        if (!sel[i]->name)
+            printf("- **%s**: %s\n", entry_name(sel[i]), sel[i]->locker->describe);
     char turns[96] = "in reverse order every other repetition";
     if (cfg.slices > 1)
         snprintf(turns, sizeof turns, "%d turns of %g s each per repetition, in reverse "
@@ -473,7 +486,10 @@ int main(int argc, char **argv)
                 /* pglock is compared with raw libpq (its limit); every
                  * alternative with pglock. */
                 int base = -1;
-                const char *want = strcmp(sel[i]->id, "pglock") == 0 ? "raw" : "pglock";
+                const char *want = strcmp(sel[i]->id, "pglock") == 0 ||
+                                           strcmp(sel[i]->id, "raw-again") == 0
+                                       ? "raw"
+                                       : "pglock";
                 for (int j = 0; j < nsel; j++)
                     if (strcmp(sel[j]->id, want) == 0)
                         base = j;
@@ -485,13 +501,13 @@ int main(int argc, char **argv)
                         v[r] = rs[i][r].per_sec / rs[base][r].per_sec;
                     char s[96];
                     bench_spread(s, sizeof s, "%.2f", v, (size_t)reps);
-                    snprintf(ratio, sizeof ratio, "%s × %s", s, sel[base]->locker->name);
+                    snprintf(ratio, sizeof ratio, "%s × %s", s, entry_name(sel[base]));
                 }
                 fmt_spread(a, sizeof a, "%.0f", rs[i], reps, offsetof(result, per_sec));
                 for (int r = 0; r < reps; r++)
                     total_violations += rs[i][r].violations;
                 if (cfg.distinct) {
-                    printf("| %ld | %s | %s | %s |\n", procs[pi], sel[i]->locker->name, a, ratio);
+                    printf("| %ld | %s | %s | %s |\n", procs[pi], entry_name(sel[i]), a, ratio);
                     continue;
                 }
                 long nsamples = 0;
@@ -515,7 +531,7 @@ int main(int argc, char **argv)
                          median_of(rs[i], reps, offsetof(result, wait_p99_ms)),
                          median_of(rs[i], reps, offsetof(result, wait_max_ms)));
                 printf("| %ld | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", procs[pi],
-                       gap, sel[i]->locker->name, a,
+                       gap, entry_name(sel[i]), a,
                        median_of(rs[i], reps, offsetof(result, handoffs_per_sec)), b, c, w, q,
                        ratio);
                 fflush(stdout);

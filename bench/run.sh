@@ -160,7 +160,9 @@ if [ -n "${PGLOCK_TEST_PRIMARY_TCP:-}" ]; then
         "${COUNT_ARGS[@]}" >>"$REPORT"
 fi
 
-LOCKERS=raw,poll10,poll1,redis10,redis1
+# raw-again: raw libpq compared with itself, how far the machine alone
+# moves a ratio (an A/A control for pglock's).
+LOCKERS=raw,raw-again,poll10,poll1,redis10,redis1
 [ "$HAVE_LIB" = 0 ] || LOCKERS=pglock,$LOCKERS
 out "## 3. Contention: N processes, one key (Unix socket)"
 out ""
@@ -177,7 +179,8 @@ out "## 4. No contention: N processes, distinct keys (Unix socket)"
 out ""
 say "distinct keys"
 "$B/bench_contend" --distinct --conninfo "$PGLOCK_TEST_PRIMARY" \
-    --lockers "$([ "$HAVE_LIB" = 1 ] && echo pglock,raw || echo raw)" $DISTINCT >>"$REPORT"
+    --lockers "$([ "$HAVE_LIB" = 1 ] && echo pglock,raw,raw-again || echo raw,raw-again)" \
+    $DISTINCT >>"$REPORT"
 
 out "## 5. The command line: one try-lock run of \`true\`"
 out ""
