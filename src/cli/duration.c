@@ -82,8 +82,7 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
     return 0;
 }
 
-/* Appends v in decimal, at least min_digits of them, at *p (room for 20
- * digits is the caller's). */
+/* By hand, for the same reason as below: status writes several per lock. */
 char *cli_put_decimal(char *p, long long v, int min_digits)
 {
     char digits[24];
