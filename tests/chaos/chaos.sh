@@ -96,7 +96,7 @@ where_stuck() {
         grep -E '^(State|SigPnd|ShdPnd|SigBlk)' "/proc/$p/status" 2>/dev/null
         echo "wchan: $(cat "/proc/$p/wchan" 2>/dev/null)"
     done
-    ! command -v gdb >/dev/null || timeout 20 gdb -batch -p "$1" -ex bt 2>&1
+    ! command -v gdb >/dev/null || timeout 8 gdb -batch -p "$1" -ex bt 2>&1
 }
 
 # ---- hosts ---------------------------------------------------------------

@@ -160,17 +160,28 @@ def main():
             violations.append(f"pglock {mode} pid {e[3]} on {e[1]} exited {rc}")
     for h in read_lines(os.path.join(d, "hangs.log")):
         violations.append("hang: " + " ".join(h[1:]))
-    exited_at = {e[3]: int(e[0]) for e in exits}
+    # Each host runs one pglock at a time: the SIGTERM's pglock is the
+    # first of that host's exits with its pid at or after it, and its jobs
+    # started after the host's exit before that (pids are reused).
+    host_exits = collections.defaultdict(list)
+    for e in exits:
+        host_exits[e[1]].append((int(e[0]), e[3]))
     for t, host, mode, pid in read_lines(os.path.join(d, "terms.log")):
-        if pid not in exited_at:
+        t, prev, end = int(t), 0, None
+        for at, p in sorted(host_exits[host]):
+            if at >= t and p == pid:
+                end = at
+                break
+            prev = at
+        if end is None:
             continue
-        free = int(t)
+        free = t
         for j in jobs:
-            if j.pglock == pid and j.ignores_term:
+            if j.host == host and j.pglock == pid and prev < j.first <= end and j.ignores_term:
                 free = max(free, j.last)
-        took = ms(exited_at[pid] - free) / 1000
+        took = ms(end - free) / 1000
         if took > 8:
-            since = "SIGTERM" if free == int(t) else "its job, which ignores SIGTERM, ended"
+            since = "SIGTERM" if free == t else "its job, which ignores SIGTERM, ended"
             violations.append(f"slow exit: {host} {mode} pid {pid} ended {took:.1f} s after {since}")
     scenes = 0
     for f in read_lines(os.path.join(d, "final.log")):
