@@ -388,8 +388,10 @@ int main(int argc, char **argv)
         default: return 64;
         }
     }
-    if (reps < 1 || reps > 64 || cfg.slices < 1 || cfg.duration_ms < cfg.slices)
-        bench_die("bad --reps, --slices or --duration-ms");
+    /* Turns of whole milliseconds, so that the rates' duration is exact. */
+    if (reps < 1 || reps > 64 || cfg.slices < 1 || cfg.duration_ms < cfg.slices ||
+        cfg.duration_ms % cfg.slices != 0)
+        bench_die("bad --reps, --slices or --duration-ms (a multiple of --slices)");
 
     /* The lockers asked for that can run here (Redis needs --redis). */
     const entry *sel[NALL];

@@ -37,7 +37,8 @@ static double run_once(char **argv)
     }
     int status;
     while (waitpid(pid, &status, 0) < 0)
-        ;
+        if (errno != EINTR)
+            bench_die("waitpid: %s", strerror(errno));
     double ms = (double)(bench_now_ns() - t0) / 1e6;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         bench_die("%s exited with status %d", argv[0],
