@@ -40,6 +40,7 @@ VERSION_NEUTRAL='^(chaos|harness\.bats|bench_smoke\.bats|install_consumer\.bats|
 
 rc=0
 summary=()
+ran=()
 while read -r major bin; do
     echo "==== PostgreSQL $major ($bin)"
     t0=$SECONDS
@@ -54,6 +55,7 @@ while read -r major bin; do
     secs=$((SECONDS - t0))
     logs=$build/test-logs-pg$major
     rm -rf "$logs"
+    ran+=("$logs")
     if [ -n "$tests" ]; then cp -r "$build/test-logs" "$logs"; else mv "$build/test-logs" "$logs"; fi
     read -r p _ f _ s _ <<<"$out"
     verdict=ok
@@ -68,6 +70,17 @@ while read -r major bin; do
     summary+=("$(printf 'PostgreSQL %-3s %4s passed %3s failed %3s skipped %5ss  %s' \
         "$major" "$p" "$f" "$s" "$secs" "$verdict")")
 done <<<"$bins"
+
+# The failed tests once more, last: a CI page that shows only the end of
+# the output still says what failed and why.
+for logs in "${ran[@]}"; do
+    for log in "$logs"/*.log; do
+        if ! [ -f "$log" ] || ! grep -q '^not ok' "$log"; then continue; fi
+        echo
+        echo "---- ${log#"$build"/test-logs-}"
+        grep -A 25 '^not ok' "$log" | head -n 60
+    done
+done
 
 echo
 echo "==== version matrix (logs in $build/test-logs-pgMAJOR/)"
