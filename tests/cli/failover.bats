@@ -14,12 +14,15 @@ load failover_helpers
 bats_require_minimum_version 1.5.0
 
 @test "multi-host conninfo: run and lead find the primary with the standby listed first; doctor names each host's role" {
-    run -0 "$PGLOCK_BIN" run --try -d "$MULTI" "$K" -c 'echo "pid=$PGLOCK_BACKEND_PID"'
-    local pid=${output#*pid=}
-    pid=${pid%%$'\n'*}
-    [ -n "$pid" ]
-    # that backend was on the primary (and is gone now)
-    [ "$(q "select count(*) from pg_stat_activity where pid = $pid")" -eq 0 ]
+    # The job asks the primary for its own lock's backend: it is there.
+    PRIMARY=$PRIMARY run -0 "$PGLOCK_BIN" run --try -d "$MULTI" "$K" -c \
+        'echo "pid=$PGLOCK_BACKEND_PID"; psql -X -A -t "$PRIMARY" -c "select count(*) from pg_stat_activity where pid = $PGLOCK_BACKEND_PID"'
+    [ "${lines[1]}" = 1 ]
+    local pid=${lines[0]#pid=}
+    [[ $pid =~ ^[0-9]+$ ]]
+    # ... and gone a moment after the run (polled: a backend ends a little
+    # after its client's Terminate)
+    wait_until 10 eval '[ "$(q "select count(*) from pg_stat_activity where pid = $pid")" -eq 0 ]'
     bg a lead -v -d "$MULTI" --lease=3s "$K" -c "$(leader_job a)"
     wait_until 10 leaders_at_least 1
     wait_until 10 held_on "$PRIMARY" "$K"
