@@ -177,17 +177,17 @@ typedef struct resolver {
     volatile int done;
 } resolver;
 
-static void *resolve_main(void *arg)
+static void resolve(void *arg)
 {
     resolver *r = arg;
     r->rc = pglock_key_resolve(&r->key, r->c, &r->err);
     r->done = 1;
-    return NULL;
 }
 
-static int resolver_done(void *arg)
+static void *resolve_main(void *arg)
 {
-    return ((resolver *)arg)->done;
+    resolve(arg);
+    return NULL;
 }
 
 /* A cancel from another session while the server computes a legacy key
@@ -239,16 +239,8 @@ static void a_key_resolve_on_a_cut_network_returns(void **s)
     resolver r = {.c = pt_connect(proxy), .err = {.version = PGLOCK_ERROR_VERSION}};
     pglock_key_hashtext(&r.key, "error-paths-cut");
     pt_proxy_cut();
-    pthread_t t;
-    pthread_create(&t, NULL, resolve_main, &r);
-    int returned = pt_wait_until(resolver_done, &r, 30000);
-    pt_proxy_heal();
-    if (!returned) {
-        /* unstick the thread before failing: the heal closed its socket */
-        pthread_join(t, NULL);
+    if (pt_call_on_cut_network(resolve, &r, 30000) < 0)
         fail_msg("pglock_key_resolve() did not return on a cut network");
-    }
-    pthread_join(t, NULL);
     assert_int_equal(r.rc, PGLOCK_ECONNLOST);
     assert_non_null(strstr(r.err.message, "PQfinish"));
     assert_false(r.key.resolved);
@@ -259,20 +251,12 @@ typedef struct locker {
     pglock_client *c;
     pglock_key key;
     int rc;
-    volatile int done;
 } locker;
 
-static void *lock_main(void *arg)
+static void lock_briefly(void *arg)
 {
     locker *l = arg;
     l->rc = pglock_lock(l->c, &l->key, PGLOCK_EXCLUSIVE, 500);
-    l->done = 1;
-    return NULL;
-}
-
-static int locker_done(void *arg)
-{
-    return ((locker *)arg)->done;
 }
 
 /* In xact hold a legacy key's value comes with the lock, in its round
@@ -289,12 +273,7 @@ static void an_xact_hold_legacy_lock_on_a_cut_network_returns(void **s)
     locker l = {.c = pt_open_client(proxy, &o)};
     pglock_key_hashtext(&l.key, "error-paths-xact-cut");
     pt_proxy_cut();
-    pthread_t t;
-    pthread_create(&t, NULL, lock_main, &l);
-    int returned = pt_wait_until(locker_done, &l, 30000);
-    pt_proxy_heal();
-    pthread_join(t, NULL);
-    if (!returned)
+    if (pt_call_on_cut_network(lock_briefly, &l, 30000) < 0)
         fail_msg("pglock_lock() did not return on a cut network");
     assert_int_equal(l.rc, PGLOCK_ECONNLOST);
     assert_int_equal(pglock_held(l.c, &l.key, PGLOCK_EXCLUSIVE), 0);

@@ -7,7 +7,6 @@
  * release cost one round trip each, counted at the harness's proxy.
  */
 #include <poll.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,22 +306,9 @@ static void a_lease_ends_a_silent_session_on_the_server(void **state)
     pglock_client_close(c);
 }
 
-typedef struct closer {
-    pglock_client *c;
-    volatile int done;
-} closer;
-
-static void *close_main(void *arg)
+static void close_client(void *c)
 {
-    closer *cl = arg;
-    pglock_client_close(cl->c);
-    cl->done = 1;
-    return NULL;
-}
-
-static int closer_done(void *arg)
-{
-    return ((closer *)arg)->done;
+    pglock_client_close(c);
 }
 
 /* A heartbeat left in flight on a cut network: close gives up on its
@@ -335,25 +321,19 @@ static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **sta
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    closer cl = {.c = pt_open_client(proxy, NULL)};
+    pglock_client *c = pt_open_client(proxy, NULL);
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
     pglock_key k;
     pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(cl.c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    int pid = pglock_client_backend_pid(cl.c);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    int pid = pglock_client_backend_pid(c);
     pt_proxy_cut();
-    assert_int_equal(pglock_heartbeat_send(cl.c), 0);
-    long t0 = pt_now_ms();
-    pthread_t t;
-    pthread_create(&t, NULL, close_main, &cl);
-    int returned = pt_wait_until(closer_done, &cl, 30000);
-    printf("# close with a heartbeat in flight on a cut network: %ld ms\n",
-           pt_now_ms() - t0);
-    pt_proxy_heal(); /* closes the proxy's sockets: unsticks a stuck close */
-    pthread_join(t, NULL);
-    if (!returned)
+    assert_int_equal(pglock_heartbeat_send(c), 0);
+    long took = pt_call_on_cut_network(close_client, c, 30000);
+    if (took < 0)
         fail_msg("pglock_client_close() did not return on a cut network");
+    printf("# close with a heartbeat in flight on a cut network: %ld ms\n", took);
     assert_true(pt_wait_backend_gone(obs, pid, 30000));
     assert_true(pt_key_free(obs, id));
     PQfinish(obs);

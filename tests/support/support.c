@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,39 @@ int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms)
         struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
     }
+}
+
+struct bounded_call {
+    void (*call)(void *arg);
+    void *arg;
+    volatile int returned;
+};
+
+static void *bounded_call_main(void *arg)
+{
+    struct bounded_call *b = arg;
+    b->call(b->arg);
+    b->returned = 1;
+    return NULL;
+}
+
+static int bounded_call_returned(void *arg)
+{
+    return ((struct bounded_call *)arg)->returned;
+}
+
+long pt_call_on_cut_network(void (*call)(void *arg), void *arg, long timeout_ms)
+{
+    struct bounded_call b = {.call = call, .arg = arg};
+    long t0 = pt_now_ms();
+    pthread_t t;
+    if (pthread_create(&t, NULL, bounded_call_main, &b) != 0)
+        fail_msg("pthread_create failed");
+    int returned = pt_wait_until(bounded_call_returned, &b, timeout_ms);
+    long took = pt_now_ms() - t0;
+    pt_proxy_heal();
+    pthread_join(t, NULL);
+    return returned ? took : -1;
 }
 
 /* A backend seen from an observer, for pt_wait_until conditions. */

@@ -104,6 +104,13 @@ void pt_proxy_cut(void);
 void pt_proxy_heal(void);
 void pt_proxy_reset(void);
 
+/* For a call made while the proxy is cut: runs call(arg) in a thread,
+ * waits up to timeout_ms for it to return, then heals the proxy (whose
+ * sockets close at the heal, which unsticks a call that would never
+ * return) and joins the thread.  Returns the milliseconds the call took,
+ * or -1 if it had not returned within timeout_ms. */
+long pt_call_on_cut_network(void (*call)(void *arg), void *arg, long timeout_ms);
+
 /* Round trips ('Q' and 'S' messages) clients sent through the proxy since
  * the last reset; pt_proxy_messages() counts every frontend message. */
 long pt_proxy_roundtrips(void);
