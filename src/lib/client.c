@@ -294,17 +294,19 @@ void pglock_client_close(pglock_client *c)
             c->heartbeat_busy = 0;
         }
         long left = (long)(deadline - pglock_now_ms());
-        if (end == PGLOCK__WAIT_DONE && left > 0 && c->hold == PGLOCK_HOLD_XACT) {
-            /* Never unlock_all through a pooler: that would free a
-             * stranger's session locks.  Ending the transaction frees
-             * ours, now. */
-            pglock__xact_hold_end(c, left);
-        } else if (end == PGLOCK__WAIT_DONE && left > 0) {
-            /* A bare PQfinish frees the locks a moment later, when the
-             * backend notices; waiting for this answer frees them now. */
-            PGresult *res = pglock__exec_bounded(
-                c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
-            PQclear(res);
+        if (end == PGLOCK__WAIT_DONE && left > 0) {
+            if (c->hold == PGLOCK_HOLD_XACT) {
+                /* Never unlock_all through a pooler: that would free a
+                 * stranger's session locks.  Ending the transaction frees
+                 * ours, now. */
+                pglock__xact_hold_end(c, left);
+            } else {
+                /* A bare PQfinish frees the locks a moment later, when the
+                 * backend notices; waiting for this answer frees them now. */
+                PGresult *res = pglock__exec_bounded(
+                    c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
+                PQclear(res);
+            }
         }
     }
     pglock__client_drop(c);
