@@ -166,9 +166,11 @@ def main():
     host_exits = collections.defaultdict(list)
     for e in exits:
         host_exits[e[1]].append((int(e[0]), e[3]))
+    for exits_of_host in host_exits.values():
+        exits_of_host.sort()
     for t, host, mode, pid in read_lines(os.path.join(d, "terms.log")):
         t, prev, end = int(t), 0, None
-        for at, p in sorted(host_exits[host]):
+        for at, p in host_exits[host]:
             if at >= t and p == pid:
                 end = at
                 break
