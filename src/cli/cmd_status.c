@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include "database_name.h"
 #include "json.h"
 #include "prefault.h"
 #include "status.h"
@@ -139,13 +140,11 @@ static void name_lock(lock_view *v, const cli_registry *reg)
     }
 }
 
-/* 1 if two entries of the list are requests for the same lock (one
- * database is one string of the list). */
+/* 1 if two entries of the list are requests for the same lock. */
 static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
 {
     return cli_same_lock(&a->key, &b->key) &&
-           (a->database == b->database ||
-            !strcmp(a->database ? a->database : "", b->database ? b->database : ""));
+           database_name_cmp(a->database, b->database) == 0;
 }
 
 /* Groups the list's entries (already in key order) into locks; returns

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "database_name.h"
 #include "internal.h"
 #include "prefault.h"
 
@@ -217,9 +218,7 @@ static int parse_pids(const char *s, int *out)
  * to wait (waitstart; those without one after), then by pid. */
 static int compare_entries(const pglock_holder *a, const pglock_holder *b)
 {
-    /* the same database is the same string of the answer */
-    int c = a->database == b->database ? 0
-            : strcmp(a->database ? a->database : "", b->database ? b->database : "");
+    int c = database_name_cmp(a->database, b->database);
     if (c)
         return c;
     if (a->key.kind != b->key.kind)
