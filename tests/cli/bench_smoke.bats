@@ -25,6 +25,9 @@ setup() {
     # the interleaved comparisons: run by run, and turn by turn
     grep -qF "| pglock run --try K -- true ÷ the floor, 3 pairs |" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qF "2 turns of 0.1 s each per repetition" "$PGLOCK_BUILD/bench-smoke.md"
+    # the contention target's own run, in longer repetitions
+    grep -qF "### pglock against raw libpq alone, in longer repetitions" "$PGLOCK_BUILD/bench-smoke.md"
+    grep -qF "3 turns of 0.1 s each per repetition" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 2 \| none \| raw libpq wait, again \(A/A control\) \|.* × raw libpq wait \|" "$PGLOCK_BUILD/bench-smoke.md"
     [[ "$output" != *"bench: error"* ]]
 }
