@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # tests/run.sh BUILD [BUILD...] — run every test of each build directory
-# against the throwaway servers of tests/harness/harness.sh.
+# against the throwaway servers of tests/harness/harness.sh, several suites
+# at a time (tests/README.md).
 #
-# For each BUILD: every BUILD/tests/test_* cmocka binary (TAP output), then
-# every tests/cli/*.bats with PGLOCK_BIN=BUILD/pglock, then (normal builds
-# only) a 60 s run of tests/chaos.  Full output goes to
-# BUILD/test-logs/SUITE.log, the servers' logs to BUILD/test-logs/servers/;
-# failures are printed.  The last line is
+# The suites of every BUILD form one queue: every BUILD/tests/test_*
+# cmocka binary (TAP output), every tests/cli/*.bats with
+# PGLOCK_BIN=BUILD/pglock, and (normal builds only) a 60 s run of
+# tests/chaos.  Lanes take suites from the queue, the longest first (by
+# tests/suite-times), and run them one at a time; each lane runs in a
+# harness of its own, so suites that restart, stop or reconfigure a server
+# never meet another suite.  Full output goes to BUILD/test-logs/SUITE.log,
+# the servers' logs to BUILD/test-logs/servers/LANE/.  A line per suite is
+# printed as it ends; then each group's time, the slowest suites, the
+# failed tests' reports once more, and last
 # "N passed, N failed, N skipped"; the exit status is nonzero if anything
 # failed or crashed.
 #
@@ -17,58 +23,92 @@
 # pooler and proxy are missing, do skips stay skips.
 #
 # Sets PGLOCK_BIN and PGLOCK_BUILD for bats files, and PGLOCK_SANITIZE=1
-# (with ASAN_OPTIONS, UBSAN_OPTIONS) when BUILD is an ASan+UBSan build;
-# such a build skips harness.bats and bench_smoke.bats (tooling only).
+# (with ASAN_OPTIONS, UBSAN_OPTIONS) when BUILD is an ASan+UBSan build.
+# A BUILD written valgrind:BUILD runs only that build's C tests, under
+# valgrind's memcheck (an error or a definite leak fails the suite).  What
+# each pass runs, and why, is in tests/README.md.
 #
 # Environment:
 #   TESTS=REGEX          run only the suites whose name matches (grep -E),
 #                        e.g. TESTS=keys or TESTS='test_lease|run.bats'
 #   SKIP_TESTS=REGEX     leave out the suites whose name matches
+#   PGLOCK_TEST_JOBS     lanes, each a harness of its own (default 4; 1
+#                        inside a running harness or with PGLOCK_TEST_SERVER)
 #   PGLOCK_TEST_TIMEOUT  seconds per suite (default 300)
-#
-# A BUILD written valgrind:BUILD runs only that build's cmocka binaries,
-# under valgrind's memcheck (an error or a definite leak fails the suite):
-# the bats files watch pglock's own pids and signals, which valgrind hides.
 #   PGLOCK_TEST_SERVER   use this server instead of starting any (see
 #                        tests/harness/README.md)
 set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [ $# -lt 1 ]; then
-    echo "usage: tests/run.sh BUILD_DIR [BUILD_DIR...]" >&2
-    exit 64
-fi
-for b in "$@"; do
-    [ -d "${b#valgrind:}" ] || { echo "run.sh: no build directory ${b#valgrind:}" >&2; exit 64; }
-done
-
-# Start the servers once for everything, unless we already run inside a
-# harness (or a developer's `harness.sh start` environment).
-if [ -z "${PGLOCK_TEST_PRIMARY:-}" ]; then
-    exec "$SRC/tests/harness/harness.sh" run --build "${1#valgrind:}" -- "$SRC/tests/run.sh" "$@"
-fi
-
 TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 
-# psql and python3 run thousands of times (q, py, ...), and their usual
-# launchers cost more than the work: Debian's psql is a Perl wrapper that
-# picks a version (0.1 s a call), pyenv's python3 a shim that runs pyenv
-# (0.5 s).  The tests get the very programs those launchers would run:
-# the harness's psql ($PGLOCK_PGCLIENT, which it uses itself) and the
-# interpreter python3 resolves to, through links put first on PATH.
-direct_tools=$(mktemp -d)
-trap 'rm -rf "$direct_tools"' EXIT
-if [ -x "${PGLOCK_PGCLIENT:-}/psql" ]; then
-    ln -s "$PGLOCK_PGCLIENT/psql" "$direct_tools/psql"
-fi
-if python=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$python" ]; then
-    ln -s "$python" "$direct_tools/python3"
-fi
-export PATH=$direct_tools:$PATH
-skips_fail=1
-[ -z "${PGLOCK_TEST_SERVER:-}" ] || skips_fail=0
-passed=0 failed=0 skipped=0
-failed_suites=()
+# ------------------------------------------------------------ the suites
+
+# Which builds skip which suites, and why: tests/README.md.
+# The ASan+UBSan pass leaves out suites that test our shell tooling or
+# pglock's option and message handling only, where the sanitizers watch
+# code every other suite runs too.
+ASAN_SKIP='^(harness|bench_smoke|house_format|install_consumer)\.bats$'
+
+# is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
+is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }
+
+# The group a suite belongs to, for the summary: a bats file's name up to
+# its first '_' or '.', a C test's folder (unit or live).
+group_of() {
+    local kind=$1 name=$2
+    case $kind in
+    chaos) echo chaos ;;
+    bats) name=${name%.bats}; echo "${name%%_*}" ;;
+    *) if [ -f "$SRC/tests/unit/$name.c" ]; then echo unit; else echo library; fi ;;
+    esac
+}
+
+# wanted NAME: whether suite NAME runs (TESTS, SKIP_TESTS).
+wanted() {
+    { [ -z "${TESTS:-}" ] || echo "$1" | grep -qE "$TESTS"; } &&
+        { [ -z "${SKIP_TESTS:-}" ] || ! echo "$1" | grep -qE "$SKIP_TESTS"; }
+}
+
+# The expected seconds of a suite (tests/suite-times; 5 if unknown): the
+# queue starts with the longest, so that no long suite starts last.
+expected_secs() {
+    local secs
+    secs=$(awk -v k="$1" '$1 == k { print $2; exit }' "$SRC/tests/suite-times" 2>/dev/null)
+    echo "${secs:-5}"
+}
+
+# Writes the queue: one line per suite, "SECONDS<TAB>PASS<TAB>KIND<TAB>
+# BUILD<TAB>PATH", longest first.  PASS is normal, asan or valgrind.
+list_suites() {
+    local spec build pass bin name f
+    for spec in "$@"; do
+        build=$(cd "${spec#valgrind:}" && pwd)
+        pass=normal
+        if [ "$spec" != "${spec#valgrind:}" ]; then pass=valgrind
+        elif is_asan "$build"; then pass=asan; fi
+        for bin in "$build"/tests/test_*; do
+            [ -x "$bin" ] && [ -f "$bin" ] || continue
+            name=$(basename "$bin")
+            wanted "$name" || continue
+            printf '%s\t%s\tc\t%s\t%s\n' "$(expected_secs "$pass:$name")" "$pass" "$build" "$bin"
+        done
+        [ "$pass" != valgrind ] || continue
+        for f in "$SRC"/tests/cli/*.bats; do
+            name=$(basename "$f")
+            wanted "$name" || continue
+            [ "$pass" != asan ] || ! [[ $name =~ $ASAN_SKIP ]] || continue
+            printf '%s\t%s\tbats\t%s\t%s\n' "$(expected_secs "$pass:$name")" "$pass" "$build" "$f"
+        done
+        # 60 s of random faults (tests/chaos), on the normal build only:
+        # the sanitizer builds are too slow for its timing bounds.
+        if [ "$pass" = normal ] && wanted chaos; then
+            printf '%s\t%s\tchaos\t%s\t%s\n' "$(expected_secs normal:chaos)" "$pass" "$build" chaos
+        fi
+    done | sort -t "$(printf '\t')" -k1,1nr
+}
+
+# ------------------------------------------------------------ one lane
 
 # Counts one TAP log into p/f/s.  Skips: cmocka writes "not ok N # SKIP",
 # bats "ok N name # skip (reason)".
@@ -84,12 +124,37 @@ count_tap() {
     f=$((f - notokskip))
 }
 
-# Runs one suite: $1 = display name, $2 = log file, rest = command.
+# Runs one suite of the queue and appends its result line to $RESULTS:
+# "STATUS<TAB>PASS<TAB>GROUP<TAB>NAME<TAB>P<TAB>F<TAB>S<TAB>SECS<TAB>LOG".
 run_suite() {
-    local name=$1 log=$2 rc t0 t1 note=
-    shift 2
+    local pass=$1 kind=$2 build=$3 path=$4
+    local name logs log cmd=() rc t0 t1 note=
+    case $kind in
+    chaos) name=chaos ;;
+    *) name=$(basename "$path") ;;
+    esac
+    logs=$build/test-logs
+    [ "$pass" != valgrind ] || logs=$build/test-logs-valgrind
+    log=$logs/$name.log
+    unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
+    if [ "$pass" = asan ]; then
+        export ASAN_OPTIONS=detect_leaks=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        # Tests that compile programs against this build must use the same
+        # sanitizers (an ASan library needs the ASan runtime loaded first).
+        export PGLOCK_SANITIZE=1
+    fi
+    case $kind in
+    c)
+        cmd=(env CMOCKA_MESSAGE_OUTPUT=TAP)
+        [ "$pass" != valgrind ] || cmd+=(valgrind -q --error-exitcode=99
+            --leak-check=full --errors-for-leak-kinds=definite)
+        cmd+=("$path") ;;
+    bats) cmd=(env PGLOCK_BIN="$build/pglock" PGLOCK_BUILD="$build" bats --tap "$path") ;;
+    chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build") ;;
+    esac
     t0=$(date +%s.%N)
-    timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
+    timeout -k 10 "$TIMEOUT" "${cmd[@]}" >"$log" 2>&1 </dev/null
     rc=$?
     t1=$(date +%s.%N)
     count_tap "$log"
@@ -107,88 +172,159 @@ run_suite() {
         esac
     fi
     local skips=
-    if [ "$skips_fail" = 1 ] && [ "$s" -gt 0 ]; then
+    if [ "$SKIPS_FAIL" = 1 ] && [ "$s" -gt 0 ]; then
         # The skip lines and cmocka's "# skip: reason" lines say why.
-        skips=$(grep -iE '# skip' "$log" | sed 's/^/         /')
+        skips=$'\n'$(grep -iE '# skip' "$log" | sed 's/^/         /')
         note="$note ($s skipped: a skip fails under the full harness)"
         f=$((f + s)) s=0
     fi
-    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    local status=ok
-    [ "$f" -eq 0 ] || { status=FAIL; failed_suites+=("$name|$log"); }
-    printf '  %-4s %-32s %3d passed %3d failed %3d skipped %6.1fs%s\n' \
-        "$status" "$name" "$p" "$f" "$s" "$(awk "BEGIN{print $t1 - $t0}")" "$note"
-    [ -z "$skips" ] || printf '%s\n' "$skips"
+    local status=ok secs
+    [ "$f" -eq 0 ] || status=FAIL
+    secs=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")
+    # One write per line: lanes share the terminal.
+    printf '  %-4s %-8s %-30s %3d passed %3d failed %3d skipped %6ss%s%s\n' \
+        "$status" "$pass" "$name" "$p" "$f" "$s" "$secs" "$note" "$skips"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$status" "$pass" \
+        "$(group_of "$kind" "$name")" "$name" "$p" "$f" "$s" "$secs" "$log" >>"$RESULTS"
 }
 
-# wanted NAME: whether suite NAME runs (TESTS, SKIP_TESTS).
-wanted() {
-    { [ -z "${TESTS:-}" ] || echo "$1" | grep -qE "$TESTS"; } &&
-        { [ -z "${SKIP_TESTS:-}" ] || ! echo "$1" | grep -qE "$SKIP_TESTS"; }
+# next_suite: the queue's next line into $line (under a lock: every lane
+# takes from one queue); 1 when the queue is empty.
+next_suite() {
+    local n
+    {
+        flock 8
+        n=$(cat "$QUEUE_DIR/next")
+        echo $((n + 1)) >"$QUEUE_DIR/next"
+    } 8>>"$QUEUE_DIR/lock"
+    line=$(sed -n "${n}p" "$QUEUE_DIR/queue")
+    [ -n "$line" ]
 }
 
-for build in "$@"; do
-    memcheck=()
-    case $build in valgrind:*)
-        build=${build#valgrind:}
-        memcheck=(valgrind -q --error-exitcode=99 --leak-check=full
-                  --errors-for-leak-kinds=definite)
-    esac
-    build=$(cd "$build" && pwd)
-    logs=$build/test-logs${memcheck:+-valgrind}
+# A lane: runs inside a harness, takes suites until the queue is empty.
+lane_main() {
+    QUEUE_DIR=$1
+    RESULTS=$QUEUE_DIR/results
+    SKIPS_FAIL=1
+    [ -z "${PGLOCK_TEST_SERVER:-}" ] || SKIPS_FAIL=0
+    # psql and python3 run thousands of times (q, py, ...), and their usual
+    # launchers cost more than the work: Debian's psql is a Perl wrapper
+    # that picks a version (0.1 s a call), pyenv's python3 a shim that runs
+    # pyenv (0.5 s).  The tests get the very programs those launchers would
+    # run: the harness's psql ($PGLOCK_PGCLIENT, which it uses itself) and
+    # the interpreter python3 resolves to, through links put first on PATH.
+    local direct_tools python line
+    direct_tools=$(mktemp -d)
+    trap 'rm -rf "$direct_tools"' EXIT
+    if [ -x "${PGLOCK_PGCLIENT:-}/psql" ]; then
+        ln -s "$PGLOCK_PGCLIENT/psql" "$direct_tools/psql"
+    fi
+    if python=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$python" ]; then
+        ln -s "$python" "$direct_tools/python3"
+    fi
+    export PATH=$direct_tools:$PATH
+    local first_build=
+    while next_suite; do
+        local pass kind build path
+        IFS=$'\t' read -r _ pass kind build path <<<"$line"
+        first_build=${first_build:-$build}
+        run_suite "$pass" "$kind" "$build" "$path"
+    done
+    # The servers' logs, for post-mortems (the harness removes its dir).
+    if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ] && [ -n "$first_build" ]; then
+        local dest=$first_build/test-logs/servers/${PGLOCK_TEST_DIR##*/}
+        mkdir -p "$dest"
+        cp "$PGLOCK_TEST_DIR"/*.log "$dest/" 2>/dev/null || true
+    fi
+}
+
+if [ "${1:-}" = --lane ]; then
+    lane_main "$2"
+    exit 0
+fi
+
+# ------------------------------------------------------------ the run
+
+if [ $# -lt 1 ]; then
+    echo "usage: tests/run.sh BUILD_DIR [BUILD_DIR...]" >&2
+    exit 64
+fi
+for b in "$@"; do
+    [ -d "${b#valgrind:}" ] || { echo "run.sh: no build directory ${b#valgrind:}" >&2; exit 64; }
+done
+jobs=${PGLOCK_TEST_JOBS:-4}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: PGLOCK_TEST_JOBS must be a positive number" >&2; exit 64; }
+# Inside a running harness (a developer's `harness.sh start`) there is one
+# set of servers, and on the user's own server other suites' locks would
+# be visible: one lane.
+inside=0
+[ -z "${PGLOCK_TEST_PRIMARY:-}" ] || inside=1
+[ -z "${PGLOCK_TEST_SERVER:-}" ] || jobs=1
+
+QUEUE_DIR=$(mktemp -d)
+trap 'rm -rf "$QUEUE_DIR"' EXIT
+list_suites "$@" >"$QUEUE_DIR/queue"
+echo 1 >"$QUEUE_DIR/next"
+: >"$QUEUE_DIR/results"
+total=$(wc -l <"$QUEUE_DIR/queue")
+[ "$total" -gt 0 ] || { echo "run.sh: no suite matches" >&2; exit 64; }
+[ "$jobs" -le "$total" ] || jobs=$total
+[ "$inside" = 0 ] || jobs=1
+
+for b in "$@"; do
+    logs=${b#valgrind:}/test-logs
+    [ "$b" = "${b#valgrind:}" ] || logs=$logs-valgrind
     # A filtered run keeps the other suites' logs.
     [ -n "${TESTS:-}" ] || rm -rf "$logs"
     mkdir -p "$logs"
-    if grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-        export ASAN_OPTIONS=detect_leaks=1
-        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-        # Tests that compile programs against this build must use the same
-        # sanitizers (an ASan library needs the ASan runtime loaded first).
-        export PGLOCK_SANITIZE=1
+done
+
+t_start=$SECONDS
+echo "== $total suites of $*, $jobs at a time"
+first=${1#valgrind:}
+lane_pids=()
+for ((i = 0; i < jobs; i++)); do
+    if [ "$inside" = 1 ]; then
+        "$SRC/tests/run.sh" --lane "$QUEUE_DIR" &
     else
-        unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
+        "$SRC/tests/harness/harness.sh" run --build "$first" -- \
+            "$SRC/tests/run.sh" --lane "$QUEUE_DIR" </dev/null &
     fi
-    echo "== $build${memcheck:+ (C tests under valgrind)}"
-    for bin in "$build"/tests/test_*; do
-        [ -x "$bin" ] && [ -f "$bin" ] || continue
-        name=$(basename "$bin")
-        wanted "$name" || continue
-        CMOCKA_MESSAGE_OUTPUT=TAP run_suite "$name" "$logs/$name.log" \
-            "${memcheck[@]}" "$bin"
-    done
-    [ ${#memcheck[@]} -eq 0 ] || continue
-    for bats_file in "$SRC"/tests/cli/*.bats; do
-        [ -f "$bats_file" ] || continue
-        name=$(basename "$bats_file")
-        wanted "$name" || continue
-        # The harness's own suite and the bench's smoke run test our shell
-        # tooling, where the sanitizers have nothing to watch: once, on the
-        # normal build, is enough (they take about 80 s).
-        if [ -n "${PGLOCK_SANITIZE:-}" ] && [[ $name =~ ^(harness|bench_smoke)\.bats$ ]]; then
-            continue
-        fi
-        PGLOCK_BIN=$build/pglock PGLOCK_BUILD=$build \
-            run_suite "$name" "$logs/$name.log" bats --tap "$bats_file"
-    done
-    # 60 s of random faults (tests/chaos), on the normal build only: the
-    # sanitizer builds are too slow for its timing bounds.
-    if [ -z "${PGLOCK_SANITIZE:-}" ] && wanted chaos; then
-        run_suite chaos "$logs/chaos.log" "$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build"
-    fi
+    lane_pids+=($!)
 done
+lanes_rc=0
+for pid in "${lane_pids[@]}"; do wait "$pid" || lanes_rc=1; done
+wall=$((SECONDS - t_start))
 
-# The servers' logs, for post-mortems (the harness removes its directory).
-if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ]; then
-    for build in "$@"; do
-        mkdir -p "${build#valgrind:}/test-logs/servers"
-        cp "$PGLOCK_TEST_DIR"/*.log "${build#valgrind:}/test-logs/servers/" 2>/dev/null || true
-    done
+results=$QUEUE_DIR/results
+ran=$(wc -l <"$results")
+read -r passed failed skipped < <(awk -F'\t' '{p += $5; f += $6; s += $7}
+    END {print p + 0, f + 0, s + 0}' "$results")
+if [ "$ran" -lt "$total" ]; then
+    echo "run.sh: only $ran of $total suites ran (a lane's harness failed?)"
+    failed=$((failed + total - ran))
 fi
+[ "$lanes_rc" = 0 ] || { echo "run.sh: a lane failed"; failed=$((failed + 1)); }
 
-for entry in "${failed_suites[@]}"; do
+echo
+echo "== time by group (seconds of suites; $wall s of wall time, $jobs lanes)"
+awk -F'\t' '{t[$3] += $8; n[$3]++} END {for (g in t) printf "  %-10s %7.1fs  %3d suites\n", g, t[g], n[g]}' \
+    "$results" | sort -k2,2nr
+echo "== the slowest five"
+sort -t "$(printf '\t')" -k8,8nr "$results" | head -5 |
+    awk -F'\t' '{printf "  %-8s %-30s %6.1fs\n", $2, $4, $8}'
+
+# The failed tests once more, last: a CI page that shows only the end of
+# the output still says what failed and why.
+while IFS=$'\t' read -r status pass _ name _ _ _ _ log; do
+    [ "$status" = FAIL ] || continue
     echo
-    echo "---- ${entry%%|*} (${entry#*|})"
-    tail -n 80 "${entry#*|}"
-done
+    echo "---- $pass $name ($log)"
+    if grep -q '^not ok' "$log"; then
+        grep -A 25 '^not ok' "$log" | head -n 80
+    else
+        tail -n 40 "$log"
+    fi
+done <"$results"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
