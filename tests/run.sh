@@ -44,11 +44,11 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 
 # ------------------------------------------------------------ the suites
 
-# Which builds skip which suites, and why: tests/README.md.
-# The ASan+UBSan pass leaves out suites that test our shell tooling or
-# pglock's option and message handling only, where the sanitizers watch
-# code every other suite runs too.
-ASAN_SKIP='^(harness|bench_smoke|house_format|install_consumer)\.bats$'
+# The ASan+UBSan pass leaves out the suites of our tooling and packaging
+# (the harness, the bench's smoke run, the installed library's files),
+# where the sanitizers have no code of ours to watch that the C tests do
+# not run already (tests/README.md).
+ASAN_SKIP='^(harness|library_install)\.bats$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }
@@ -154,8 +154,14 @@ run_suite() {
     chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build") ;;
     esac
     t0=$(date +%s.%N)
-    timeout -k 10 "$TIMEOUT" "${cmd[@]}" >"$log" 2>&1 </dev/null
+    # In the background, so that a signal to the lane ends it at once
+    # (lane_main's trap); timeout runs the suite in a process group of its
+    # own and passes the signal on.
+    timeout -k 10 "$TIMEOUT" "${cmd[@]}" >"$log" 2>&1 </dev/null &
+    SUITE_PID=$!
+    wait "$SUITE_PID"
     rc=$?
+    SUITE_PID=
     t1=$(date +%s.%N)
     count_tap "$log"
     local plan
@@ -215,7 +221,9 @@ lane_main() {
     # the interpreter python3 resolves to, through links put first on PATH.
     local direct_tools python line
     direct_tools=$(mktemp -d)
+    SUITE_PID=
     trap 'rm -rf "$direct_tools"' EXIT
+    trap '[ -z "$SUITE_PID" ] || kill -TERM "$SUITE_PID" 2>/dev/null; exit 143' TERM INT
     if [ -x "${PGLOCK_PGCLIENT:-}/psql" ]; then
         ln -s "$PGLOCK_PGCLIENT/psql" "$direct_tools/psql"
     fi
@@ -283,6 +291,9 @@ t_start=$SECONDS
 echo "== $total suites of $*, $jobs at a time"
 first=${1#valgrind:}
 lane_pids=()
+# Ctrl-C or SIGTERM: each lane's harness stops its suite and its servers.
+trap 'kill -TERM "${lane_pids[@]}" 2>/dev/null; wait; exit 130' INT
+trap 'kill -TERM "${lane_pids[@]}" 2>/dev/null; wait; exit 143' TERM
 for ((i = 0; i < jobs; i++)); do
     if [ "$inside" = 1 ]; then
         "$SRC/tests/run.sh" --lane "$QUEUE_DIR" &
@@ -310,7 +321,10 @@ echo
 echo "== time by group (seconds of suites; $wall s of wall time, $jobs lanes)"
 awk -F'\t' '{t[$3] += $8; n[$3]++} END {for (g in t) printf "  %-10s %7.1fs  %3d suites\n", g, t[g], n[g]}' \
     "$results" | sort -k2,2nr
-echo "== the slowest five"
+# Each suite's time, in tests/suite-times' form (copy it there to
+# reorder the queue after suites change).
+awk -F'\t' '{printf "%s:%s %s\n", $2, $4, $8}' "$results" | sort >"$first/test-logs/suite-times"
+echo "== the slowest five (every suite's time: $first/test-logs/suite-times)"
 sort -t "$(printf '\t')" -k8,8nr "$results" | head -5 |
     awk -F'\t' '{printf "  %-8s %-30s %6.1fs\n", $2, $4, $8}'
 

@@ -6,8 +6,8 @@
 # immediate) then the standby promoted: the holder's job stopped and exit
 # 74, lead followers retrying through the outage, exactly one leader
 # afterwards on the new primary (timed); a wait at the standby before the
-# promotion.  Tokens: failover_tokens.bats; the old primary left running:
-# failover_split_brain.bats.  Leases are 3 s.
+# promotion; the old primary left running.  Tokens: failover_tokens.bats.
+# Leases are 3 s.
 
 load helpers
 load failover_helpers
@@ -42,4 +42,29 @@ bats_require_minimum_version 1.5.0
 
 @test "primary stopped (immediate), standby promoted: holder exits 74, followers retry, one leader on the new primary" {
     failover_scene immediate
+}
+
+# The old primary left running while the standby is promoted: both grant
+# the same lock.  pglock cannot prevent it (the HA layer must fence the old
+# primary); the test documents the hazard, and that doctor reports two
+# primaries.
+@test "old primary left running: both primaries grant the same lock (pglock cannot prevent it); doctor reports two primaries" {
+    bg a run -d "$PRIMARY" --lease=3s "$K" -c "$(stamp_job a)"
+    wait_until 10 file_exists "$out/a.jobpid"
+    "$PGLOCK_TEST_HARNESS" promote-standby
+    # The promoted standby has no locks: it grants the same key at once,
+    # while the old primary's holder still runs its job.
+    run -0 "$PGLOCK_BIN" run --try -d "$STANDBY" --lease=3s "$K" \
+        -c "cat /proc/$(cat "$out/a.jobpid")/stat >/dev/null && echo both-ran"
+    [[ "$output" == *both-ran* ]]
+    alive "$(cat "$out/a.jobpid")"
+    held_on "$PRIMARY" "$K"
+
+    run -1 "$PGLOCK_BIN" doctor -d "$MULTI"
+    grep -E "127\.0\.0\.1:$SPORT primary" <<<"$output"
+    grep -E "127\.0\.0\.1:$PPORT primary" <<<"$output"
+    grep -E "^problem +hosts: .*two primaries" <<<"$output"
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
 }

@@ -9,7 +9,7 @@
 # session lease: run and lead refuse session locks there.  On 13 only the
 # suites below run (those of what 13 allows: xact locks and the xact hold,
 # keys, session locks without a lease in the library, tokens), with
-# tests/cli/server_version.bats, which tests the refusals and what 13
+# tests/cli/versions.bats, which tests the refusals and what 13
 # allows.  Logs: BUILD/test-logs-pgMAJOR/.  TESTS=REGEX narrows every
 # version's run as in tests/run.sh (on 13 it replaces the list).
 set -uo pipefail
@@ -29,14 +29,16 @@ unset PGLOCK_TEST_PRIMARY PGLOCK_TEST_SERVER PGLOCK_TEST_DIR
 # What runs on 13: the suites that do not need a session lease.  Left out:
 # test_heartbeat, test_session_lock, test_wait (leases on session locks)
 # and the CLI suites of run and lead in session mode.
-ON_13='^(test_client_open|test_connect|test_duration|test_fencing_client|test_grant_race|test_harness|test_hold_xact|test_key|test_key_sql|test_lock_timeout_per_wait|test_registry|test_round_trips|test_run_lease|test_status_decode|test_xact_lock|key\.bats|server_version\.bats)$'
+ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_harness|test_hold_xact|test_key_sql|test_lock_timeout_per_wait|test_round_trips|test_xact_lock|key\.bats|versions\.bats)$'
 
-# Left out on every major: suites that test pglock's client side or our
-# own tooling, whatever server answers (option and message checks, the
-# installed library, the harness itself, the bench's smoke run), and the
-# 60 s chaos run, which `make check` runs on 15 and `make chaos` at length.
-# They would cost the matrix about 2.5 minutes per major.
-VERSION_NEUTRAL='^(chaos|harness\.bats|bench_smoke\.bats|install_consumer\.bats|house_format\.bats|messages\.bats)$'
+# Left out on every major: the suites that cannot depend on the server's
+# version (tests/README.md): the unit tests, which start no server; the
+# suites of pglock's client side (options, messages, libpq's conninfo
+# errors, a cut network's and a full pool's bounds) and of our tooling and
+# packaging (the harness and the bench's smoke run, the installed
+# library); and the 60 s chaos run, which `make check` runs on 15 and
+# `make chaos` at length.
+VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats)$'
 
 rc=0
 summary=()

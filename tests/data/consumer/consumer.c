@@ -1,6 +1,6 @@
 /*
  * A program outside the project that uses an installed libpglock, built by
- * tests/cli/install_consumer.bats through pkg-config and through CMake's
+ * tests/cli/library_install.bats through pkg-config and through CMake's
  * find_package(pglock).  It takes a session lock on KEYNAME and checks,
  * from a second connection of its own, that pg_locks shows the lock
  * granted to the client's backend at the coordinates the library computed,
