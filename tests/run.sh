@@ -219,7 +219,7 @@ lane_main() {
     # pyenv (0.5 s).  The tests get the very programs those launchers would
     # run: the harness's psql ($PGLOCK_PGCLIENT, which it uses itself) and
     # the interpreter python3 resolves to, through links put first on PATH.
-    local direct_tools python line
+    local python line
     direct_tools=$(mktemp -d)
     SUITE_PID=
     trap 'rm -rf "$direct_tools"' EXIT
