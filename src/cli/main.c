@@ -10,38 +10,53 @@ typedef struct command {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *summary;
+    const char *usage; /* its Usage lines' arguments, '\n' between forms */
 } command;
 
 static const command commands[] = {
-    {"run", cmd_run, "run a command while holding a lock"},
-    {"lead", cmd_lead, "run a command whenever this host is the leader"},
-    {"status", cmd_status, "show who holds and who waits, by name"},
-    {"key", cmd_key, "show how a key maps to bigint, pg_locks and SQL"},
-    {"doctor", cmd_doctor, "check the server and the path to it"},
-    {"init", cmd_init, "create the run history (pglock.runs) in a database"},
-    {"history", cmd_history, "show recorded runs, newest first"},
-    {"check", cmd_check, "monitoring plugin: did KEY's job run lately?"},
-    {"metrics", cmd_metrics, "locks and runs as Prometheus metrics"},
-    {"terminate", cmd_terminate, "end the session holding a lock, after saying who"},
+    {"run", cmd_run, "run a command while holding a lock",
+     "[OPTION]... KEY... -- COMMAND [ARG]...\n[OPTION]... KEY... -c STRING"},
+    {"lead", cmd_lead, "run a command whenever this host is the leader",
+     "[OPTION]... KEY -- COMMAND [ARG]..."},
+    {"status", cmd_status, "show who holds and who waits, by name",
+     "[OPTION]... [KEY]..."},
+    {"key", cmd_key, "show how a key maps to bigint, pg_locks and SQL",
+     "[OPTION]... KEY..."},
+    {"doctor", cmd_doctor, "check the server and the path to it",
+     "[OPTION]..."},
+    {"init", cmd_init, "create the run history (pglock.runs) in a database",
+     "[OPTION]..."},
+    {"history", cmd_history, "show recorded runs, newest first",
+     "[OPTION]... [KEY]..."},
+    {"check", cmd_check, "monitoring plugin: did KEY's job run lately?",
+     "[OPTION]... KEY --within=AGE"},
+    {"metrics", cmd_metrics, "locks and runs as Prometheus metrics",
+     "[OPTION]..."},
+    {"terminate", cmd_terminate, "end the session holding a lock, after saying who",
+     "[OPTION]... KEY"},
 };
 
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* The Usage and Commands lines come from the table, in columns as wide as
+ * its longest name, so that a new command cannot be left out of either. */
 static void print_help(void)
 {
+    int width = 0;
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if ((int)strlen(commands[i].name) > width)
+            width = (int)strlen(commands[i].name);
     printf("pglock runs commands under PostgreSQL advisory locks.\n\n"
-           "Usage:\n"
-           "  pglock run    [OPTION]... KEY -- COMMAND [ARG]...\n"
-           "  pglock run    [OPTION]... KEY -c STRING\n"
-           "  pglock lead   [OPTION]... KEY -- COMMAND [ARG]...\n"
-           "  pglock status [OPTION]... [KEY]...\n"
-           "  pglock key    KEY...\n"
-           "  pglock doctor [OPTION]...\n"
-           "  pglock init   [OPTION]...\n"
-           "  pglock history [OPTION]... [KEY]...\n"
-           "  pglock check  [OPTION]... KEY --within=AGE\n"
-           "  pglock metrics [OPTION]...\n\n"
-           "Commands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+           "Usage:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        for (const char *u = commands[i].usage; *u;) {
+            int n = (int)strcspn(u, "\n");
+            printf("  pglock %-*s %.*s\n", width, commands[i].name, n, u);
+            u += n + (u[n] == '\n');
+        }
+    printf("\nCommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        printf("  %-*s  %s\n", width, commands[i].name, commands[i].summary);
     printf("\nOptions:\n"
            "  -V, --version  output version information, then exit\n"
            "  -?, --help     show this help, then exit\n\n"
@@ -71,13 +86,13 @@ int main(int argc, char **argv)
         cli_print_version();
         return finish_stdout(0);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(arg, commands[i].name) == 0)
             return finish_stdout(commands[i].fn(argc - 1, argv + 1));
     if (arg[0] == '-')
         return cli_usage_error(NULL, "unrecognized option \"%s\"", arg);
-    const char *names[sizeof commands / sizeof commands[0]];
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    const char *names[N_COMMANDS];
+    for (size_t i = 0; i < N_COMMANDS; i++)
         names[i] = commands[i].name;
     const char *near = cli_did_you_mean(arg, names, sizeof names / sizeof names[0]);
     cli_error(CLI_EXIT_USAGE, "unrecognized command \"%s\"", arg);

@@ -108,6 +108,18 @@ static int refused(const cli_opt_parser *p, int c)
     return cli_try_help(p->command);
 }
 
+/* The table id of what getopt_long() returned: a long option's is its id
+ * already, a short letter's is that of the option whose letter it is (an
+ * option's id need not be its letter: terminate's -y is OPT_YES). */
+static int id_of_short(const cli_opt_parser *p, int c)
+{
+    for (const cli_opt *const *t = p->tables; *t; t++)
+        for (const cli_opt *o = *t; o->long_name || o->help; o++)
+            if (o->long_name && o->short_name == c)
+                return o->id;
+    return c;
+}
+
 int cli_opt_next(cli_opt_parser *p, const char **value)
 {
     int c = getopt_long(p->argc, p->argv, p->shorts, p->longopts, NULL);
@@ -118,7 +130,7 @@ int cli_opt_next(cli_opt_parser *p, const char **value)
         return CLI_OPT_HELP; /* -? */
     if (c == '?' || c == ':')
         return -refused(p, c);
-    return c;
+    return id_of_short(p, c);
 }
 
 /* Prints "  -x, --name=VALUE" padded to HELP_COLUMN, then the help, whose

@@ -81,3 +81,20 @@ teardown() { teardown_run; }
     [[ "$output" == *69* ]]
     [[ "$output" == *64* ]]
 }
+
+@test "pglock --help: every command in Usage and in Commands, each column aligned" {
+    run -0 "$PGLOCK_BIN" --help
+    local cmd usage_col=() summary_col=()
+    for cmd in run lead status key doctor init history check metrics terminate; do
+        # "  pglock NAME<spaces>ARGS": where ARGS starts
+        local line
+        line=$(grep -E "^  pglock $cmd +\[" <<<"$output" | head -1)
+        [ -n "$line" ] || { echo "no Usage line for $cmd"; false; }
+        usage_col+=("$(($(expr "$line" : '  pglock [a-z]* *')))")
+        line=$(grep -E "^  $cmd +[a-z]" <<<"$output" | head -1)
+        [ -n "$line" ] || { echo "no Commands line for $cmd"; false; }
+        summary_col+=("$(($(expr "$line" : '  [a-z]* *')))")
+    done
+    [ "$(printf '%s\n' "${usage_col[@]}" | sort -u | wc -l)" -eq 1 ]
+    [ "$(printf '%s\n' "${summary_col[@]}" | sort -u | wc -l)" -eq 1 ]
+}

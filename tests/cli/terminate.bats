@@ -61,6 +61,15 @@ EOF
     [ "$output" = "pglock: lock \"$K\" is not held; nothing to terminate" ]
 }
 
+@test "-y is --yes: the holder is terminated without a question" {
+    holder h --lease=3s
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" -y "$K" </dev/null
+    [[ "$output" == *"terminated pid $(cat "$out/h.backend")"* ]]
+    not_held "$K"
+    finish h 10
+    [ "$(status_of h)" -eq 74 ]
+}
+
 @test "the holder is shown, then terminated: its pglock stops the job (74), the lock is free" {
     holder h --lease=3s
     # not a terminal and no --yes: shown, refused, still held
