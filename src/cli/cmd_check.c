@@ -96,6 +96,8 @@ static int parse(int argc, char **argv, check_args *c)
     c->key_text = argv[optind];
     if (c->within_ms < 0)
         return cli_usage_error("check", "--within is required");
+    if (c->within_ms == 0)
+        return cli_usage_error("check", "--within must be longer than 0");
     if (c->warn_ms >= c->within_ms)
         return cli_usage_error("check", "--warn must be shorter than --within");
     return -1;

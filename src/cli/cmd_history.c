@@ -94,7 +94,10 @@ static int parse(int argc, char **argv, history_args *h)
     return -1;
 }
 
-/* The keys asked for, as stored (pglock_key_format()), into h->keys. */
+/* The keys asked for, as stored (pglock_key_format()), into h->keys.
+ * With pg NULL it only parses them, before any connection, so that a key
+ * that cannot parse is a usage error (64) whether the server is up or not;
+ * a legacy key (hashtext) is computed by the server, with pg. */
 static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
 {
     cli_registry *reg = NULL;
@@ -110,6 +113,8 @@ static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
         pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
         if (cli_parse_key(argv[i], reg, &key, err, sizeof err) < 0)
             rc = cli_usage_error("history", "%s", err);
+        else if (!pg)
+            continue;
         else if (!key.resolved && pglock_key_resolve(&key, pg, &perr) < 0)
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
         else if (pglock_key_format(&key, id, sizeof id) < 0 ||
@@ -277,6 +282,8 @@ int cmd_history(int argc, char **argv)
     if (h.prune_ms >= 0 && optind < argc)
         return cli_usage_error("history", "--prune deletes for every key: "
                                "give no KEY with it");
+    if ((rc = keys_of(argc, argv, &h, NULL)) != 0)
+        return rc;
     char err[512];
     PGconn *pg = history_connect(&h.conn, "pglock history", -1, err, sizeof err);
     if (!pg)

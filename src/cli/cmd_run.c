@@ -12,6 +12,7 @@
  * watchdog exits only when no process of the job remains.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include "cli.h"
 #include "run.h"
@@ -94,6 +95,8 @@ int cmd_run(int argc, char **argv)
     run_job job;
     pglock_key keys[RUN_MAX_KEYS];
     run_args_init(&a, &run_cmd);
+    /* Only lead's job is a leader: never one inherited from an outer lead. */
+    unsetenv("PGLOCK_LEADER");
     int rc = run_prepare(argc, argv, &a, &st, &job, keys);
     if (rc >= 0)
         return rc;

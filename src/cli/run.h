@@ -188,7 +188,7 @@ struct run_args {
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
-    int record;               /* --record or PGLOCK_RECORD=1 (run_record.c) */
+    int record;               /* --record or PGLOCK_RECORD (run_record.c) */
     const char *host_label;   /* --host-label, or NULL: the host name */
     int slots;                /* run --slots=N; 0: not a semaphore */
 };
@@ -385,6 +385,10 @@ void run_slots_wait_end(void);
 extern const cli_opt run_record_opts[];
 /* One of them: -1 to go on, an exit status, or -2 when id is not one. */
 int run_record_option(run_args *a, int id, const char *value);
+/* PGLOCK_RECORD: 1, yes, true or on (any case) set a->record; 0, no,
+ * false, off or empty do not; anything else is a usage error.  -1 to go
+ * on, else the exit status. */
+int run_record_env(run_args *a);
 /* Without --record, nothing.  Else before the lock is taken: opens the
  * history's connection and checks that pglock.runs can be written.  -1 to
  * go on (a connection not made in time only warns: the job runs

@@ -179,15 +179,19 @@ static int ends_keys(const char *arg)
            strcmp(arg, "--command") == 0 || strncmp(arg, "--command=", 10) == 0;
 }
 
-/* KEY... up to "--" or -c; with neither, the older form KEY COMMAND...
- * (one key, then the command).  -1 to go on, else the exit status. */
+/* KEY... up to "--" or -c, which must follow them: "run K1 K2 true"
+ * would otherwise lock K1 and K2 and run "true", or lock K1 and run "K2"
+ * (an older form, dropped), and a forgotten "--" changes what is locked.
+ * -1 to go on, else the exit status. */
 static int parse_keys(int argc, char **argv, run_args *a)
 {
     int end = optind;
     while (end < argc && !ends_keys(argv[end]))
         end++;
-    if (end == argc)
-        end = optind + 1;
+    if (end == argc && end > optind + 1)
+        return cli_usage_error(a->command, "no \"--\" after the key: write pglock %s "
+                               "[OPTION]... KEY -- COMMAND [ARG]..., or -c STRING",
+                               a->command);
     for (int i = optind; i < end; i++) {
         if (i > optind && argv[i][0] == '-')
             return cli_usage_error(a->command, "option \"%s\" after the key: options "
@@ -227,6 +231,12 @@ int run_parse_args(int argc, char **argv, run_args *a)
         if (rc >= 0)
             return rc;
     }
+    if ((rc = run_record_env(a)) >= 0)
+        return rc;
+    /* getopt_long() consumed a "--" before any key: "run -- echo hi"
+     * must not lock "echo". */
+    if (optind > 1 && strcmp(argv[optind - 1], "--") == 0)
+        return cli_usage_error(command_name, "no lock key before \"--\"");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
     if ((rc = parse_keys(argc, argv, a)) >= 0)

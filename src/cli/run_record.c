@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
@@ -49,10 +50,35 @@ int run_record_option(run_args *a, int id, const char *value)
     }
 }
 
+/* One of words, ignoring case. */
+static int is_one_of(const char *value, const char *const *words)
+{
+    for (; *words; words++)
+        if (strcasecmp(value, *words) == 0)
+            return 1;
+    return 0;
+}
+
+int run_record_env(run_args *a)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on", NULL};
+    static const char *const no[] = {"0", "no", "false", "off", "", NULL};
+    const char *env = getenv("PGLOCK_RECORD");
+    if (!env || is_one_of(env, no))
+        return -1;
+    if (is_one_of(env, yes)) {
+        a->record = 1;
+        return -1;
+    }
+    /* A typo must not turn the history off without a word. */
+    return cli_usage_error(a->command, "invalid value for PGLOCK_RECORD: \"%s\" "
+                           "(1, yes, true or on to record; 0, no, false or off not to)",
+                           env);
+}
+
 static int recording(const run_state *st)
 {
-    const char *env = getenv("PGLOCK_RECORD");
-    return st->args->record || (env && strcmp(env, "1") == 0);
+    return st->args->record;
 }
 
 static void close_record(run_state *st)

@@ -76,6 +76,34 @@ lock_table() {
     [ "$status" -eq 69 ]
 }
 
+@test "PGLOCK_RECORD: 1, yes, true, on record; 0, no, off do not; any other value is 64 before the lock" {
+    local v
+    for v in yes TRUE on; do
+        PGLOCK_RECORD=$v run -0 "$PGLOCK_BIN" run -d "$DB" "$K" -- true
+    done
+    [ "$(q "select count(*) from pglock.runs where key_name = '$K'")" -eq 3 ]
+    for v in 0 no off ""; do
+        PGLOCK_RECORD=$v run -0 "$PGLOCK_BIN" run -d "$DB" "$K" -- true
+    done
+    [ "$(q "select count(*) from pglock.runs where key_name = '$K'")" -eq 3 ]
+    # a typo is not a silent "no": 64, nothing run, nothing locked
+    PGLOCK_RECORD=ture run -64 --separate-stderr "$PGLOCK_BIN" run -d "$DB" "$K" -- touch "$out/ran"
+    [[ "$stderr" == *'invalid value for PGLOCK_RECORD: "ture"'* ]]
+    [ ! -e "$out/ran" ]
+    PGLOCK_RECORD=2 run -64 "$PGLOCK_BIN" lead -d "$DB" "$K" -- touch "$out/ran"
+    [ ! -e "$out/ran" ]
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory'")" -eq 0 ]
+}
+
+@test "history refuses a key that cannot parse before it connects (64, even with the server down); check --within=0 names --within" {
+    run -64 --separate-stderr "$PGLOCK_BIN" history -h /nonexistent-socket-dir -p 1 42:x
+    [[ "$stderr" == *"pglock: error: "* ]]
+    # check is a monitoring plugin: its usage errors are UNKNOWN, 3
+    run -3 --separate-stderr "$PGLOCK_BIN" check -d "$DB" "$K" --within=0
+    [[ "$stderr" == *"--within must be longer than 0"* ]]
+    [[ "$stderr" != *"--warn"* ]]
+}
+
 @test "access: a role without the GRANTs gets one clear line; with them it records and reads" {
     local other=$PGLOCK_TEST_OTHER_DB
     q "drop schema if exists pglock cascade" "$other"

@@ -94,6 +94,28 @@ one_error() {
     one_error 64
 }
 
+@test "a forgotten key or \"--\" is a usage error, never a lock on a word of the command" {
+    # getopt takes a leading "--": "echo" must not become the key
+    run -64 "$PGLOCK_BIN" run -d "$DB" -- touch "$out/ran"
+    one_error 64
+    [[ "$output" == *'no lock key before "--"'* ]]
+    run -64 "$PGLOCK_BIN" lead -d "$DB" -- touch "$out/ran"
+    one_error 64
+    # keys then a command without "--": which word is the command?
+    run -64 "$PGLOCK_BIN" run -d "$DB" 7:1 7:2 touch "$out/ran"
+    one_error 64
+    [[ "$output" == *'no "--" after the key'* ]]
+    run -64 "$PGLOCK_BIN" run -d "$DB" "$K" touch "$out/ran"
+    one_error 64
+    [ ! -e "$out/ran" ]
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory'")" -eq 0 ]
+}
+
+@test "PGLOCK_LEADER from the caller's environment does not reach run's command" {
+    PGLOCK_LEADER=1 run -0 "$PGLOCK_BIN" run -d "$DB" "$K" -c 'echo "leader=${PGLOCK_LEADER-unset}"'
+    [ "$output" = "leader=unset" ]
+}
+
 @test "--help and --version go to stdout and exit 0" {
     run "$PGLOCK_BIN" run --help
     [ "$status" -eq 0 ]
