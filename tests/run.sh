@@ -35,6 +35,9 @@
 #   PGLOCK_TEST_JOBS     lanes, each a harness of its own (default 4; 1
 #                        inside a running harness or with PGLOCK_TEST_SERVER)
 #   PGLOCK_TEST_TIMEOUT  seconds per suite (default 300)
+#   PGLOCK_TEST_LOGS     the logs' directory instead of BUILD/test-logs
+#                        (one BUILD only; the version matrix runs several
+#                        servers' runs of one build at once)
 #   PGLOCK_TEST_SERVER   use this server instead of starting any (see
 #                        tests/harness/README.md)
 set -uo pipefail
@@ -133,8 +136,8 @@ run_suite() {
     chaos) name=chaos ;;
     *) name=$(basename "$path") ;;
     esac
-    logs=$build/test-logs
-    [ "$pass" != valgrind ] || logs=$build/test-logs-valgrind
+    logs=${PGLOCK_TEST_LOGS:-$build/test-logs}
+    [ "$pass" != valgrind ] || logs=$logs-valgrind
     log=$logs/$name.log
     unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
     if [ "$pass" = asan ]; then
@@ -240,7 +243,7 @@ lane_main() {
     done
     # The servers' logs, for post-mortems (the harness removes its dir).
     if [ -n "${PGLOCK_TEST_DIR:-}" ] && [ -d "$PGLOCK_TEST_DIR" ] && [ -n "$first_build" ]; then
-        local dest=$first_build/test-logs/servers/${PGLOCK_TEST_DIR##*/}
+        local dest=${PGLOCK_TEST_LOGS:-$first_build/test-logs}/servers/${PGLOCK_TEST_DIR##*/}
         mkdir -p "$dest"
         cp "$PGLOCK_TEST_DIR"/*.log "$dest/" 2>/dev/null || true
     fi
@@ -279,8 +282,12 @@ total=$(wc -l <"$QUEUE_DIR/queue")
 [ "$jobs" -le "$total" ] || jobs=$total
 [ "$inside" = 0 ] || jobs=1
 
+if [ -n "${PGLOCK_TEST_LOGS:-}" ] && [ $# -gt 1 ]; then
+    echo "run.sh: PGLOCK_TEST_LOGS takes one build directory" >&2
+    exit 64
+fi
 for b in "$@"; do
-    logs=${b#valgrind:}/test-logs
+    logs=${PGLOCK_TEST_LOGS:-${b#valgrind:}/test-logs}
     [ "$b" = "${b#valgrind:}" ] || logs=$logs-valgrind
     # A filtered run keeps the other suites' logs.
     [ -n "${TESTS:-}" ] || rm -rf "$logs"
@@ -323,8 +330,9 @@ awk -F'\t' '{t[$3] += $8; n[$3]++} END {for (g in t) printf "  %-10s %7.1fs  %3d
     "$results" | sort -k2,2nr
 # Each suite's time, in tests/suite-times' form (copy it there to
 # reorder the queue after suites change).
-awk -F'\t' '{printf "%s:%s %s\n", $2, $4, $8}' "$results" | sort >"$first/test-logs/suite-times"
-echo "== the slowest five (every suite's time: $first/test-logs/suite-times)"
+times=${PGLOCK_TEST_LOGS:-$first/test-logs}/suite-times
+awk -F'\t' '{printf "%s:%s %s\n", $2, $4, $8}' "$results" | sort >"$times"
+echo "== the slowest five (every suite's time: $times)"
 sort -t "$(printf '\t')" -k8,8nr "$results" | head -5 |
     awk -F'\t' '{printf "  %-8s %-30s %6.1fs\n", $2, $4, $8}'
 

@@ -40,25 +40,44 @@ ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_
 # `make chaos` at length.
 VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats)$'
 
+# Two servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
+# two lanes (PGLOCK_TEST_JOBS): one server's run ends with its longest
+# suites, and another's fills the time.  Each writes its own log, printed
+# whole when it ends.
+at_once=${PGLOCK_TEST_VERSIONS_AT_ONCE:-2}
+export PGLOCK_TEST_JOBS=${PGLOCK_TEST_JOBS:-2}
+
+# run_major MAJOR BIN: one server's run, into versions-pgMAJOR.log; its
+# time into versions-pgMAJOR.secs.
+run_major() {
+    local major=$1 bin=$2 t0=$SECONDS tests=${TESTS:-}
+    [ "$major" -ge 14 ] || tests=${TESTS:-$ON_13}
+    rm -rf "$build/test-logs-pg$major"
+    TESTS=$tests SKIP_TESTS=${SKIP_TESTS:-$VERSION_NEUTRAL} PGLOCK_PGBIN=$bin \
+        PGLOCK_TEST_LOGS=$build/test-logs-pg$major \
+        "$SRC/tests/run.sh" "$build" </dev/null >"$build/versions-pg$major.log" 2>&1
+    echo $((SECONDS - t0)) >"$build/versions-pg$major.secs"
+}
+
+majors_run=()
+running=0
+while read -r major bin; do
+    echo "==== PostgreSQL $major ($bin): started"
+    run_major "$major" "$bin" &
+    majors_run+=("$major")
+    running=$((running + 1))
+    if [ "$running" -ge "$at_once" ]; then wait -n; running=$((running - 1)); fi
+done <<<"$bins"
+wait
+
 rc=0
 summary=()
-ran=()
-while read -r major bin; do
-    echo "==== PostgreSQL $major ($bin)"
-    t0=$SECONDS
-    tests=${TESTS:-}
-    [ "$major" -ge 14 ] || tests=${TESTS:-$ON_13}
-    # stdin from /dev/null: the harness hands its own stdin to the tests,
-    # and ours is the list of versions still to run.
-    TESTS=$tests SKIP_TESTS=${SKIP_TESTS:-$VERSION_NEUTRAL} PGLOCK_PGBIN=$bin \
-        "$SRC/tests/run.sh" "$build" </dev/null 2>&1 |
-        tee "$build/versions-pg$major.log"
+for major in "${majors_run[@]}"; do
+    echo
+    echo "==== PostgreSQL $major"
+    cat "$build/versions-pg$major.log"
     out=$(tail -1 "$build/versions-pg$major.log")
-    secs=$((SECONDS - t0))
-    logs=$build/test-logs-pg$major
-    rm -rf "$logs"
-    ran+=("$logs")
-    if [ -n "$tests" ]; then cp -r "$build/test-logs" "$logs"; else mv "$build/test-logs" "$logs"; fi
+    secs=$(cat "$build/versions-pg$major.secs" 2>/dev/null || echo '?')
     read -r p _ f _ s _ <<<"$out"
     verdict=ok
     if ! [[ $p =~ ^[0-9]+$ && $f =~ ^[0-9]+$ && $s =~ ^[0-9]+$ ]]; then
@@ -71,12 +90,12 @@ while read -r major bin; do
     [ "$verdict" = ok ] || rc=1
     summary+=("$(printf 'PostgreSQL %-3s %4s passed %3s failed %3s skipped %5ss  %s' \
         "$major" "$p" "$f" "$s" "$secs" "$verdict")")
-done <<<"$bins"
+done
 
 # The failed tests once more, last: a CI page that shows only the end of
 # the output still says what failed and why.
-for logs in "${ran[@]}"; do
-    for log in "$logs"/*.log; do
+for major in "${majors_run[@]}"; do
+    for log in "$build/test-logs-pg$major"/*.log "$build/test-logs-pg$major"-valgrind/*.log; do
         if ! [ -f "$log" ] || ! grep -q '^not ok' "$log"; then continue; fi
         echo
         echo "---- ${log#"$build"/test-logs-}"
