@@ -125,6 +125,16 @@ int pt_key_shared_free(PGconn *observer, int64_t key)
     return got;
 }
 
+void pt_cancel_storm(const char *conninfo, int pid, long ms)
+{
+    PGconn *conn = pt_connect(conninfo);
+    pt_execf(conn,
+             "DO $$ BEGIN WHILE clock_timestamp() < statement_timestamp() + "
+             "interval '%ld ms' LOOP EXIT WHEN NOT pg_cancel_backend(%d); "
+             "END LOOP; END $$", ms, pid);
+    PQfinish(conn);
+}
+
 long pt_now_ms(void)
 {
     struct timespec ts;
