@@ -135,6 +135,22 @@ void pt_cancel_storm(const char *conninfo, int pid, long ms)
     PQfinish(conn);
 }
 
+long pt_logged(int pid, const char *text)
+{
+    char path[4096], tag[32], line[2048];
+    snprintf(path, sizeof path, "%s/primary.log",
+             pt_env_or_skip("PGLOCK_TEST_DIR"));
+    snprintf(tag, sizeof tag, "[%d] ", pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, tag) && strstr(line, text))
+            n++;
+    fclose(f);
+    return n;
+}
+
 long pt_now_ms(void)
 {
     struct timespec ts;
