@@ -394,7 +394,7 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
     settled set = {obs, pid, resumed};
     assert_true(pt_wait_until(backend_settled, &set, 5000));
     int64_t checked_at = pglock_now_ms();
-    int still_held = !pt_key_free(obs, id);
+    int still_held = pt_backend_advisory_granted(obs, pid) == 1;
     int backend_alive = pt_query_intf(obs, "SELECT count(*) FROM "
                                            "pg_stat_activity WHERE pid = %d",
                                       pid) == 1;
