@@ -471,47 +471,34 @@ static void statement_errors_on_the_session_are_no_loss(void **s)
     PQfinish(obs);
 }
 
-/* Xact hold (through the pooler): a statement of the holding transaction
- * that fails — a cancel that lands on a heartbeat — aborts it, which
- * frees its locks at once: a server-side loss, told at the heartbeat's
- * answer, and the lock is indeed free.  Rounds of 300 ms of cancels until
- * the notice; a storm hits only some heartbeats on this machine, so after
- * 3 s pg_backend_pid() is revoked from the holder's role too, which fails
- * the next heartbeat for sure. */
-static void a_failed_heartbeat_in_xact_hold_is_a_server_side_loss(void **s)
+/* Xact hold (through the pooler): a cancel that lands on a heartbeat
+ * aborts the holding transaction, which frees its locks at once: a
+ * server-side loss, told at the heartbeat's answer, and the lock is
+ * indeed free.  Rounds of 300 ms of cancels until the notice (a storm
+ * hits only some heartbeats on a loaded machine: up to 60 s).  A revoked
+ * function cannot stand in here, as it does for the session hold: inside
+ * the open holding transaction, which takes no relation lock, the backend
+ * reads no invalidation, so the revoke is not seen. */
+static void a_cancel_in_xact_hold_is_a_server_side_loss(void **s)
 {
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
-    char conninfo[1024];
-    snprintf(conninfo, sizeof conninfo, "%s user=pglock_user", pooler);
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
     notice n = {0};
     pglock_hold *hold;
-    pglock_client *c = first_holds(conninfo, id, &hold, &n);
+    pglock_client *c = first_holds(pooler, id, &hold, &n);
     assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
     int pid = pglock_client_backend_pid(c);
     long before = pt_logged(pid, CANCEL);
     int64_t storm_at = pglock_now_ms();
-    int revoked = 0;
-    while (!n.calls && pglock_now_ms() - storm_at < 20000) {
-        if (!revoked && pglock_now_ms() - storm_at > 3000) {
-            pt_exec_ok(obs, "REVOKE EXECUTE ON FUNCTION pg_backend_pid() "
-                            "FROM public");
-            revoked = 1;
-        }
+    while (!n.calls && pglock_now_ms() - storm_at < 60000)
         pt_cancel_storm(primary, pid, 300);
-    }
-    if (revoked)
-        pt_exec_ok(obs, "GRANT EXECUTE ON FUNCTION pg_backend_pid() TO "
-                        "public");
     long cancelled = pt_logged(pid, CANCEL) - before;
     printf("# cancel storm on an xact hold (lease %ld ms): %ld statements "
-           "cancelled%s; loss notice %lld ms after the storm began (%s)\n",
-           LEASE_MS, cancelled, revoked ? ", then pg_backend_pid() revoked"
-                                        : "",
-           (long long)(n.at - storm_at), n.message);
+           "cancelled; loss notice %lld ms after the storm began (%s)\n",
+           LEASE_MS, cancelled, (long long)(n.at - storm_at), n.message);
     assert_int_equal(n.calls, 1);
     assert_int_equal(n.code, PGLOCK_ECONNLOST);
     assert_non_null(strstr(n.message, "transaction failed"));
@@ -591,7 +578,7 @@ int main(void)
         cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
         cmocka_unit_test(a_loss_notice_comes_while_the_lock_is_still_held),
         cmocka_unit_test(statement_errors_on_the_session_are_no_loss),
-        cmocka_unit_test(a_failed_heartbeat_in_xact_hold_is_a_server_side_loss),
+        cmocka_unit_test(a_cancel_in_xact_hold_is_a_server_side_loss),
         cmocka_unit_test(a_second_hold_on_one_client_is_refused),
         cmocka_unit_test(bad_options_and_states_are_refused),
     };
