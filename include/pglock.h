@@ -456,8 +456,14 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * cancel never reaches a later statement: the next query is sent only
  * after the cancel request has finished.
  *
- * Any PGLOCK_ECONNLOST closes the client's connection: every later call
- * returns PGLOCK_ECONNLOST and pglock_held() counts nothing.
+ * Any PGLOCK_ECONNLOST a call returns closes the client's connection:
+ * every later call returns PGLOCK_ECONNLOST and pglock_held() counts
+ * nothing.  Two exceptions keep the connection open, because its locks
+ * may still be held and closing it would free them while the caller's
+ * work may still run: a heartbeat that fails on a session that goes on
+ * (PGLOCK_ESERVER, below), and a managed hold's loss notice, after which
+ * the connection is closed only by pglock_hold_stop() or
+ * pglock_client_close() (see "Managed hold").
  */
 PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
                               pglock_mode mode, long timeout_ms);
@@ -513,12 +519,25 @@ PGLOCK_EXPORT int pglock_held(const pglock_client *client,
  * grows with every lock on the server.  Non-blocking form for event loops:
  * _send() starts it, then call _poll() whenever the socket is readable (or
  * at the deadline): it returns PGLOCK_EAGAIN until the answer is in, then
- * 0 (confirmed) or PGLOCK_ECONNLOST.  pglock_heartbeat() does both, waiting at most
- * timeout_ms; PGLOCK_ETIMEDOUT if the answer is not in by then (the
- * heartbeat stays in flight: _poll() can still finish it, and other calls
- * return PGLOCK_ESTATE until it does).  A heartbeat that finds another
- * backend or a lost transaction closes the connection (freeing whatever it
- * still held) and returns PGLOCK_ECONNLOST.
+ * 0 (confirmed), PGLOCK_ESERVER or PGLOCK_ECONNLOST.  pglock_heartbeat()
+ * does both, waiting at most timeout_ms; PGLOCK_ETIMEDOUT if the answer is
+ * not in by then (the heartbeat stays in flight: _poll() can still finish
+ * it, and other calls return PGLOCK_ESTATE until it does).
+ *
+ * PGLOCK_ESERVER: the heartbeat's statement failed on a session that goes
+ * on (a query cancel, pg_cancel_backend(); the server's message and
+ * SQLSTATE are on the client).  In session hold that is no loss: a session
+ * advisory lock goes only with its session or its own unlock, so the
+ * locks are still held and the connection is kept.  The lease is just not
+ * confirmed (pglock_client_confirmed_at() does not move): send another
+ * heartbeat at once; only the client deadline decides.  In xact hold a
+ * failed statement aborts the holding transaction, which frees its locks
+ * at once: that is PGLOCK_ECONNLOST, a loss the server caused.
+ *
+ * PGLOCK_ECONNLOST: the locks are gone — another backend answered, the
+ * holding transaction failed or ended, the server ended the session
+ * (FATAL) or the connection broke — and the connection is closed (freeing
+ * whatever it still held).
  */
 PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);
 PGLOCK_EXPORT int pglock_heartbeat_poll(pglock_client *client);
@@ -544,19 +563,32 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Lease arithmetic (the same as `pglock run`): with the client's lease
  * T_s = opts.lease_ms (without a lease: opts.dead_peer_ms), a heartbeat
  * is sent every T_s/6, and the lease counts as lost when no heartbeat
- * sent within the last T_c = 2*T_s/3 has been confirmed.  That leaves
- * T_s/6 for the caller to stop its work after the notice, and T_s/6 of
- * margin, before the server can end the silent session and hand the lock
- * to someone else:  T_c + stop + margin <= T_s.  A loss the server causes
- * (pg_terminate_backend, restart, failover) frees the lock at once; it is
- * noticed at the next heartbeat's answer or socket error (so within T_s/6
- * plus the round trip, or at once when the socket closes).
+ * sent within the last T_c = 2*T_s/3 has been confirmed.  A heartbeat
+ * that fails on a session that goes on (a query cancel) is no loss: it is
+ * sent again at once (then every T_s/60 while the error persists), and
+ * only T_c decides.
  *
- * Notice.  On loss, in this order: the client's connection is closed (its
- * locks, if the server still has them, are freed), the loss fd becomes
- * readable (and stays readable), and on_lost is called once, with the
- * code (PGLOCK_ECONNLOST) and a one-line message.  pglock_hold_loss()
- * tells the same at any time, from any thread.
+ * The rule: the lock's connection is closed only after the caller says
+ * the work has stopped (pglock_hold_stop() or pglock_client_close()), or
+ * by the server at the lease's end, whichever comes first.  Nothing in
+ * the hold closes it earlier.
+ *
+ * The caller's budget.  After a notice for a loss the client declares (no
+ * confirmation by T_c: a cut or silent network, a frozen server) the lock
+ * may still be held, and it stays held until stop or the server's lease
+ * end.  The caller has T_s - T_c - margin = T_s/6 (5 s of a 30 s lease)
+ * from the notice to stop its work; after that, another holder may get
+ * the lock.  A loss the server causes (pg_terminate_backend, a restart, a
+ * failover, an aborted holding transaction in xact hold) has already
+ * freed the lock: it is told at once, when the heartbeat's answer or the
+ * socket's close reaches the client (within T_s/6 plus a round trip), and
+ * the work should stop at once.
+ *
+ * Notice.  On loss, in this order: the loss fd becomes readable (and stays
+ * readable), and on_lost is called once, with the code (PGLOCK_ECONNLOST)
+ * and a one-line message (which says the budget on a client-side loss).
+ * The connection is not closed by the notice: pglock_hold_stop() closes
+ * it.  pglock_hold_loss() tells the same at any time, from any thread.
  *
  * Two ways to drive it:
  *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,
@@ -581,8 +613,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * 2 s; in thread mode plus the thread's exit, which never waits on the
  * network) and frees the hold, closing the loss fd.  It returns 0 when the
  * lock was held throughout (the client is the caller's again, its locks
- * held), else the loss code (the client's connection is then closed: close
- * the client).  So stop + pglock_client_close() take at most
+ * held), else the loss code (the client's connection is closed by stop,
+ * not before: call it once the work has stopped, then close the client).  So stop + pglock_client_close() take at most
  * cancel_timeout_ms + 5 s, even on a dead network.
  */
 typedef struct pglock_hold pglock_hold;
@@ -615,7 +647,9 @@ PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
  * opts may be NULL (thread mode, no callback).  Returns 0 with *out set,
  * or PGLOCK_EINVAL (bad options), PGLOCK_ESTATE (the client is lost or
  * busy, or holds nothing), PGLOCK_ENOMEM, with the message on the client
- * and *out NULL.  If the lease already ran out before the call, the hold
+ * and *out NULL.  A client that a hold already runs on gets PGLOCK_ESTATE
+ * with no message (the client, its message included, is that hold's
+ * until pglock_hold_stop()); the running hold goes on.  If the lease already ran out before the call, the hold
  * starts lost (the notice is given at once).
  */
 PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,

@@ -219,6 +219,7 @@ typedef struct run_state {
     int job_stopped;          /* we stopped it (SIGTSTP) */
 
     int hb_inflight;
+    int hb_failed;       /* heartbeats in a row that failed on a live session */
     int64_t hb_sent_at;
     int64_t next_hb;
 

@@ -4,7 +4,11 @@
  * lease (run_lease.c) in a poll() loop, forwards signals (run_signals.c),
  * handles Ctrl-Z (suspend(): the job is stopped first, ownership is
  * re-verified before it continues) and declares the lock lost — the job is
- * then stopped — when ownership cannot be confirmed in time.
+ * then stopped — when ownership cannot be confirmed in time.  A heartbeat
+ * that fails on a session that goes on (a query cancel) is no loss: the
+ * session still holds the lock, so it is sent again at once, and only
+ * the client deadline decides.  The connection stays open until the job
+ * is gone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 static void send_ctl(run_state *st, int op, int arg, int64_t value)
@@ -120,9 +125,21 @@ static void reap_children(run_state *st)
     }
 }
 
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
 static void start_heartbeat(run_state *st, int64_t now)
 {
     int rc = pglock_heartbeat_send(st->client);
+    if (rc == PGLOCK_ESERVER) {
+        /* not sent, on a live session: the deadline decides */
+        cli_verbose("heartbeat not sent: %s", pglock_client_error(st->client));
+        st->hb_failed++;
+        st->next_hb = now + lease_retry_ms(st->lease.server_ms, 2);
+        return;
+    }
     if (rc < 0) {
         lose(st, "%s", pglock_client_error(st->client));
         return;
@@ -138,10 +155,23 @@ static void poll_heartbeat(run_state *st)
     if (rc == PGLOCK_EAGAIN)
         return;
     st->hb_inflight = 0;
+    if (rc == PGLOCK_ESERVER) {
+        /* A statement error on a session that goes on (a cancel): the
+         * lock is still held; not confirmed, so again at once (paced
+         * while the error persists); the deadline decides. */
+        st->hb_failed++;
+        if (st->hb_failed == 1 || cli_verbosity > 1)
+            cli_verbose("heartbeat not confirmed: %s; sending another",
+                        pglock_client_error(st->client));
+        st->next_hb = pglock_now_ms() +
+                      lease_retry_ms(st->lease.server_ms, st->hb_failed);
+        return;
+    }
     if (rc < 0) {
         lose(st, "%s", pglock_client_error(st->client));
         return;
     }
+    st->hb_failed = 0;
     int64_t took = pglock_now_ms() - st->hb_sent_at;
     if (took > st->lease.heartbeat_ms)
         cli_verbose("heartbeat late: confirmed after %lldms", (long long)took);
@@ -150,10 +180,12 @@ static void poll_heartbeat(run_state *st)
     tell_deadline(st);
 }
 
-/* Waits for the heartbeat in flight until deadline. */
+/* Waits for the heartbeat in flight until deadline; while heartbeats
+ * fail on a session that goes on, sends them again (paced) until one is
+ * confirmed or the deadline passes (then the lock is declared lost). */
 static void wait_heartbeat(run_state *st, int64_t deadline)
 {
-    while (st->hb_inflight && !st->lost) {
+    while ((st->hb_inflight || st->hb_failed) && !st->lost) {
         int64_t now = pglock_now_ms();
         if (now >= deadline) {
             char t[32];
@@ -161,8 +193,16 @@ static void wait_heartbeat(run_state *st, int64_t deadline)
             lose(st, "ownership not confirmed within %s", t);
             return;
         }
-        struct pollfd p = {pglock_client_socket(st->client), POLLIN, 0};
-        if (p.fd < 0 || poll(&p, 1, (int)(deadline - now)) > 0)
+        if (!st->hb_inflight && now >= st->next_hb) {
+            start_heartbeat(st, now);
+            continue;
+        }
+        int64_t until = st->hb_inflight ? deadline : min64(deadline, st->next_hb);
+        struct pollfd p = {st->hb_inflight ? pglock_client_socket(st->client) : -1,
+                           POLLIN, 0};
+        if (st->hb_inflight && p.fd < 0)
+            poll_heartbeat(st); /* the connection is gone: it says so */
+        else if (poll(&p, 1, (int)(until - now)) > 0)
             poll_heartbeat(st);
     }
 }
@@ -229,11 +269,6 @@ static void suspend(run_state *st)
     } else {
         send_ctl(st, RUN_CTL_KILL, 0, 0);
     }
-}
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
 }
 
 /* The heartbeat loop.  Runs until the watchdog has exited (the job is

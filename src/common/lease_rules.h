@@ -19,4 +19,23 @@ static inline long lease_heartbeat_ms(long lease_ms)
     return lease_ms / 6 > 0 ? lease_ms / 6 : 1;
 }
 
+/* After a heartbeat failed on a session that goes on (a cancel), the next
+ * one is sent at once; while they keep failing (an error that persists),
+ * one every T_s/60, so that T_c still sees several tries without the
+ * client and the server spinning. */
+static inline long lease_retry_ms(long lease_ms, int failures)
+{
+    if (failures <= 1)
+        return 0;
+    return lease_ms / 60 > 0 ? lease_ms / 60 : 1;
+}
+
+/* What is left to stop the work after a client-side loss notice, before
+ * the server can end the silent session: T_s - T_c - margin, the margin
+ * being T_s/6 too, so T_s/6 (at least 1 ms). */
+static inline long lease_stop_budget_ms(long lease_ms)
+{
+    return lease_heartbeat_ms(lease_ms);
+}
+
 #endif

@@ -18,6 +18,7 @@ void pglock__client_drop(pglock_client *c)
     }
     pglock__holds_clear(c);
     c->heartbeat_busy = 0;
+    c->heartbeat_error = 0;
     c->in_xact = 0;
 }
 

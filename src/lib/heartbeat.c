@@ -43,20 +43,65 @@ int pglock_heartbeat_send(pglock_client *c)
     int64_t now = pglock_now_ms();
     if (!PQsendQuery(c->conn, c->in_xact ? beat_xact_sql : beat_sql)) {
         pglock__fail_result(c, NULL, "could not send the heartbeat");
+        if (PQstatus(c->conn) == CONNECTION_OK)
+            return PGLOCK_ESERVER; /* the session may hold on: see below */
         pglock__client_drop(c);
         return PGLOCK_ECONNLOST;
     }
     c->heartbeat_busy = 1;
+    c->heartbeat_error = 0;
     c->heartbeat_sent_at = now;
     return 0;
 }
 
-/* The heartbeat failed: the client's locks can no longer be vouched for.
- * Close the connection, so that whatever it still holds is freed too. */
+/* The heartbeat proved the locks gone (another backend, a failed or
+ * ended holding transaction, a closed connection): close the connection,
+ * so that whatever it still held is freed too. */
 static int lost(pglock_client *c)
 {
     pglock__client_drop(c);
     return PGLOCK_ECONNLOST;
+}
+
+/* 1 when the server ends the session with this error (FATAL, PANIC:
+ * pg_terminate_backend, a shutdown), before libpq has read the close. */
+static int ends_session(const PGresult *r)
+{
+    const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+    return sev && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0);
+}
+
+/* A statement of the heartbeat failed (r): its error becomes the
+ * client's message; the answer is read to its end before anything is
+ * decided (statement_failed()). */
+static void note_failure(pglock_client *c, const PGresult *r)
+{
+    pglock__fail_result(c, r, "heartbeat failed");
+    c->heartbeat_error = ends_session(r) ? 2 : 1;
+}
+
+/* The heartbeat's answer is complete and a statement of it failed.  Xact
+ * hold inside the holding transaction: the error aborted it, which freed
+ * its locks at once (a server-side loss).  A FATAL error: the session
+ * ends.  Otherwise the session goes on (a cancel, pg_cancel_backend): no
+ * loss, since only the session's end or its own unlock frees a session
+ * lock, and closing the connection here would free the locks while the
+ * caller's work may still run.  The lease is just not confirmed:
+ * PGLOCK_ESERVER, the connection kept. */
+static int statement_failed(pglock_client *c)
+{
+    int fatal = c->heartbeat_error == 2;
+    c->heartbeat_error = 0;
+    if (c->in_xact && PQtransactionStatus(c->conn) != PQTRANS_INTRANS) {
+        char why[sizeof c->message];
+        snprintf(why, sizeof why, "%s", c->message);
+        pglock__fail(c, PGLOCK_ECONNLOST, "the holding transaction failed, "
+                     "which freed its locks: %s", why);
+        return lost(c);
+    }
+    if (fatal)
+        return lost(c);
+    return PGLOCK_ESERVER;
 }
 
 /* Checks one answer row's backend: 0 when it is the holding one (or
@@ -118,7 +163,6 @@ int pglock_heartbeat_poll(pglock_client *c)
     }
     int confirmed = 0;
     long taken = -1;
-    PGresult *bad = NULL;
     while (!PQisBusy(c->conn)) {
         PGresult *r = PQgetResult(c->conn);
         if (!r) {
@@ -126,36 +170,27 @@ int pglock_heartbeat_poll(pglock_client *c)
             break;
         }
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-            PQclear(bad);
-            bad = r;
+            note_failure(c, r);
+            PQclear(r);
             continue;
         }
         int rc = check_answer(c, r, &taken);
         PQclear(r);
         if (rc) {
-            PQclear(bad);
             c->heartbeat_busy = 0;
             return lost(c);
         }
         confirmed = 1;  /* keep reading until the end of the answer */
     }
-    if (bad) {
-        c->heartbeat_busy = 0;
-        if (c->in_xact && PQtransactionStatus(c->conn) == PQTRANS_INERROR)
-            pglock__fail(c, PGLOCK_ECONNLOST,
-                         "the holding transaction failed, which freed its "
-                         "locks: %s", PQresultErrorMessage(bad));
-        else
-            pglock__fail_result(c, bad, "heartbeat failed");
-        PQclear(bad);
-        return lost(c);
-    }
     if (PQstatus(c->conn) != CONNECTION_OK) {
-        pglock__fail_result(c, NULL, "heartbeat failed");
+        if (!c->heartbeat_error)
+            pglock__fail_result(c, NULL, "heartbeat failed");
         return lost(c);
     }
     if (c->heartbeat_busy)
         return PGLOCK_EAGAIN;
+    if (c->heartbeat_error)
+        return statement_failed(c);
     if (!confirmed)
         return pglock__fail(c, PGLOCK_ESERVER, "heartbeat got no answer");
     if (c->in_xact && check_xact(c, taken) != 0)

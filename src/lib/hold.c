@@ -2,8 +2,16 @@
  * The managed hold: a client's lease kept alive by heartbeats, on a thread
  * of its own or from the caller's event loop, and a loss told at once
  * (a readable fd, then a callback).  The lease arithmetic is `pglock
- * run`'s (src/cli/run_lease.c): heartbeat every T_s/6, client deadline
- * T_c = 2*T_s/3 after the last confirmed heartbeat was sent.
+ * run`'s (src/common/lease_rules.h): heartbeat every T_s/6, client
+ * deadline T_c = 2*T_s/3 after the last confirmed heartbeat was sent.
+ *
+ * The lock's connection is closed only once the caller says the work has
+ * stopped (pglock_hold_stop(), or closing the client), or by the server
+ * at the lease's end: a loss the client declares (no confirmation by T_c)
+ * is told while the lock may still be held, and the caller has until the
+ * server's lease ends to stop.  A heartbeat statement that fails on a
+ * session that goes on (a cancel) is no loss: it is sent again at once,
+ * and only T_c decides.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -23,7 +31,9 @@ struct pglock_hold {
     long lease_ms;          /* T_s: the client's lease, else dead_peer_ms */
     long heartbeat_ms;      /* T_s / 6 */
     long deadline_ms;       /* T_c = 2 T_s / 3 */
+    long budget_ms;         /* the caller's stop budget after a notice */
     int64_t next_beat;      /* when the next heartbeat is due */
+    int failures;           /* heartbeats in a row failed on a live session */
     int loss_pipe[2];       /* [0] the caller's loss fd; [1] written once */
     int wake_pipe[2];       /* thread mode: stop wakes the thread */
     pthread_t thread;
@@ -50,11 +60,12 @@ int pglock_hold_options_init(pglock_hold_options *opts, unsigned int version)
 
 /* Records the loss (first one wins), makes the loss fd readable, then
  * calls on_lost, outside the lock, so that it may ask pglock_hold_loss().
- * The client's connection is closed before anyone is told.  notify: 0
- * when stop itself found the loss (it returns the code instead). */
+ * The connection is left as it is: a client-side loss keeps it open (the
+ * lock may still be held, and the work may still run), and only
+ * pglock_hold_stop() closes it.  notify: 0 when stop itself found the
+ * loss (it returns the code instead). */
 static int declare_lost(pglock_hold *h, const char *why, int notify)
 {
-    pglock__client_drop(h->c);
     pthread_mutex_lock(&h->mu);
     int first = h->code == 0;
     if (first) {
@@ -108,9 +119,15 @@ static int advance(pglock_hold *h, long *timeout_ms)
         return declare_lost(h, c->message, 1);
     if (c->heartbeat_busy) {
         int rc = pglock_heartbeat_poll(c);
-        if (rc == 0)
+        if (rc == 0) {
             h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
-        else if (rc != PGLOCK_EAGAIN)
+            h->failures = 0;
+        } else if (rc == PGLOCK_ESERVER) {
+            /* not confirmed: again at once, paced if it persists */
+            h->failures++;
+            h->next_beat = pglock_now_ms() +
+                           lease_retry_ms(h->lease_ms, h->failures);
+        } else if (rc != PGLOCK_EAGAIN)
             return declare_lost(h, c->message, 1);
     } else if (read_idle(c) != 0)
         return declare_lost(h, c->message, 1);
@@ -121,12 +138,17 @@ static int advance(pglock_hold *h, long *timeout_ms)
         pglock__fail(c, PGLOCK_ECONNLOST,
                      "the lease could not be confirmed within %ld ms (the "
                      "client deadline of a %ld ms lease): the lock may be "
-                     "lost, stop the work", h->deadline_ms, h->lease_ms);
+                     "lost, stop the work within %ld ms", h->deadline_ms,
+                     h->lease_ms, h->budget_ms);
         return declare_lost(h, c->message, 1);
     }
-    if (!c->heartbeat_busy && now >= h->next_beat &&
-        pglock_heartbeat_send(c) != 0)
-        return declare_lost(h, c->message, 1);
+    if (!c->heartbeat_busy && now >= h->next_beat) {
+        int rc = pglock_heartbeat_send(c);
+        if (rc == PGLOCK_ESERVER) /* the session goes on: retry later */
+            h->next_beat = now + lease_retry_ms(h->lease_ms, 2);
+        else if (rc != 0)
+            return declare_lost(h, c->message, 1);
+    }
     int64_t next = deadline;
     if (!c->heartbeat_busy && h->next_beat < next)
         next = h->next_beat;
@@ -226,6 +248,11 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     if (!out || !c)
         return PGLOCK_EINVAL;
     *out = NULL;
+    /* A hold runs on it already: the client (its message too) is that
+     * hold's, so nothing of it is touched; a second hold would share its
+     * connection with the first one's thread. */
+    if (c->hold_running)
+        return PGLOCK_ESTATE;
     int rc = check_start(c, opts);
     if (rc)
         return rc;
@@ -243,6 +270,7 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     h->lease_ms = lease;
     h->heartbeat_ms = lease_heartbeat_ms(lease);
     h->deadline_ms = lease_client_deadline_ms(lease);
+    h->budget_ms = lease_stop_budget_ms(lease);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||
@@ -254,6 +282,7 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
         hold_free(h);
         return pglock__fail(c, PGLOCK_ENOMEM, "could not start a thread");
     }
+    c->hold_running = 1;
     *out = h;
     return 0;
 }
@@ -280,7 +309,10 @@ int pglock_hold_loss(const pglock_hold *hold, char *buf, size_t len)
 
 int pglock_hold_fd(const pglock_hold *h)
 {
-    if (!h || h->opts.drive != PGLOCK_HOLD_LOOP || !h->c->conn)
+    /* Once lost, the socket stays open until stop, but there is nothing
+     * more to read: a caller's poll must not spin on it. */
+    if (!h || h->opts.drive != PGLOCK_HOLD_LOOP || !h->c->conn ||
+        pglock_hold_loss(h, NULL, 0) != 0)
         return -1;
     return PQsocket(h->c->conn);
 }
@@ -302,7 +334,8 @@ int pglock_hold_step(pglock_hold *h, long *timeout_ms)
 
 /* The last word: a heartbeat (the one in flight, or a new one) answered
  * within the client's cancel_timeout_ms proves the same backend held the
- * locks all along; no answer in time gives the connection up. */
+ * locks all along (one that failed on a session that goes on, a cancel,
+ * is sent again); no answer in time gives the connection up. */
 static int confirm(pglock_hold *h)
 {
     pglock_client *c = h->c;
@@ -322,10 +355,15 @@ static int confirm(pglock_hold *h)
         struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
         poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
         rc = pglock_heartbeat_poll(c);
+        if (rc == PGLOCK_ESERVER)
+            rc = pglock_heartbeat_send(c);
     }
     return declare_lost(h, c->message, 0);
 }
 
+/* The caller has stopped the work: a lease that holds gives the client
+ * back with its locks; a lost one (or one that cannot be confirmed now)
+ * closes the connection, which frees whatever it still held. */
 int pglock_hold_stop(pglock_hold *h)
 {
     if (!h)
@@ -338,11 +376,14 @@ int pglock_hold_stop(pglock_hold *h)
         (void)n;
         pthread_join(h->thread, NULL);
     }
+    h->c->hold_running = 0;
     int rc = loss_code(h);
     if (rc == 0)
         rc = h->c->conn ? confirm(h) : declare_lost(h, h->c->message, 0);
-    if (rc != 0)
+    if (rc != 0) {
+        pglock__client_drop(h->c);
         pglock__fail(h->c, rc, "%s", h->message);
+    }
     hold_free(h);
     return rc;
 }

@@ -55,6 +55,10 @@ struct pglock_client {
     size_t nholds, capholds;
     int64_t confirmed_at;
     int heartbeat_busy;    /* a heartbeat query is in flight */
+    /* The heartbeat in flight got an error: 1, or 2 when it ends the
+     * session (FATAL); decided on once its answer is complete. */
+    int heartbeat_error;
+    int hold_running;      /* a managed hold owns the client (hold.c) */
     /* Session hold: the lock_timeout (ms) the session has now, as far as
      * the client knows, or -1: unknown.  A wait sends set_config() only
      * when it needs another value. */

@@ -4,9 +4,13 @@
  * unfailed transaction that still counts every lock statement), and
  * notices every way they go: terminate, restart, an error in the holding
  * transaction, ROLLBACK TO SAVEPOINT, a pooler restart; acquire and
- * release cost one round trip each, counted at the harness's proxy.
+ * release cost one round trip each, counted at the harness's proxy.  A
+ * cancelled heartbeat in session hold is no loss: the session, its locks
+ * and its connection stay, and only the client deadline decides.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +66,74 @@ static void heartbeat_notices_a_terminated_backend(void **state)
                      PGLOCK_ECONNLOST);
     PQfinish(obs);
     pglock_client_close(c);
+}
+
+typedef struct storm {
+    const char *conninfo;
+    int pid;
+    volatile sig_atomic_t done;
+} storm;
+
+static void *storm_main(void *arg)
+{
+    storm *st = arg;
+    pt_cancel_storm(st->conninfo, st->pid, 3000);
+    st->done = 1;
+    return NULL;
+}
+
+/* Heartbeats run while cancels storm the backend; the first one that
+ * fails (cancelled) says ESERVER with the server's SQLSTATE, and leaves
+ * the connection, the backend and the lock as they were, the lease
+ * unconfirmed; once the storm is over the next heartbeat confirms. */
+static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    pglock_client *c = pt_open_client(primary, NULL);
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    int pid = pglock_client_backend_pid(c);
+    storm st = {primary, pid, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, storm_main, &st), 0);
+    int rc = 0, beats = 0;
+    int64_t confirmed = pglock_client_confirmed_at(c);
+    while (rc == 0 && !st.done) {
+        confirmed = pglock_client_confirmed_at(c);
+        rc = pglock_heartbeat(c, 5000);
+        beats++;
+    }
+    char why[512];
+    snprintf(why, sizeof why, "%s", pglock_client_error(c));
+    char sqlstate[6];
+    snprintf(sqlstate, sizeof sqlstate, "%s", pglock_client_sqlstate(c));
+    int sock = pglock_client_socket(c);
+    int held = pglock_held(c, &k, PGLOCK_EXCLUSIVE);
+    int64_t after = pglock_client_confirmed_at(c);
+    int key_free = pt_key_free(obs, id);
+    pthread_join(t, NULL);
+    printf("# cancel storm: heartbeat %d failed with %d (%s)\n", beats, rc,
+           why);
+    assert_int_equal(rc, PGLOCK_ESERVER);
+    assert_string_equal(sqlstate, "57014");
+    assert_true(sock >= 0);
+    assert_int_equal(held, 1);
+    assert_true(after == confirmed); /* not confirmed by a failure */
+    assert_int_equal(key_free, 0);
+    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM "
+                                        "pg_stat_activity WHERE pid = %d",
+                                   pid), 1);
+    /* the storm is over: the same backend confirms again */
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_true(pglock_client_confirmed_at(c) > after);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    pglock_client_close(c);
+    assert_int_equal(pt_key_free(obs, id), 1);
+    PQfinish(obs);
 }
 
 static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
@@ -344,6 +416,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heartbeat_confirms_and_moves_confirmed_at),
         cmocka_unit_test(heartbeat_notices_a_terminated_backend),
+        cmocka_unit_test(a_cancelled_heartbeat_is_no_loss_in_session_hold),
         cmocka_unit_test(heartbeat_reads_no_pg_locks),
         cmocka_unit_test(heartbeat_notices_a_restart),
         cmocka_unit_test(heartbeat_notices_an_error_in_the_holding_transaction),

@@ -4,6 +4,10 @@
  * connection waiting on the server, gets the lock — when the network is
  * cut (the harness proxy) and when the backend is terminated; the loop
  * mode notices a loss too; stop and close return on a dead network.
+ * The lock stays held from a client-side loss notice until the caller
+ * stops; query cancels on the lock's backend are no loss in session hold
+ * and a server-side loss in xact hold; a second hold on one client is
+ * refused.
  * Timestamps of both holders are on pglock_now_ms()'s clock; the figures
  * are printed ("# ...") for the record, only their order is asserted.
  */
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include "support.h"
 
 #define LEASE_MS 3000L
@@ -89,14 +94,15 @@ static int64_t work_until_lost(pglock_hold *hold)
     return pglock_now_ms();
 }
 
-/* A holds key through conninfo with a LEASE_MS lease and a hold in
+/* A holds key through conninfo with a lease of lease_ms and a hold in
  * thread mode that reports to n. */
-static pglock_client *first_holds(const char *conninfo, int64_t id,
-                                  pglock_hold **hold, notice *n)
+static pglock_client *first_holds_lease(const char *conninfo, int64_t id,
+                                        long lease_ms, pglock_hold **hold,
+                                        notice *n)
 {
     pglock_options o;
     assert_int_equal(pglock_options_init(&o, PGLOCK_OPTIONS_VERSION), 0);
-    o.lease_ms = LEASE_MS;
+    o.lease_ms = lease_ms;
     o.cancel_timeout_ms = 500;
     pglock_client *c = pt_open_client(conninfo, &o);
     pglock_key k;
@@ -109,6 +115,37 @@ static pglock_client *first_holds(const char *conninfo, int64_t id,
     ho.arg = n;
     assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
     return c;
+}
+
+/* The same with a LEASE_MS lease. */
+static pglock_client *first_holds(const char *conninfo, int64_t id,
+                                  pglock_hold **hold, notice *n)
+{
+    return first_holds_lease(conninfo, id, LEASE_MS, hold, n);
+}
+
+static int noticed(void *arg)
+{
+    return ((notice *)arg)->calls > 0;
+}
+
+/* The holder's backend, resumed at the server's clock resumed_ms (ms since
+ * the epoch), has read what the client sent while it was stopped: it is
+ * gone, or idle again since then. */
+typedef struct settled {
+    PGconn *obs;
+    int pid;
+    long resumed_ms;
+} settled;
+
+static int backend_settled(void *arg)
+{
+    settled *b = arg;
+    return pt_query_intf(b->obs,
+                         "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+                         " AND (state <> 'idle' OR state_change < "
+                         "to_timestamp(%ld / 1000.0))", b->pid,
+                         b->resumed_ms) == 0;
 }
 
 /* ------------------------------------------------------------ tests */
@@ -326,6 +363,182 @@ static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
     PQfinish(obs);
 }
 
+/* Hole 1 of issue 25: the notice of a client-side loss comes first, and
+ * the lock stays held — the connection open — until the caller stops (or
+ * the server's lease ends).  The holder's backend is frozen (SIGSTOP)
+ * past T_c, then resumed after the notice: it answers the heartbeat that
+ * waited, and the lock is still held, by the same backend, until
+ * pglock_hold_stop(); only then does the queued second holder get it. */
+static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(primary, id, &hold, &n);
+    int pid = pglock_client_backend_pid(c);
+    second b = {0};
+    pthread_t t;
+    second_start(&b, &t, primary, obs, id);
+
+    int64_t froze_at = pglock_now_ms();
+    assert_int_equal(kill((pid_t)pid, SIGSTOP), 0);
+    int got_notice = pt_wait_until(noticed, &n, 3 * LEASE_MS);
+    long resumed = pt_query_int(obs, "SELECT (extract(epoch FROM "
+                                     "clock_timestamp()) * 1000)::int8");
+    assert_int_equal(kill((pid_t)pid, SIGCONT), 0);
+    assert_true(got_notice);
+    int64_t resumed_at = pglock_now_ms();
+    settled set = {obs, pid, resumed};
+    assert_true(pt_wait_until(backend_settled, &set, 5000));
+    int64_t checked_at = pglock_now_ms();
+    int still_held = pt_backend_advisory_granted(obs, pid) == 1;
+    int backend_alive = pt_query_intf(obs, "SELECT count(*) FROM "
+                                           "pg_stat_activity WHERE pid = %d",
+                                      pid) == 1;
+    int second_early = b.done;
+    int64_t stop_at = pglock_now_ms();
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    assert_true(pt_wait_until(second_done, &b, 3 * LEASE_MS));
+    pthread_join(t, NULL);
+    printf("# backend frozen, lease %ld ms: loss notice %lld ms after the "
+           "freeze; resumed at %lld ms, lock %s at %lld ms; stop at %lld ms;"
+           " second holder got the lock at %lld ms (%s)\n", LEASE_MS,
+           (long long)(n.at - froze_at), (long long)(resumed_at - froze_at),
+           still_held ? "still held" : "FREE", (long long)(checked_at -
+                                                            froze_at),
+           (long long)(stop_at - froze_at), (long long)(b.got_at - froze_at),
+           n.message);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(n.code, PGLOCK_ECONNLOST);
+    assert_true(backend_alive);
+    assert_true(still_held);
+    assert_false(second_early);
+    assert_true(b.got_at >= stop_at); /* not before the caller said so */
+    pglock_client_close(c);
+    PQfinish(b.conn);
+    PQfinish(obs);
+}
+
+#define CANCEL "canceling statement due to user request"
+#define DENIED "permission denied for function pg_backend_pid"
+
+/* Hole 2 of issue 25, session hold: a statement error on a session that
+ * goes on — a cancel, which ends the statement, not the session — is no
+ * loss: a session advisory lock stays.  A cancel storm on this machine
+ * hits only some heartbeats, so for a window shorter than T_c - T_h every
+ * heartbeat fails for sure (pg_backend_pid() revoked from the holder's
+ * ordinary role) while cancels storm the backend.  No loss is declared,
+ * a second connection never gets the lock, stop confirms the lease; the
+ * server's log counts the heartbeats that failed. */
+static void statement_errors_on_the_session_are_no_loss(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *ordinary = pt_env_or_skip("PGLOCK_TEST_ORDINARY");
+    const long lease = 6000; /* T_h 1 s, T_c 4 s */
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds_lease(ordinary, id, lease, &hold, &n);
+    int pid = pglock_client_backend_pid(c);
+    long cancels = pt_logged(pid, CANCEL), denied = pt_logged(pid, DENIED);
+    pt_exec_ok(obs, "REVOKE EXECUTE ON FUNCTION pg_backend_pid() FROM public");
+    pt_cancel_storm(primary, pid, lease / 4);
+    int free_during = pt_key_free(obs, id);
+    pt_exec_ok(obs, "GRANT EXECUTE ON FUNCTION pg_backend_pid() TO public");
+    cancels = pt_logged(pid, CANCEL) - cancels;
+    denied = pt_logged(pid, DENIED) - denied;
+    char why[512];
+    int code = pglock_hold_loss(hold, why, sizeof why);
+    printf("# %ld ms of failing heartbeats on a session hold (lease %ld "
+           "ms): %ld cancelled, %ld refused; lock %s; loss: %s\n",
+           lease / 4, lease, cancels, denied,
+           free_during ? "FREE" : "held", code ? why : "none");
+    assert_true(cancels + denied >= 1);
+    assert_false(free_during);
+    assert_int_equal(code, 0);
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, 0), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(n.calls, 0);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    pglock_client_close(c);
+    assert_int_equal(pt_key_free(obs, id), 1);
+    PQfinish(obs);
+}
+
+/* Xact hold (through the pooler): a cancel that lands on a heartbeat
+ * aborts the holding transaction, which frees its locks at once: a
+ * server-side loss, told at the heartbeat's answer, and the lock is
+ * indeed free.  Rounds of 300 ms of cancels until the notice (a storm
+ * hits only some heartbeats on a loaded machine: up to 60 s).  A revoked
+ * function cannot stand in here, as it does for the session hold: inside
+ * the open holding transaction, which takes no relation lock, the backend
+ * reads no invalidation, so the revoke is not seen. */
+static void a_cancel_in_xact_hold_is_a_server_side_loss(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(pooler, id, &hold, &n);
+    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    int pid = pglock_client_backend_pid(c);
+    long before = pt_logged(pid, CANCEL);
+    int64_t storm_at = pglock_now_ms();
+    while (!n.calls && pglock_now_ms() - storm_at < 60000)
+        pt_cancel_storm(primary, pid, 300);
+    long cancelled = pt_logged(pid, CANCEL) - before;
+    printf("# cancel storm on an xact hold (lease %ld ms): %ld statements "
+           "cancelled; loss notice %lld ms after the storm began (%s)\n",
+           LEASE_MS, cancelled, (long long)(n.at - storm_at), n.message);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(n.code, PGLOCK_ECONNLOST);
+    assert_non_null(strstr(n.message, "transaction failed"));
+    assert_int_equal(pt_key_free(obs, id), 1);
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+/* Hole 5 of issue 25: a second hold on a client that a hold already runs
+ * on is refused (two threads would share one PGconn); the first hold
+ * goes on alone, and tells its loss once. */
+static void a_second_hold_on_one_client_is_refused(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0}, n2 = {0};
+    pglock_hold *hold;
+    pglock_client *c = first_holds(primary, id, &hold, &n);
+    int pid = pglock_client_backend_pid(c);
+    pglock_hold_options ho;
+    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+    ho.on_lost = on_lost;
+    ho.arg = &n2;
+    pglock_hold *again = (pglock_hold *)&again;
+    int rc = pglock_hold_start(&again, c, &ho);
+    assert_int_equal(rc, PGLOCK_ESTATE);
+    assert_null(again);
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+    assert_true(pt_wait_until(noticed, &n, 3 * LEASE_MS));
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(n2.calls, 0);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
 static void bad_options_and_states_are_refused(void **s)
 {
     (void)s;
@@ -363,6 +576,10 @@ int main(void)
         cmocka_unit_test(stop_on_a_healthy_lease_confirms_and_keeps_the_lock),
         cmocka_unit_test(the_loop_mode_notices_a_terminated_backend),
         cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
+        cmocka_unit_test(a_loss_notice_comes_while_the_lock_is_still_held),
+        cmocka_unit_test(statement_errors_on_the_session_are_no_loss),
+        cmocka_unit_test(a_cancel_in_xact_hold_is_a_server_side_loss),
+        cmocka_unit_test(a_second_hold_on_one_client_is_refused),
         cmocka_unit_test(bad_options_and_states_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,6 +125,32 @@ int pt_key_shared_free(PGconn *observer, int64_t key)
     return got;
 }
 
+void pt_cancel_storm(const char *conninfo, int pid, long ms)
+{
+    PGconn *conn = pt_connect(conninfo);
+    pt_execf(conn,
+             "DO $$ BEGIN WHILE clock_timestamp() < statement_timestamp() + "
+             "interval '%ld ms' LOOP EXIT WHEN NOT pg_cancel_backend(%d); "
+             "END LOOP; END $$", ms, pid);
+    PQfinish(conn);
+}
+
+long pt_logged(int pid, const char *text)
+{
+    char path[4096], tag[32], line[2048];
+    snprintf(path, sizeof path, "%s/primary.log",
+             pt_env_or_skip("PGLOCK_TEST_DIR"));
+    snprintf(tag, sizeof tag, "[%d] ", pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, tag) && strstr(line, text))
+            n++;
+    fclose(f);
+    return n;
+}
+
 long pt_now_ms(void)
 {
     struct timespec ts;

@@ -51,6 +51,17 @@ pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts);
  * sharing a server stay apart. */
 int64_t pt_unique_key(void);
 
+/* Calls pg_cancel_backend(pid) as fast as the server can for ms, in one
+ * statement on a connection of its own, the way an admin tool or a script
+ * that cancels long statements would: whatever pid runs meanwhile is
+ * cancelled.  Blocks for ms, or until pid is no backend any more. */
+void pt_cancel_storm(const char *conninfo, int pid, long ms);
+
+/* How many lines of backend pid in the primary's log (the harness's
+ * $PGLOCK_TEST_DIR/primary.log; skips the test without it) hold text,
+ * e.g. "canceling statement due to user request". */
+long pt_logged(int pid, const char *text);
+
 /* 1 if another session (observer) could take the bigint advisory lock key
  * right now in exclusive (pt_key_free) or shared (pt_key_shared_free)
  * mode, else 0; a lock it takes is released again at once. */
