@@ -93,6 +93,7 @@ typedef struct run_job {
     int foreground;          /* join pglock's process group */
     pid_t foreground_pgrp;   /* pglock's process group */
     long kill_after_ms;
+    int allow_setuid;        /* --allow-setuid: no PR_SET_NO_NEW_PRIVS */
     sigset_t orig_mask;      /* restored in the job */
     /* Dispositions pglock found at start (SIG_DFL or SIG_IGN, e.g. under
      * nohup), restored in the job for every signal pglock or the watchdog
@@ -107,8 +108,10 @@ typedef struct run_job {
  * when no process of the job remains.  When ctl_fd reaches end-of-file
  * (pglock died, even by SIGKILL) it SIGKILLs every process of the job,
  * waits for them and only then exits, closing its inherited copy of the
- * lock connection's socket last.  close_in_child: fds the watchdog must
- * not keep (-1 terminated).  Returns the watchdog's pid or -1 (errno).
+ * lock connection's socket last.  The job runs with no_new_privs unless
+ * job->allow_setuid, so that it can never become a process the watchdog
+ * may not signal.  close_in_child: fds the watchdog must not keep (-1
+ * terminated).  Returns the watchdog's pid or -1 (errno).
  */
 pid_t run_watchdog_start(const run_job *job, int ctl_fd, int report_fd,
                          const int *close_in_child);
@@ -182,6 +185,7 @@ struct run_args {
     const char *shell_command;
     char **argv;
     int foreground;
+    int allow_setuid;         /* --allow-setuid */
     const char *keys_file;
     cli_conn conn;
     pglock_hold_mode hold;    /* --mode (default auto) */

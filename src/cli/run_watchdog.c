@@ -283,6 +283,19 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != job_parent)
             _exit(70);
+        /* No process of the job may become one the watchdog cannot
+         * signal: a setuid program (sudo) would give it another real uid,
+         * our kill() would fail with EPERM, and it would run on after the
+         * lock is gone (PR_SET_PDEATHSIG, too, is cleared by such an
+         * exec).  With no_new_privs that exec grants nothing, so the
+         * program fails at once, in its own words. */
+        if (!job->allow_setuid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+            int e = errno;
+            if (write(ep[1], &e, sizeof e) < 0) {
+                /* the watchdog will see the exit status alone */
+            }
+            _exit(126);
+        }
         for (const int *sig = run_handled_signals; *sig; sig++)
             sigaction(*sig, &job->orig_act[*sig], NULL);
         sigprocmask(SIG_SETMASK, &job->orig_mask, NULL);
