@@ -152,7 +152,8 @@ children_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
     report "frozen for $(ms_between "$out/frozen" "$out/thawed") ms (lease 6000 ms);" \
         "the waiter started $(ms_between "$out/frozen" "$out/w.start") ms into it;" \
         "the holder's job last ran ${after} ms after the thaw" \
-        "($(ms_between "$out/w.start" "$out/h.alive") ms after the waiter's start)"
+        "($(ms_between "$out/w.start" "$out/h.alive") ms after the waiter's start;" \
+        "negative: not after the thaw at all)"
     # Bound: scheduling, not kill-after (1000 ms): the margin is 500 ms.
     [ "$after" -lt 500 ]
 }
