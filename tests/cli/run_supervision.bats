@@ -16,6 +16,9 @@
 # Bound: the job runs after the thaw only until the watchdog is scheduled
 # and SIGKILLs it (no SIGTERM grace: the lease has ended).  Asserted with a
 # margin of 500 ms, half of the 1 s kill-after that today's code waits.
+# A pause between pglock's last ownership check and the command's exec
+# cannot be aimed at with a signal: strace (in the README's install line)
+# delays a syscall made there instead.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -156,4 +159,25 @@ children_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
         "negative: not after the thaw at all)"
     # Bound: scheduling, not kill-after (1000 ms): the margin is 500 ms.
     [ "$after" -lt 500 ]
+}
+
+@test "a pause between pglock's last check and the exec, past the lease: the command is not started" {
+    command -v strace >/dev/null || { echo "strace is not installed (the README's install line has it)"; false; }
+    # strace holds up every setpgid() 4 s: pglock's comes just after it
+    # forks the watchdog, the watchdog's own and the job's come before the
+    # job's exec.  That is a pause of 12 s (lease 3 s, T_c 2 s) after
+    # pglock's last ownership check, as a freeze landing there would be.
+    strace -f -qq -o /dev/null -e trace=setpgid -e inject=setpgid:delay_enter=4000000 \
+        "$PGLOCK_BIN" run -d "$DB" --lease=3s "$K" -c "date +%s%N > $out/h.start" \
+        >"$out/h.out" 2>"$out/h.err" &
+    echo $! >"$out/h.pid"
+    wait_until 10 held "$K"
+    bg w run -d "$DB" --lease=3s "$K" -c "date +%s%N > $out/w.start"
+    finish w 30
+    [ "$(status_of w)" = 0 ]
+    finish h 30
+    cat "$out/h.err"
+    [ "$(status_of h)" = 69 ]
+    grep -q "lost before the command started: .*; the command was not run" "$out/h.err"
+    [ ! -e "$out/h.start" ]
 }
