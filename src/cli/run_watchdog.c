@@ -57,6 +57,20 @@ static void report(watchdog *w, int kind, int arg)
     }
 }
 
+/* A process of the job that we may not signal: it gained privileges (a
+ * setuid program, under --allow-setuid) and can outlive the lock.  Said
+ * once, on pglock's stderr, which the watchdog shares. */
+static void say_not_permitted(pid_t pid)
+{
+    static int said;
+    if (said)
+        return;
+    said = 1;
+    cli_warning("could not signal process %d of the command: %s; it gained "
+                "privileges (--allow-setuid) and can outlive the lock",
+                (int)pid, strerror(EPERM));
+}
+
 /* Reads every pid's parent from /proc and signals the descendants of
  * root (excluding root). */
 static int signal_tree(pid_t root, int signo)
@@ -119,9 +133,14 @@ static int signal_tree(pid_t root, int signo)
                 }
             }
         }
-        for (size_t i = 0; mark && i < n; i++)
-            if (mark[i] && kill(pid[i], signo) == 0)
+        for (size_t i = 0; mark && i < n; i++) {
+            if (!mark[i])
+                continue;
+            if (kill(pid[i], signo) == 0)
                 count++;
+            else if (errno == EPERM)
+                say_not_permitted(pid[i]);
+        }
         free(mark);
     }
     free(pid);

@@ -121,6 +121,17 @@ nb_stamp() {
     [[ "$output" == *"--allow-setuid"* ]]
 }
 
+@test "--allow-setuid, the documented limit: a job that became root outlives a SIGKILLed pglock's lock, and the watchdog says so" {
+    printf '%s\n' "trap '' TERM" "$(nb_stamp h)" >"$nb/root_loop.sh"
+    as_nobody h run -d "$DB" --lease=3s --allow-setuid "$K" -- "$nb/become_root" sh "$nb/root_loop.sh"
+    wait_until 10 file_exists "$nb/out/h.alive"
+    kill -KILL "$(pid_of h)"
+    wait_until 10 grep -q "could not signal process [0-9]* of the command: Operation not permitted; it gained privileges (--allow-setuid) and can outlive the lock" "$nb/out/h.err"
+    # The server ends the silent session at the lease end; the job runs on.
+    wait_until 15 not_held "$K"
+    alive "$(cat "$nb/out/h.jobpid")"
+}
+
 # children_of PID: PID's children.
 children_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
 
