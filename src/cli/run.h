@@ -78,7 +78,9 @@ enum run_report_kind {
     RUN_REP_DEADLINE,        /* the deadline passed: the job is being stopped */
     RUN_REP_STOPPED,         /* the job is stopped (answer to RUN_CTL_STOP) */
     RUN_REP_DONE,            /* no process of the job remains */
-    RUN_REP_TTY_STOPPED      /* arg: SIGTTIN/SIGTTOU stopped the job */
+    RUN_REP_TTY_STOPPED,     /* arg: SIGTTIN/SIGTTOU stopped the job */
+    RUN_REP_NOT_STARTED      /* the deadline passed before the exec: the
+                                command was not run */
 };
 
 typedef struct run_msg {
@@ -93,6 +95,15 @@ typedef struct run_job {
     int foreground;          /* join pglock's process group */
     pid_t foreground_pgrp;   /* pglock's process group */
     long kill_after_ms;
+    /* The client deadline when the watchdog is forked (pglock_now_ms();
+     * RUN_CTL_DEADLINE moves it on), checked again just before the exec:
+     * a command is never started past it. */
+    int64_t deadline;
+    /* T_s - T_c: the server's lease ends this long after the client
+     * deadline.  With less than kill_after_ms of the lease left, the job
+     * is killed without the SIGTERM grace. */
+    long lease_tail_ms;
+    int allow_setuid;        /* --allow-setuid: no PR_SET_NO_NEW_PRIVS */
     sigset_t orig_mask;      /* restored in the job */
     /* Dispositions pglock found at start (SIG_DFL or SIG_IGN, e.g. under
      * nohup), restored in the job for every signal pglock or the watchdog
@@ -107,8 +118,12 @@ typedef struct run_job {
  * when no process of the job remains.  When ctl_fd reaches end-of-file
  * (pglock died, even by SIGKILL) it SIGKILLs every process of the job,
  * waits for them and only then exits, closing its inherited copy of the
- * lock connection's socket last.  close_in_child: fds the watchdog must
- * not keep (-1 terminated).  Returns the watchdog's pid or -1 (errno).
+ * lock connection's socket last.  The job runs with no_new_privs unless
+ * job->allow_setuid, so that it can never become a process the watchdog
+ * may not signal; it is not started past job->deadline, and once the
+ * deadline has passed the watchdog stops it itself.  close_in_child: fds
+ * the watchdog must not keep (-1 terminated).  Returns the watchdog's pid
+ * or -1 (errno).
  */
 pid_t run_watchdog_start(const run_job *job, int ctl_fd, int report_fd,
                          const int *close_in_child);
@@ -182,6 +197,7 @@ struct run_args {
     const char *shell_command;
     char **argv;
     int foreground;
+    int allow_setuid;         /* --allow-setuid */
     const char *keys_file;
     cli_conn conn;
     pglock_hold_mode hold;    /* --mode (default auto) */
@@ -216,6 +232,8 @@ typedef struct run_state {
     int job_status;           /* wait status, valid if job_exited */
     int job_exited;
     int exec_errno;
+    int not_started;          /* RUN_REP_NOT_STARTED: the deadline passed
+                                 before the exec */
     int job_stopped;          /* we stopped it (SIGTSTP) */
 
     int hb_inflight;

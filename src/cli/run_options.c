@@ -17,7 +17,8 @@ enum {
     OPT_LOST,
     OPT_KEYS,
     OPT_FOREGROUND,
-    OPT_MODE
+    OPT_MODE,
+    OPT_ALLOW_SETUID
 };
 
 /* After the command's own options (its table has the group heading). */
@@ -47,6 +48,10 @@ static const cli_opt command_opts[] = {
     {OPT_FOREGROUND, 0, "foreground", CLI_OPT_NO_VALUE, NULL,
      "keep the command in pglock's process group, so\n"
      "that it can read the terminal (see pglock(1))"},
+    {OPT_ALLOW_SETUID, 0, "allow-setuid", CLI_OPT_NO_VALUE, NULL,
+     "let the command gain privileges (sudo, setuid\n"
+     "programs); pglock may then be unable to stop it\n"
+     "in time (see pglock(1))"},
     CLI_OPT_END};
 
 static const cli_opt keys_opts[] = {
@@ -151,6 +156,9 @@ static int shared_option(run_args *a, int id, const char *value)
         return -1;
     case OPT_FOREGROUND:
         a->foreground = 1;
+        return -1;
+    case OPT_ALLOW_SETUID:
+        a->allow_setuid = 1;
         return -1;
     case OPT_KEYS:
         a->keys_file = value;

@@ -87,6 +87,10 @@ static int read_reports(run_state *st)
         case RUN_REP_DONE:
             st->job_done = 1;
             break;
+        case RUN_REP_NOT_STARTED:
+            st->not_started = 1;
+            lose(st, "the client deadline passed before the command started");
+            break;
         }
     }
     return n == 0;
@@ -252,6 +256,9 @@ static void suspend(run_state *st)
             st->exec_errno = m.arg;
         } else if (m.op == RUN_REP_DEADLINE) {
             lose(st, "ownership not confirmed within the client deadline (watchdog)");
+        } else if (m.op == RUN_REP_NOT_STARTED) {
+            st->not_started = 1;
+            lose(st, "the client deadline passed before the command started");
         }
     }
     if (st->lost)
@@ -364,7 +371,7 @@ void run_supervise(run_state *st, int64_t hold_until)
 int run_job_term(run_state *st, run_job *job)
 {
     st->job_done = st->job_exited = st->job_status = 0;
-    st->exec_errno = st->job_stopped = 0;
+    st->exec_errno = st->job_stopped = st->not_started = 0;
     /* A long wait, or a pglock stopped while waiting, may have been
      * granted the lock long ago: confirm ownership before starting. */
     st->next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
@@ -379,6 +386,14 @@ int run_job_term(run_state *st, run_job *job)
     }
     if (run_stop_signal())
         return 128 + run_stop_signal();
+    /* The deadline goes into the job's start: the watchdog knows it from
+     * its first instant, and the command's process checks it again just
+     * before its exec, since a pause can come between here and there. */
+    job->deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
+    if (pglock_now_ms() >= job->deadline)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
+                         "started: the client deadline passed; the command was "
+                         "not run", st->key_label);
 
     int ctl[2], rep[2];
     if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)
@@ -402,7 +417,6 @@ int run_job_term(run_state *st, run_job *job)
         st->ctl_fd = st->report_fd = -1;
         return cli_error(CLI_EXIT_SOFTWARE, "could not fork: %s", strerror(errno));
     }
-    tell_deadline(st);
     if (run_stop_signal())
         send_ctl(st, RUN_CTL_SIGNAL, run_stop_signal(), 0);
     cli_verbose("command started (watchdog pid %d)", (int)st->watchdog);
@@ -411,6 +425,12 @@ int run_job_term(run_state *st, run_job *job)
     close(st->ctl_fd);
     close(st->report_fd);
     st->ctl_fd = st->report_fd = -1;
+    if (st->not_started)
+        /* Nothing ran without the lock: not 74, which says a command was
+         * stopped (st->lost is set: lead contends again). */
+        return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
+                         "started: %s; the command was not run",
+                         st->key_label, st->lost_reason);
     return -1;
 }
 

@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "pglock.h"
@@ -54,6 +55,20 @@ static void report(watchdog *w, int kind, int arg)
     if (write(w->report_fd, &m, sizeof m) < 0) {
         /* nothing to do: pglock no longer listens */
     }
+}
+
+/* A process of the job that we may not signal: it gained privileges (a
+ * setuid program, under --allow-setuid) and can outlive the lock.  Said
+ * once, on pglock's stderr, which the watchdog shares. */
+static void say_not_permitted(pid_t pid)
+{
+    static int said;
+    if (said)
+        return;
+    said = 1;
+    cli_warning("could not signal process %d of the command: %s; it gained "
+                "privileges (--allow-setuid) and can outlive the lock",
+                (int)pid, strerror(EPERM));
 }
 
 /* Reads every pid's parent from /proc and signals the descendants of
@@ -118,9 +133,14 @@ static int signal_tree(pid_t root, int signo)
                 }
             }
         }
-        for (size_t i = 0; mark && i < n; i++)
-            if (mark[i] && kill(pid[i], signo) == 0)
+        for (size_t i = 0; mark && i < n; i++) {
+            if (!mark[i])
+                continue;
+            if (kill(pid[i], signo) == 0)
                 count++;
+            else if (errno == EPERM)
+                say_not_permitted(pid[i]);
+        }
         free(mark);
     }
     free(pid);
@@ -147,12 +167,24 @@ static void signal_job(watchdog *w, int signo)
     signal_tree(getpid(), signo);
 }
 
+/* The server's lease end as far as the watchdog knows: the client
+ * deadline plus T_s - T_c.  0: no deadline. */
+static int64_t lease_end(const watchdog *w)
+{
+    return w->deadline > 0 ? w->deadline + w->job->lease_tail_ms : 0;
+}
+
 static void begin_terminate(watchdog *w)
 {
     if (w->phase > 0)
         return;
-    if (w->stopped || w->job->kill_after_ms <= 0) {
-        /* A stopped job is killed, never resumed. */
+    int64_t end = lease_end(w);
+    if (w->stopped || w->job->kill_after_ms <= 0 ||
+        (end > 0 && end - pglock_now_ms() < w->job->kill_after_ms)) {
+        /* A stopped job is killed, never resumed.  And a grace that would
+         * run past the server's lease (after a pause longer than the
+         * margin: a freeze, a debugger, a suspended host) is not given:
+         * someone else may hold the lock already. */
         w->phase = 2;
         signal_job(w, SIGKILL);
         return;
@@ -256,8 +288,24 @@ static int reap(watchdog *w)
     return 0;
 }
 
+/* What the job's process writes instead of an errno when the deadline
+ * passed before its exec. */
+#define RUN_EXEC_PAST_DEADLINE (-1)
+
+/* In the job's process, before the exec: says why through fd (an errno,
+ * or RUN_EXEC_PAST_DEADLINE) and exits. */
+static void job_fail(int fd, int why)
+{
+    if (write(fd, &why, sizeof why) < 0) {
+        /* the watchdog will see the exit status alone */
+    }
+    _exit(why == ENOENT ? 127 : why == RUN_EXEC_PAST_DEADLINE ? 70 : 126);
+}
+
 /* Starts the command in a child; reports exec failure to the watchdog
- * through a close-on-exec pipe.  Returns the pid, or -errno. */
+ * through a close-on-exec pipe (*exec_errno: an errno, or
+ * RUN_EXEC_PAST_DEADLINE when the command was not started).  Returns the
+ * pid, or -errno. */
 static pid_t spawn_job(const run_job *job, int *exec_errno)
 {
     pid_t job_parent = getpid();
@@ -283,18 +331,27 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != job_parent)
             _exit(70);
+        /* No process of the job may become one the watchdog cannot
+         * signal: a setuid program (sudo) would give it another real uid,
+         * our kill() would fail with EPERM, and it would run on after the
+         * lock is gone (PR_SET_PDEATHSIG, too, is cleared by such an
+         * exec).  With no_new_privs that exec grants nothing, so the
+         * program fails at once, in its own words. */
+        if (!job->allow_setuid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+            job_fail(ep[1], errno);
         for (const int *sig = run_handled_signals; *sig; sig++)
             sigaction(*sig, &job->orig_act[*sig], NULL);
         sigprocmask(SIG_SETMASK, &job->orig_mask, NULL);
+        /* Last before the exec: a pause since ownership was confirmed (a
+         * freeze, a debugger, a suspended host) may have outlasted the
+         * client deadline, and then the lease. */
+        if (job->deadline > 0 && pglock_now_ms() >= job->deadline)
+            job_fail(ep[1], RUN_EXEC_PAST_DEADLINE);
         if (job->shell_command)
             execl("/bin/sh", "sh", "-c", job->shell_command, (char *)NULL);
         else
             execvp(job->argv[0], job->argv);
-        int e = errno;
-        if (write(ep[1], &e, sizeof e) < 0) {
-            /* the watchdog will see the exit status alone */
-        }
-        _exit(e == ENOENT ? 127 : 126);
+        job_fail(ep[1], errno);
     }
     /* both sides, so that no signal finds the command in the old group */
     setpgid(p, job->foreground ? job->foreground_pgrp : p);
@@ -312,7 +369,7 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
 
 static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
 {
-    watchdog w = {job, ctl_fd, report_fd, 0, 0, 0, 0, 0, 0};
+    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, 0, 0, 0};
     /* A process group of our own: a signal to pglock's group (timeout(1),
      * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
      * pglock and its watchdog together while the command runs on. */
@@ -330,6 +387,10 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         signal(sigs[i], SIG_DFL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    /* poll()'s timeout counts CLOCK_MONOTONIC, which stops while the host
+     * is suspended: a timer on CLOCK_BOOTTIME wakes us at a deadline that
+     * passed during the suspend, not that much later. */
+    int tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     /* If pglock died before we got here, the pipe is already at EOF. */
 
     int exec_errno;
@@ -340,7 +401,9 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
         _exit(0);
     }
     w.job_pid = p;
-    if (exec_errno)
+    if (exec_errno == RUN_EXEC_PAST_DEADLINE)
+        report(&w, RUN_REP_NOT_STARTED, 0);
+    else if (exec_errno)
         report(&w, RUN_REP_EXEC_FAILED, exec_errno);
 
     for (;;) {
@@ -370,8 +433,14 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
             timeout = 0;
         if (w.phase == 2)
             signal_job(&w, SIGKILL);
-        struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {w.ctl_fd, POLLIN, 0}};
-        int n = poll(pfd, w.ctl_fd >= 0 ? 2 : 1, (int)timeout);
+        if (tfd >= 0) {
+            int64_t at = timeout >= 0 ? now + timeout : 0;
+            struct itimerspec its = {{0, 0}, {at / 1000, (at % 1000) * 1000000}};
+            timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL); /* 0: disarmed */
+        }
+        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {tfd, POLLIN, 0},
+                                {w.ctl_fd, POLLIN, 0}};
+        int n = poll(pfd, w.ctl_fd >= 0 ? 3 : 2, (int)timeout);
         if (n < 0 && errno != EINTR)
             _exit(70);
         if (n <= 0)
@@ -383,7 +452,13 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
                  * kill signals are pglock's to forward; ignored here. */
             }
         }
-        if (w.ctl_fd >= 0 && pfd[1].revents) {
+        if (pfd[1].revents) {
+            uint64_t expirations;
+            if (read(tfd, &expirations, sizeof expirations) < 0) {
+                /* not yet due, or disarmed since: nothing to drain */
+            }
+        }
+        if (w.ctl_fd >= 0 && pfd[2].revents) {
             run_msg m;
             ssize_t r = read(w.ctl_fd, &m, sizeof m);
             if (r == (ssize_t)sizeof m) {
