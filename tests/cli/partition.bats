@@ -87,7 +87,7 @@ assert_no_overlap() {
 }
 
 @test "partition: lead's job that ignores SIGTERM last ran before a waiter's job started" {
-    bg_partition h lead -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
+    bg_partition h lead -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
     wait_until 20 file_exists "$out/h.start"
     bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
     wait_until 10 waiting_on_partition "$K"
