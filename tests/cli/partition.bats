@@ -103,3 +103,40 @@ assert_no_overlap() {
     kill -TERM "$(pid_of h)"
     finish h 30
 }
+
+# backend_of_waiter NAME: the pid of the backend waiting for text key NAME.
+backend_of_waiter() {
+    q "select pid from pg_locks where locktype = 'advisory' and not granted
+         and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK"
+}
+backend_gone() {
+    [ "$(q "select count(*) from pg_stat_activity where pid = $1" "$SOCK")" -eq 0 ]
+}
+key_free() {
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and granted
+              and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK")" -eq 0 ]
+}
+
+@test "partition: a waiter cut off is ended by the server, never granted the lock" {
+    bg hh run -d "$SOCK" "$K" -c "$(stamp_job hh)"
+    wait_until 20 file_exists "$out/hh.start"
+    bg_partition w run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=3s "$K" -c "$(check_job w)"
+    wait_until 20 waiting_on_partition "$K"
+    local backend
+    backend=$(backend_of_waiter "$K")
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    # The waiter's silence ends its session after the lease at the latest
+    # (tcp_user_timeout, then client_connection_check_interval).
+    wait_until 20 backend_gone "$backend"
+    date +%s%N >"$out/ended"
+    report "cut -> the silent waiter's backend ended at +$(ms_between "$out/cut" "$out/ended") ms (lease 3000 ms)"
+    touch "$out/hh.release"
+    finish hh 10
+    [ "$(status_of hh)" = 0 ]
+    wait_until 5 key_free "$K"
+    [ ! -e "$out/w.start" ]
+    partition_cmd heal
+    finish w 30
+    [ ! -e "$out/w.start" ]
+}
