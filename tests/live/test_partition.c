@@ -86,6 +86,16 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
     pglock_key k;
     pglock_key_int64(&k, id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    /* The server's socket got the lease's dead-peer settings (SHOW reads
+     * them back from the socket): nothing there ends the session before
+     * T_s (settings.c). */
+    PGconn *own = pglock_client_conn(c);
+    assert_int_equal(pt_query_int(own, "SELECT current_setting("
+        "'tcp_user_timeout')::int = 6000"), 1);
+    assert_int_equal(pt_query_int(own, "SELECT current_setting("
+        "'tcp_keepalives_idle')::int + current_setting("
+        "'tcp_keepalives_count')::int * current_setting("
+        "'tcp_keepalives_interval')::int >= 6"), 1);
     pglock_hold *hold;
     assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
 
