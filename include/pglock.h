@@ -363,9 +363,14 @@ typedef struct pglock_options {
     /* How long a cancel may take before the connection is closed instead,
      * in ms.  0: the default (2000). */
     long cancel_timeout_ms;
-    /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*
-     * and client_connection_check_interval derive from the lease; with no
-     * lease from this (ms).  0: the default (10000). */
+    /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*,
+     * tcp_user_timeout and client_connection_check_interval derive from the
+     * lease: with a lease T_s no kernel ends a session that holds a lock
+     * before T_s (tcp_user_timeout = T_s; keepalives idle T_s/3, probes
+     * T_s/9 apart until idle + count * interval >= T_s), and the server
+     * checks for a vanished client every T_s/3, which ends a silent
+     * waiter's wait after about T_s.  With no lease from this (ms): a dead
+     * peer is noticed within about 2/3 of it.  0: the default (10000). */
     long dead_peer_ms;
     /* How locks are held; PGLOCK_HOLD_AUTO by default, as pglock run and
      * lead (--mode=auto): PGLOCK_HOLD_SESSION insists on session locks
@@ -566,7 +571,16 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * sent within the last T_c = 2*T_s/3 has been confirmed.  A heartbeat
  * that fails on a session that goes on (a query cancel) is no loss: it is
  * sent again at once (then every T_s/60 while the error persists), and
- * only T_c decides.
+ * only T_c decides.  That leaves T_s/6 for the caller to stop its work
+ * after the notice, and T_s/6 of margin, before the server can end the
+ * silent session and hand the lock to someone else:
+ * T_c + stop + margin <= T_s.  Nothing on the server ends a silent
+ * holder's session before T_s: not idle_session_timeout, not the
+ * kernels' keepalives or tcp_user_timeout (see dead_peer_ms).  A loss the
+ * server causes (pg_terminate_backend, restart, failover, an aborted
+ * holding transaction) frees the lock at once; it is noticed at the next
+ * heartbeat's answer or socket error (so within T_s/6 plus the round
+ * trip, or at once when the socket closes).
  *
  * The rule: the lock's connection is closed only after the caller says
  * the work has stopped (pglock_hold_stop() or pglock_client_close()), or

@@ -209,11 +209,12 @@ int pglock__value_literal(char *buf, size_t len, PGconn *conn,
 
 /* ---- the lock connection's settings (settings.c) */
 
-/* The values derived from the lease (else dead_peer_ms) D, as strings for
- * libpq and set_config(): keepalives idle D/3, then 3 probes D/9 apart, so
- * a dead peer is noticed within about 2D/3; unacknowledged data gives up
- * after 2D/3 too (tcp_user_timeout); the server checks its client every
- * D/3 (at least 1 s). */
+/* The values derived from the lease T_s (else dead_peer_ms D), as strings
+ * for libpq and set_config(); settings.c explains them.  With a lease, no
+ * kernel ends the session before T_s: tcp_user_timeout T_s, keepalives
+ * idle T_s/3 then probes T_s/9 apart until idle + count * interval >= T_s.
+ * Without one, a dead peer is noticed within about 2D/3.  The server
+ * checks its client every D/3 (at least 1 s). */
 typedef struct pglock__derived {
     char ka_idle[24], ka_interval[24], ka_count[24], user_timeout[24];
     char check_interval[24], lease[24];

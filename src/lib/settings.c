@@ -12,15 +12,58 @@ static long dead_peer(const pglock_options *o)
     return o->lease_ms > 0 ? o->lease_ms : o->dead_peer_ms;
 }
 
+static long ceil_div(long a, long b)
+{
+    return a / b + (a % b != 0);
+}
+
+/*
+ * With a lease T_s, a session that holds a lock may be ended by the
+ * kernels' dead-peer detection only after T_s, never before: the client
+ * stops its work by T_c + kill-after (or the caller's stop budget) after
+ * the last confirmed heartbeat was sent, which is T_s/6 before T_s, and
+ * the server must not free the lock inside that window (issue 25, hole 0).
+ *
+ * - tcp_user_timeout = T_s.  Linux ends a connection whose data stays
+ *   unacknowledged that long, and, once keepalive probes went unanswered,
+ *   one that has received nothing for that long.  Both clocks start no
+ *   earlier than the last heartbeat the client saw confirmed arrived, so
+ *   no earlier than it was sent: the end comes at T_s after it or later.
+ * - Keepalives idle T_s/3, then probes T_s/9 apart, as many as make
+ *   idle + count * interval >= T_s (whole seconds, rounded up): where
+ *   tcp_user_timeout does not exist the probe count decides, no earlier.
+ *
+ * idle_session_timeout (idle_in_transaction_session_timeout in xact hold)
+ * = T_s frees a silent holder's lock at T_s anyway; the kernels' bound is
+ * for a session in a statement, a waiter above all: it ends too, at T_s
+ * of silence, and client_connection_check_interval then ends its wait, so
+ * a dead waiter is not granted a lock.  A waiter whose client closed its
+ * socket is ended sooner, at the next check.
+ *
+ * Without a lease there is no T_s to keep: a dead peer is noticed within
+ * about 2D/3 (D = dead_peer_ms), keepalives D/3 then 3 probes D/9 apart,
+ * tcp_user_timeout 2D/3.
+ */
 void pglock__settings_derive(const pglock_options *o, pglock__derived *d)
 {
     long D = dead_peer(o);
-    long idle = D / 3000, interval = D / 9000;
-    snprintf(d->ka_idle, sizeof d->ka_idle, "%ld", idle < 1 ? 1 : idle);
-    snprintf(d->ka_interval, sizeof d->ka_interval, "%ld",
-             interval < 1 ? 1 : interval);
-    snprintf(d->ka_count, sizeof d->ka_count, "3");
-    snprintf(d->user_timeout, sizeof d->user_timeout, "%ld", D * 2 / 3);
+    long idle, interval, count, user_timeout;
+    if (o->lease_ms > 0) {
+        idle = ceil_div(D, 3000);
+        interval = ceil_div(D, 9000);
+        count = D > idle * 1000 ? ceil_div(D - idle * 1000, interval * 1000)
+                                : 1;
+        user_timeout = D;
+    } else {
+        idle = D / 3000 < 1 ? 1 : D / 3000;
+        interval = D / 9000 < 1 ? 1 : D / 9000;
+        count = 3;
+        user_timeout = D * 2 / 3;
+    }
+    snprintf(d->ka_idle, sizeof d->ka_idle, "%ld", idle);
+    snprintf(d->ka_interval, sizeof d->ka_interval, "%ld", interval);
+    snprintf(d->ka_count, sizeof d->ka_count, "%ld", count);
+    snprintf(d->user_timeout, sizeof d->user_timeout, "%ld", user_timeout);
     long check = D / 3 < 1000 ? 1000 : D / 3;
     snprintf(d->check_interval, sizeof d->check_interval, "%ld", check);
     snprintf(d->lease, sizeof d->lease, "%ld", o->lease_ms);

@@ -28,6 +28,9 @@ assert_all_gone() {
         fi
     done <"$out/pids"
     [ ! -e "$(cat "$out/dir")" ]
+    # The partition's network namespace is deleted too (root only).
+    [ "$(id -u)" != 0 ] || [ -s "$out/netns" ]
+    [ ! -s "$out/netns" ] || [ ! -e "/var/run/netns/$(cat "$out/netns")" ]
 }
 
 @test "the proxy relays, cuts and counts from a shell" {
@@ -61,7 +64,7 @@ assert_all_gone() {
 @test "a finished harness leaves no process and no directory" {
     second_harness run --build "$PGLOCK_BUILD" -- bash -c '
         "$PGLOCK_TEST_HARNESS" pids >"$0/pids"
-        echo "$PGLOCK_TEST_DIR" >"$0/dir"
+        printf %s "${PGLOCK_TEST_PARTITION_NETNS:-}" >"$0/netns"; echo "$PGLOCK_TEST_DIR" >"$0/dir"
         psql -XAtc "select 1" "$PGLOCK_TEST_STANDBY"' "$out"
     [ "$(wc -l <"$out/pids")" -ge 8 ]
     assert_all_gone
@@ -69,14 +72,14 @@ assert_all_gone() {
 
 @test "a failing command's status comes back and it still cleans up" {
     run second_harness run --build "$PGLOCK_BUILD" -- bash -c '
-        "$PGLOCK_TEST_HARNESS" pids >"$0/pids"; echo "$PGLOCK_TEST_DIR" >"$0/dir"; exit 3' "$out"
+        "$PGLOCK_TEST_HARNESS" pids >"$0/pids"; printf %s "${PGLOCK_TEST_PARTITION_NETNS:-}" >"$0/netns"; echo "$PGLOCK_TEST_DIR" >"$0/dir"; exit 3' "$out"
     [ "$status" -eq 3 ]
     assert_all_gone
 }
 
 @test "a harness killed by SIGTERM, SIGINT or SIGKILL leaves nothing behind" {
     for sig in TERM INT KILL; do
-        rm -f "$out/pids" "$out/dir" "$out/child"
+        rm -f "$out/pids" "$out/dir" "$out/child" "$out/netns"
         # Not through a function: $! must be the harness's own pid.  A
         # background job starts with SIGINT ignored; perl restores it, as
         # for a foreground harness that gets a Ctrl-C.
@@ -85,7 +88,7 @@ assert_all_gone() {
             "$BATS_TEST_DIRNAME/../harness/harness.sh" run --build "$PGLOCK_BUILD" -- bash -c '
             echo $$ >"$0/child"
             "$PGLOCK_TEST_HARNESS" pids >"$0/pids.tmp"; mv "$0/pids.tmp" "$0/pids"
-            echo "$PGLOCK_TEST_DIR" >"$0/dir"; exec sleep 60' "$out" 3>&- &
+            printf %s "${PGLOCK_TEST_PARTITION_NETNS:-}" >"$0/netns"; echo "$PGLOCK_TEST_DIR" >"$0/dir"; exec sleep 60' "$out" 3>&- &
         h=$!
         # A bound, not a wait: on a loaded machine servers take a while.
         wait_until 90 test -s "$out/pids"

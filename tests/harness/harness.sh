@@ -12,7 +12,8 @@
 #                                      whose DIR they are under stops).
 #   harness.sh restart-primary | stop-primary [smart|fast|immediate] |
 #              start-primary | restart-pooler | promote-standby |
-#              sync-standby on|off | psql [ARG...] | env | pids
+#              sync-standby on|off | psql [ARG...] | env | pids |
+#              partition-cut | partition-heal | partition-exec COMMAND...
 #       actions on a running harness, found by $PGLOCK_TEST_DIR.
 #
 # PGLOCK_PGBIN: the server binaries (initdb, pg_ctl, postgres), default
@@ -71,9 +72,15 @@ port_listening() {
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# Children of pid $1, one a line (from /proc; no procps needed).
+# Children of pid $1, one a line (from /proc; no procps needed).  The
+# kernel's list when it keeps one (CONFIG_PROC_CHILDREN): scanning every
+# process, a cat each, takes minutes on a machine that runs thousands.
 children_of() {
     local f stat
+    if [ -r "/proc/$1/task/$1/children" ]; then
+        cat /proc/"$1"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -v '^$' || true
+        return 0
+    fi
     for f in /proc/[0-9]*/stat; do
         stat=$(cat "$f" 2>/dev/null) || continue
         stat=${stat##*) }
@@ -200,6 +207,7 @@ host    replication  all         127.0.0.1/32   trust
 EOF
     # The standby's copy, taken while the primary is stopped (see below).
     as_owner cp -a "$d" "$T/standby"
+    spawn_partition_server
     PPORT=$(start_on_free_port "$d" "$T/primary.log")
     psql_q "host=$T port=$PPORT user=postgres dbname=postgres" >/dev/null <<'EOF'
 CREATE ROLE pglock_user LOGIN;
@@ -278,6 +286,109 @@ EOF
     fail "could not start pgbouncer"
 }
 
+# ---- the partition server: a real network partition on this host.
+#
+# A network namespace of the harness's own (named after $T, so that two
+# harnesses never share one) holds a PostgreSQL server listening on
+# 127.0.0.1:5432 of that namespace only, and on a Unix socket in $T/ns,
+# which any process reaches whatever its namespace.  A holder run inside
+# the namespace (partition-exec) connects by TCP; partition-cut makes the
+# namespace's nftables drop every packet of that port on its loopback as
+# it arrives, in both directions, so neither kernel hears the other: no
+# ACK, no RST, no keepalive answer, as on a cut cable.  The socket is not
+# cut, so a waiter outside still reaches the same server.  Needs root
+# (ip netns, nft); run as another user the harness starts without it and
+# the tests that need it skip, which fails them under tests/run.sh.
+NS_PORT=5432
+
+netns_name() { echo "pglock-${T##*.}"; }
+
+# Runs a command inside the namespace as the servers' owner.
+in_ns_as_owner() {
+    (cd "$T" && close_inherited_fds &&
+     ip netns exec "$NS" runuser -u "$(stat -c %U "$T")" -- "$@")
+}
+
+partition_answers() {
+    psql_q "host=$T/ns port=$NS_PORT user=postgres dbname=postgres" -c 'select 1'
+}
+
+# Starts the partition server from $T/partition (a cold copy of the
+# primary's data directory, taken before the primary first started: no
+# initdb of its own).  Writes $T/netns once the namespace exists, so that
+# stop_all deletes it whatever happens next.
+start_partition_server() {
+    local d=$T/partition
+    NS=$(netns_name)
+    ip netns add "$NS" || fail "ip netns add $NS failed (needs root and iproute2)"
+    echo "$NS" >"$T/netns"
+    ip netns exec "$NS" ip link set lo up || fail "cannot bring lo up in $NS"
+    ip netns exec "$NS" nft list tables >/dev/null ||
+        fail "nft does not work in $NS (needs nftables and CAP_NET_ADMIN)"
+    as_owner mkdir "$T/ns"
+    cat >>"$d/postgresql.conf" <<EOF
+# --- the partition server (in network namespace $NS)
+port = $NS_PORT
+unix_socket_directories = '$T/ns'
+max_connections = 40
+EOF
+    in_ns_as_owner setsid -w "$PGBIN/pg_ctl" -D "$d" -l "$T/partition.log" -w -t 30 start \
+        >/dev/null 2>&1 || { tail -20 "$T/partition.log" >&2; fail "could not start the partition server"; }
+    wait_for 20 partition_answers || fail "the partition server does not answer"
+    ip netns exec "$NS" "$PGCLIENT/psql" -X -q -A -t -v ON_ERROR_STOP=1 \
+        "host=127.0.0.1 port=$NS_PORT user=postgres dbname=postgres" -c 'select 1' >/dev/null ||
+        fail "the partition server does not answer by TCP inside $NS"
+}
+
+# In the background, so that it starts while the others do; waited for by
+# wait_partition_server.
+spawn_partition_server() {
+    PARTITION_PID=
+    if [ "$(id -u)" != 0 ]; then
+        say "no partition server: ip netns and nft need root (its tests will skip)"
+        return 0
+    fi
+    command -v ip >/dev/null || fail "ip not found (install iproute2)"
+    command -v nft >/dev/null || fail "nft not found (install nftables)"
+    as_owner cp -a "$T/data" "$T/partition"
+    start_partition_server &
+    PARTITION_PID=$!
+}
+
+wait_partition_server() {
+    [ -n "${PARTITION_PID:-}" ] || return 0
+    wait "$PARTITION_PID" || fail "the partition server did not start"
+    NS=$(cat "$T/netns")
+}
+
+# The partition's nftables table: every TCP packet to or from the
+# server's port is dropped as it comes in on the namespace's loopback.
+partition_cut() {
+    ip netns exec "$NS" nft -f - <<EOF
+table inet pglock_partition {
+    chain input {
+        type filter hook input priority 0; policy accept;
+        tcp dport $NS_PORT drop
+        tcp sport $NS_PORT drop
+    }
+}
+EOF
+}
+
+partition_heal() {
+    if ip netns exec "$NS" nft list table inet pglock_partition >/dev/null 2>&1; then
+        ip netns exec "$NS" nft delete table inet pglock_partition
+    fi
+}
+
+# Stops the partition server and deletes its namespace.
+stop_partition_server() {
+    local ns
+    stop_postmaster "$T/partition"
+    ns=$(cat "$T/netns" 2>/dev/null || true)
+    [ -z "$ns" ] || ip netns delete "$ns" 2>/dev/null || true
+}
+
 start_proxy() {
     local bin=$1 i
     PROXY_BIN=$bin
@@ -323,6 +434,11 @@ write_env() {
             emit PGLOCK_TEST_PROXY_CTL "$T/proxy.ctl"
             emit PGLOCK_TEST_PROXY_BIN "$PROXY_BIN"
             emit PGLOCK_TEST_DOWN "host=127.0.0.1 port=$DPORT $conn"
+        fi
+        if [ -n "${NS:-}" ]; then
+            emit PGLOCK_TEST_PARTITION_NETNS "$NS"
+            emit PGLOCK_TEST_PARTITION_TCP "host=127.0.0.1 port=$NS_PORT $conn"
+            emit PGLOCK_TEST_PARTITION_SOCKET "host=$T/ns port=$NS_PORT $conn"
         fi
         emit PGHOST "$T"
         emit PGPORT "$PPORT"
@@ -370,6 +486,7 @@ start_all() {
     start_proxy "$proxy"
     start_pooler
     start_standby_server
+    wait_partition_server
     write_env
 }
 
@@ -410,6 +527,7 @@ stop_all() {
     done
     stop_postmaster "$T/standby"
     stop_postmaster "$T/data"
+    stop_partition_server
     if [ -n "${PGLOCK_TEST_KEEP:-}" ]; then
         say "kept $T"
     else
@@ -573,6 +691,21 @@ main() {
         wait_for 20 test "$(psql_q "$PGLOCK_TEST_PRIMARY" -c \
             "select sync_state from pg_stat_replication where application_name = 'standby'" \
             2>/dev/null)" = "$want" || fail "the standby's sync_state did not become $want" ;;
+    partition-cut | partition-heal | partition-exec)
+        # cut: every packet of the partition server's TCP port is dropped
+        # (returns once the rule is in place); heal: deleted again (a
+        # no-op when not cut); exec COMMAND...: runs COMMAND inside the
+        # namespace, as the caller's user.
+        load_running
+        NS=${PGLOCK_TEST_PARTITION_NETNS:-}
+        [ -n "$NS" ] || fail "this harness runs no partition server (it needs root)"
+        case $cmd in
+        partition-cut) partition_cut || fail "could not cut the partition" ;;
+        partition-heal) partition_heal || fail "could not heal the partition" ;;
+        partition-exec)
+            [ $# -gt 0 ] || fail "usage: harness.sh partition-exec COMMAND [ARG...]"
+            exec ip netns exec "$NS" "$@" ;;
+        esac ;;
     psql)
         if [ -z "${PGLOCK_TEST_SERVER:-}" ]; then load_running; fi
         exec "$PGCLIENT/psql" -X "${PGLOCK_TEST_PRIMARY:-$PGLOCK_TEST_SERVER}" "$@" ;;
@@ -584,14 +717,14 @@ main() {
         # children included).
         load_running
         local p
-        for p in "$T/data/postmaster.pid" "$T/standby/postmaster.pid" "$T/pgbouncer.pid" "$T/proxy.pid" "$T/watchdog.pid"; do
+        for p in "$T/data/postmaster.pid" "$T/standby/postmaster.pid" "$T/partition/postmaster.pid" "$T/pgbouncer.pid" "$T/proxy.pid" "$T/watchdog.pid"; do
             [ -f "$p" ] || continue
             p=$(head -1 "$p")
             echo "$p"
             children_of "$p"
         done ;;
     *)
-        sed -n '2,22p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,23p' "$HARNESS" | sed 's/^# \{0,1\}//' >&2
         exit 64 ;;
     esac
 }

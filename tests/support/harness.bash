@@ -39,3 +39,17 @@ alive() {
     stat=${stat##*) }
     [ "${stat%% *}" != Z ]
 }
+
+# partition_cmd cut|heal: the partition server's TCP port goes dark (every
+# packet dropped in the namespace, both ways) or comes back.
+partition_cmd() {
+    need PGLOCK_TEST_PARTITION_NETNS
+    "$PGLOCK_TEST_HARNESS" "partition-$1"
+}
+
+# in_partition COMMAND...: runs COMMAND inside the partition's network
+# namespace (it reaches the server by $PGLOCK_TEST_PARTITION_TCP).
+in_partition() {
+    need PGLOCK_TEST_PARTITION_NETNS
+    "$PGLOCK_TEST_HARNESS" partition-exec "$@"
+}

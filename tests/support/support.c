@@ -2,6 +2,8 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -370,4 +372,47 @@ void pt_harness(const char *action)
     int rc = system(cmd);
     if (rc != 0)
         fail_msg("%s failed (status %d)", cmd, rc);
+}
+
+void pt_partition_cut(void)
+{
+    pt_env_or_skip("PGLOCK_TEST_PARTITION_NETNS");
+    pt_harness("partition-cut");
+}
+
+void pt_partition_heal(void)
+{
+    pt_env_or_skip("PGLOCK_TEST_PARTITION_NETNS");
+    pt_harness("partition-heal");
+}
+
+/* The calling thread's own network namespace, kept while it is away. */
+static __thread int home_netns = -1;
+
+void pt_partition_enter(void)
+{
+    const char *ns = pt_env_or_skip("PGLOCK_TEST_PARTITION_NETNS");
+    char path[256];
+    snprintf(path, sizeof path, "/var/run/netns/%s", ns);
+    if (home_netns < 0)
+        home_netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (home_netns < 0 || fd < 0)
+        fail_msg("cannot open the network namespaces (%s): %s", path,
+                 strerror(errno));
+    int rc = setns(fd, CLONE_NEWNET);
+    int err = errno;
+    close(fd);
+    if (rc != 0)
+        fail_msg("setns(%s) failed: %s", path, strerror(err));
+}
+
+void pt_partition_leave(void)
+{
+    if (home_netns < 0)
+        return;
+    if (setns(home_netns, CLONE_NEWNET) != 0)
+        fail_msg("setns back home failed: %s", strerror(errno));
+    close(home_netns);
+    home_netns = -1;
 }

@@ -132,6 +132,21 @@ long pt_proxy_messages(void);
  * Skips the test when the harness runs no server of its own. */
 void pt_harness(const char *action);
 
+/* The partition server ($PGLOCK_TEST_PARTITION_*; skips the test when the
+ * harness runs none).  cut: every packet of its TCP port is dropped inside
+ * its network namespace, both ways, nothing answers (a real partition, not
+ * the proxy's); heal: packets pass again.  Both assert success. */
+void pt_partition_cut(void);
+void pt_partition_heal(void);
+
+/* Moves the calling thread into the partition's network namespace
+ * (setns(2)): TCP sockets it opens from then on reach
+ * $PGLOCK_TEST_PARTITION_TCP, and stay in the namespace after
+ * pt_partition_leave() moves the thread back.  Asserts success (needs
+ * root). */
+void pt_partition_enter(void);
+void pt_partition_leave(void);
+
 /* Milliseconds on CLOCK_MONOTONIC. */
 long pt_now_ms(void);
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# A real network partition (issue 25, hole 0): the holder runs inside the
+# harness's network namespace and reaches the partition server by TCP;
+# the cut drops every packet of that port both ways, so the server's
+# kernel hears nothing from the holder (no ACK, no RST, no keepalive
+# answer), as on a cut cable.  A waiter outside reaches the same server by
+# its Unix socket, which is never cut.  The holder's job ignores SIGTERM,
+# so it runs until pglock's SIGKILL at T_c + kill-after; the server must
+# not free the lock before then.  Lease 6 s: T_c 4 s, kill-after 1 s,
+# margin 1 s.  Every wait is bounded; the assertion is the order of the
+# two jobs' own timestamps, not a duration.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+    setup_run
+    need PGLOCK_TEST_PARTITION_NETNS PGLOCK_TEST_PARTITION_TCP PGLOCK_TEST_PARTITION_SOCKET
+    SOCK=$PGLOCK_TEST_PARTITION_SOCKET
+}
+teardown() {
+    teardown_run
+    partition_cmd heal >/dev/null 2>&1 || true
+}
+
+# bg_partition NAME ARGS...: as bg, but pglock runs inside the namespace
+# (the harness's partition-exec execs it: the pid is pglock's own).
+bg_partition() {
+    local name=$1
+    shift
+    "$PGLOCK_TEST_HARNESS" partition-exec env --default-signal=INT,QUIT \
+        "$PGLOCK_BIN" "$@" >"$out/$name.out" 2>"$out/$name.err" &
+    echo $! >"$out/$name.pid"
+}
+
+# A job that ignores SIGTERM and stamps its last sign of life (stamp_job).
+stubborn_job() { printf "trap '' TERM; %s" "$(stamp_job "$1")"; }
+
+# waiting_on_partition NAME: someone waits for the text key NAME there.
+waiting_on_partition() {
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and not granted
+              and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK")" -ge 1 ]
+}
+
+# job_gone NAME: the job whose pid NAME.jobpid holds no longer runs.
+job_gone() { gone "$(cat "$out/$1.jobpid")"; }
+
+# The order the rule demands: the holder's job ran for the last time
+# before the waiter's job started, and nothing of it was alive then.
+assert_no_overlap() {
+    local before
+    before=$(ms_between "$out/h.alive" "$out/w.start")
+    report "$1: cut -> holder's job last ran at +$(ms_between "$out/cut" "$out/h.alive") ms," \
+        "waiter's job started at +$(ms_between "$out/cut" "$out/w.start") ms" \
+        "(${before} ms after the holder's last line; lease 6000 ms)"
+    [ ! -e "$out/w.overlap" ] || { echo "still running at the waiter's start: $(cat "$out/w.overlap")"; false; }
+    [ "$before" -gt 0 ] || { echo "the holder's job ran $((-before)) ms after the waiter's started"; false; }
+}
+
+@test "partition: the harness's cut is real: the holder's TCP is dark, the socket still answers" {
+    run "$PGLOCK_TEST_HARNESS" partition-exec psql -X -A -t "$PGLOCK_TEST_PARTITION_TCP" -c 'select 2'
+    [ "$output" = 2 ]
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    run "$PGLOCK_TEST_HARNESS" partition-exec psql -X -A -t "connect_timeout=2 $PGLOCK_TEST_PARTITION_TCP" -c 'select 1'
+    [ "$status" -ne 0 ]
+    [ "$(q 'select 3' "$SOCK")" = 3 ]
+    partition_cmd heal
+    run "$PGLOCK_TEST_HARNESS" partition-exec psql -X -A -t "connect_timeout=5 $PGLOCK_TEST_PARTITION_TCP" -c 'select 4'
+    [ "$output" = 4 ]
+}
+
+@test "partition: run's job that ignores SIGTERM last ran before a waiter's job started" {
+    bg_partition h run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on_partition "$K"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    wait_until 20 job_gone h
+    assert_no_overlap run
+    partition_cmd heal
+    finish h 30
+    [ "$(status_of h)" = 74 ]
+}
+
+@test "partition: lead's job that ignores SIGTERM last ran before a waiter's job started" {
+    bg_partition h lead -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on_partition "$K"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    wait_until 20 job_gone h
+    assert_no_overlap lead
+    grep -q "leadership lost" "$out/h.err"
+    # lead contends again for ever; stop it before the heal, so that it
+    # cannot lead (and stamp) again.
+    kill -TERM "$(pid_of h)"
+    finish h 30
+}
+
+# backend_of_waiter NAME: the pid of the backend waiting for text key NAME.
+backend_of_waiter() {
+    q "select pid from pg_locks where locktype = 'advisory' and not granted
+         and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK"
+}
+backend_gone() {
+    [ "$(q "select count(*) from pg_stat_activity where pid = $1" "$SOCK")" -eq 0 ]
+}
+key_free() {
+    [ "$(q "select count(*) from pg_locks where locktype = 'advisory' and granted
+              and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK")" -eq 0 ]
+}
+
+@test "partition: a waiter cut off is ended by the server, never granted the lock" {
+    bg hh run -d "$SOCK" "$K" -c "$(stamp_job hh)"
+    wait_until 20 file_exists "$out/hh.start"
+    bg_partition w run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=3s "$K" -c "$(check_job w)"
+    wait_until 20 waiting_on_partition "$K"
+    local backend
+    backend=$(backend_of_waiter "$K")
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    # The waiter's silence ends its session after the lease at the latest
+    # (tcp_user_timeout, then client_connection_check_interval).
+    wait_until 20 backend_gone "$backend"
+    date +%s%N >"$out/ended"
+    report "cut -> the silent waiter's backend ended at +$(ms_between "$out/cut" "$out/ended") ms (lease 3000 ms)"
+    touch "$out/hh.release"
+    finish hh 10
+    [ "$(status_of hh)" = 0 ]
+    wait_until 5 key_free "$K"
+    [ ! -e "$out/w.start" ]
+    partition_cmd heal
+    finish w 30
+    [ ! -e "$out/w.start" ]
+}

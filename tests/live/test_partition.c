@@ -1,0 +1,144 @@
+/*
+ * The managed hold across a real network partition (issue 25, hole 0;
+ * tests/harness/README.md, "The partition").  The holder's connection is
+ * opened inside the harness's network namespace (setns(2) for the time of
+ * the connect) and reaches the partition server by TCP; the cut drops
+ * every packet of that port both ways, so the server's kernel hears
+ * nothing from the holder.  A second holder waits on the same server
+ * through its Unix socket, which is never cut.
+ *
+ * The caller uses the stop budget pglock.h promises after the loss notice
+ * (T_s/6), less a little: its last step of work ends that long after the
+ * notice.  The server must not hand the lock to the second holder before
+ * then.  Timestamps of both holders are on pglock_now_ms()'s clock; only
+ * their order is asserted, the figures are printed.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include "support.h"
+
+#define LEASE_MS 6000L
+/* The stop the caller takes after the notice: T_s/6 less 250 ms. */
+#define STOP_MS (LEASE_MS / 6 - 250)
+
+typedef struct second {
+    PGconn *conn;
+    int64_t key;
+    int64_t got_at;
+    volatile sig_atomic_t done;
+} second;
+
+static void *second_main(void *arg)
+{
+    second *b = arg;
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
+             (long long)b->key);
+    PGresult *r = PQexec(b->conn, sql);
+    b->got_at = pglock_now_ms();
+    PQclear(r);
+    b->done = 1;
+    return NULL;
+}
+
+static int second_done(void *arg)
+{
+    return ((second *)arg)->done;
+}
+
+/* Works in 20 ms steps until the loss fd is readable, then takes STOP_MS
+ * to stop (a step that must finish, within the budget).  Returns when the
+ * work stopped; bounded at 30 s so that a broken hold fails the test. */
+static int64_t work_then_stop(pglock_hold *hold, int64_t *notice_at)
+{
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    int64_t end = pglock_now_ms() + 30000;
+    while (poll(&lost, 1, 0) == 0 && pglock_now_ms() < end) {
+        struct pollfd none = {.fd = -1};
+        poll(&none, 1, 20);
+    }
+    *notice_at = pglock_now_ms();
+    while (pglock_now_ms() < *notice_at + STOP_MS) {
+        struct pollfd none = {.fd = -1};
+        poll(&none, 1, 20);
+    }
+    return pglock_now_ms();
+}
+
+static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
+    void **s)
+{
+    (void)s;
+    const char *tcp = pt_env_or_skip("PGLOCK_TEST_PARTITION_TCP");
+    const char *sock = pt_env_or_skip("PGLOCK_TEST_PARTITION_SOCKET");
+    PGconn *obs = pt_connect(sock);
+    int64_t id = pt_unique_key();
+
+    pglock_options o;
+    assert_int_equal(pglock_options_init(&o, PGLOCK_OPTIONS_VERSION), 0);
+    o.lease_ms = LEASE_MS;
+    o.cancel_timeout_ms = 500;
+    pt_partition_enter();
+    pglock_client *c = pt_open_client(tcp, &o);
+    pt_partition_leave();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    /* The server's socket got the lease's dead-peer settings (SHOW reads
+     * them back from the socket): nothing there ends the session before
+     * T_s (settings.c). */
+    PGconn *own = pglock_client_conn(c);
+    assert_int_equal(pt_query_int(own, "SELECT current_setting("
+        "'tcp_user_timeout')::int = 6000"), 1);
+    assert_int_equal(pt_query_int(own, "SELECT current_setting("
+        "'tcp_keepalives_idle')::int + current_setting("
+        "'tcp_keepalives_count')::int * current_setting("
+        "'tcp_keepalives_interval')::int >= 6"), 1);
+    pglock_hold *hold;
+    assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
+
+    second b = {.conn = pt_connect(sock), .key = id};
+    pthread_t t;
+    pthread_create(&t, NULL, second_main, &b);
+    assert_true(pt_wait_backend_waiting(obs, PQbackendPID(b.conn), 10000));
+
+    /* A few heartbeats while the network is up: the lease holds. */
+    struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
+    assert_int_equal(poll(&lost, 1, (int)(LEASE_MS / 3)), 0);
+
+    int64_t cut_at = pglock_now_ms();
+    pt_partition_cut();
+    int64_t notice_at;
+    int64_t stopped_at = work_then_stop(hold, &notice_at);
+    char why[512];
+    int loss = pglock_hold_loss(hold, why, sizeof why);
+    int got = pt_wait_until(second_done, &b, 3 * LEASE_MS);
+    pt_partition_heal();
+    if (got)
+        pthread_join(t, NULL);
+
+    printf("# partition, lease %ld ms: notice at +%lld ms, work stopped at"
+           " +%lld ms, second holder got the lock at +%lld ms (%lld ms"
+           " after the work stopped) (%s)\n", LEASE_MS,
+           (long long)(notice_at - cut_at), (long long)(stopped_at - cut_at),
+           (long long)(b.got_at - cut_at),
+           (long long)(b.got_at - stopped_at), why);
+    assert_true(got);
+    assert_int_equal(loss, PGLOCK_ECONNLOST);
+    assert_true(stopped_at < b.got_at); /* no overlap */
+    assert_int_not_equal(pglock_hold_stop(hold), 0);
+    pglock_client_close(c);
+    PQfinish(b.conn);
+    PQfinish(obs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
