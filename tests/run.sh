@@ -156,6 +156,9 @@ run_suite() {
     bats) cmd=(env PGLOCK_BIN="$build/pglock" PGLOCK_BUILD="$build" bats --tap "$path") ;;
     chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build") ;;
     esac
+    local cpu0
+    children_cpu
+    cpu0=$CPU_NOW
     t0=$(date +%s.%N)
     # In the background, so that a signal to the lane ends it at once
     # (lane_main's trap); timeout runs the suite in a process group of its
@@ -166,10 +169,15 @@ run_suite() {
     rc=$?
     SUITE_PID=
     t1=$(date +%s.%N)
+    local cpu
+    children_cpu
+    cpu=$(awk -v a="$cpu0" -v b="$CPU_NOW" 'BEGIN{printf "%.1f", b - a}')
     count_tap "$log"
     local plan
     plan=$(grep -m1 -oE '^1\.\.[0-9]+' "$log" | cut -d. -f3)
-    if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ] && [ "$((p + f + s))" -lt "${plan:-0}" ]; then
+    if [ "$rc" -eq 0 ] && [ -z "$plan" ]; then
+        f=$((f + 1)) note=" (no TAP plan: the suite never said what it would run)"
+    elif [ "$rc" -eq 0 ] && [ "$f" -eq 0 ] && [ "$((p + f + s))" -lt "${plan:-0}" ]; then
         f=1 note=" (only $((p + f + s - 1)) of $plan results)"
     elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         # Nonzero exit with no failed test: a crash, a sanitizer report at
@@ -191,10 +199,21 @@ run_suite() {
     [ "$f" -eq 0 ] || status=FAIL
     secs=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")
     # One write per line: lanes share the terminal.
-    printf '  %-4s %-8s %-30s %3d passed %3d failed %3d skipped %6ss%s%s\n' \
-        "$status" "$pass" "$name" "$p" "$f" "$s" "$secs" "$note" "$skips"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$status" "$pass" \
-        "$(group_of "$kind" "$name")" "$name" "$p" "$f" "$s" "$secs" "$log" >>"$RESULTS"
+    printf '  %-4s %-8s %-30s %3d passed %3d failed %3d skipped %6ss %5ss CPU%s%s\n' \
+        "$status" "$pass" "$name" "$p" "$f" "$s" "$secs" "$cpu" "$note" "$skips"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$status" "$pass" \
+        "$(group_of "$kind" "$name")" "$name" "$p" "$f" "$s" "$secs" "$log" "$cpu" >>"$RESULTS"
+}
+
+# CPU_NOW: the CPU seconds (user + system) of every process the lane has
+# reaped so far: a suite's own processes (bats, pglock, psql, valgrind...),
+# not the servers', which are the harness's.  Called as is, never in a
+# $(...) subshell, which has reaped nothing.
+children_cpu() {
+    local file=$QUEUE_DIR/times.$BASHPID
+    times >"$file"
+    CPU_NOW=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+        printf "%.2f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$file")
 }
 
 # next_suite: the queue's next line into $line (under a lock: every lane
@@ -226,7 +245,8 @@ lane_main() {
     direct_tools=$(mktemp -d)
     SUITE_PID=
     trap 'rm -rf "$direct_tools"' EXIT
-    trap '[ -z "$SUITE_PID" ] || kill -TERM "$SUITE_PID" 2>/dev/null; exit 143' TERM INT
+    # timeout passes the signal on to the suite and bounds its end (-k).
+    trap '[ -z "$SUITE_PID" ] || { kill -TERM "$SUITE_PID" 2>/dev/null; wait "$SUITE_PID"; }; exit 143' TERM INT
     if [ -x "${PGLOCK_PGCLIENT:-}/psql" ]; then
         ln -s "$PGLOCK_PGCLIENT/psql" "$direct_tools/psql"
     fi
@@ -325,9 +345,15 @@ fi
 [ "$lanes_rc" = 0 ] || { echo "run.sh: a lane failed"; failed=$((failed + 1)); }
 
 echo
-echo "== time by group (seconds of suites; $wall s of wall time, $jobs lanes)"
-awk -F'\t' '{t[$3] += $8; n[$3]++} END {for (g in t) printf "  %-10s %7.1fs  %3d suites\n", g, t[g], n[g]}' \
+echo "== time by group (the sum of its suites' times and CPU; $wall s of wall time, $jobs lanes)"
+awk -F'\t' '{t[$3] += $8; c[$3] += $10; n[$3]++; T += $8; C += $10}
+    END {for (g in t) printf "  %-10s %7.1fs %7.1fs CPU  %3d suites\n", g, t[g], c[g], n[g]
+         printf "  %-10s %7.1fs %7.1fs CPU  %3d suites\n", "(all)", T, C, NR}' \
     "$results" | sort -k2,2nr
+echo "== CPU by pass"
+awk -F'\t' '{t[$2] += $8; c[$2] += $10; n[$2]++}
+    END {for (p in t) printf "  %-10s %7.1fs %7.1fs CPU  %3d suites\n", p, t[p], c[p], n[p]}' \
+    "$results" | sort -k3,3nr
 # Each suite's time, in tests/suite-times' form (copy it there to
 # reorder the queue after suites change).
 times=${PGLOCK_TEST_LOGS:-$first/test-logs}/suite-times
