@@ -467,8 +467,8 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * may still be held and closing it would free them while the caller's
  * work may still run: a heartbeat that fails on a session that goes on
  * (PGLOCK_ESERVER, below), and a managed hold's loss notice, after which
- * the connection is closed only by pglock_hold_stop() or
- * pglock_client_close() (see "Managed hold").
+ * the connection is closed only by pglock_hold_stop() (then
+ * pglock_client_close()) (see "Managed hold").
  */
 PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
                               pglock_mode mode, long timeout_ms);
@@ -583,7 +583,7 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * trip, or at once when the socket closes).
  *
  * The rule: the lock's connection is closed only after the caller says
- * the work has stopped (pglock_hold_stop() or pglock_client_close()), or
+ * the work has stopped (pglock_hold_stop(), then pglock_client_close()), or
  * by the server at the lease's end, whichever comes first.  Nothing in
  * the hold closes it earlier.
  *
@@ -601,8 +601,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Notice.  On loss, in this order: the loss fd becomes readable (and stays
  * readable), and on_lost is called once, with the code (PGLOCK_ECONNLOST)
  * and a one-line message (which says the budget on a client-side loss).
- * The connection is not closed by the notice: pglock_hold_stop() closes
- * it.  pglock_hold_loss() tells the same at any time, from any thread.
+ * The connection is not closed by a client-side loss's notice:
+ * pglock_hold_stop() closes it.  (On a server-side loss it is closed
+ * already, which frees nothing more: the lock was gone.)  pglock_hold_loss() tells the same at any time, from any thread.
  *
  * Two ways to drive it:
  *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include "pglock.h"
 
-/* Exit codes (sysexits.h values; DESIGN.md's table). */
+/* Exit codes (sysexits.h values; pglock(1), EXIT STATUS). */
 enum {
     CLI_EXIT_PROBLEM = 1,        /* doctor: a problem was found */
     CLI_EXIT_USAGE = 64,         /* bad options, key, duration, lease */

@@ -99,9 +99,11 @@ typedef struct run_job {
      * RUN_CTL_DEADLINE moves it on), checked again just before the exec:
      * a command is never started past it. */
     int64_t deadline;
-    /* T_s - T_c: the server's lease ends this long after the client
-     * deadline.  With less than kill_after_ms of the lease left, the job
-     * is killed without the SIGTERM grace. */
+    /* T_s - T_c - margin: the server's lease ends this long after the
+     * client deadline, less the margin (scheduling, reaping) that the
+     * rule T_c + kill_after + margin <= T_s keeps.  With less than
+     * kill_after_ms left before that, the job is killed without the
+     * SIGTERM grace. */
     long lease_tail_ms;
     int allow_setuid;        /* --allow-setuid: no PR_SET_NO_NEW_PRIVS */
     sigset_t orig_mask;      /* restored in the job */

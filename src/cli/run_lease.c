@@ -1,4 +1,4 @@
-/* The lease arithmetic of `pglock run` (DESIGN.md, Leases). */
+/* The lease arithmetic of `pglock run` (pglock(1), LEASES). */
 #include <stdio.h>
 #include "lease_rules.h"
 #include "run.h"
@@ -28,7 +28,7 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
     out->server_ms = lease_ms;
     out->client_ms = lease_client_deadline_ms(lease_ms);
     out->heartbeat_ms = lease_heartbeat_ms(lease_ms);
-    out->margin_ms = lease_ms / 6;
+    out->margin_ms = lease_margin_ms(lease_ms);
     long room = lease_ms - out->client_ms - out->margin_ms;
     if (kill_after_ms < 0)
         kill_after_ms = room < 10000L ? room : 10000L;

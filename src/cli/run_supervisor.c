@@ -390,10 +390,13 @@ int run_job_term(run_state *st, run_job *job)
      * its first instant, and the command's process checks it again just
      * before its exec, since a pause can come between here and there. */
     job->deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
-    if (pglock_now_ms() >= job->deadline)
+    if (pglock_now_ms() >= job->deadline) {
+        /* A loss, as after the fork (not_started): lead contends again. */
+        lose(st, "the client deadline passed before the command started");
         return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
                          "started: the client deadline passed; the command was "
                          "not run", st->key_label);
+    }
 
     int ctl[2], rep[2];
     if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)

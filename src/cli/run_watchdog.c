@@ -167,8 +167,8 @@ static void signal_job(watchdog *w, int signo)
     signal_tree(getpid(), signo);
 }
 
-/* The server's lease end as far as the watchdog knows: the client
- * deadline plus T_s - T_c.  0: no deadline. */
+/* The server's lease end as far as the watchdog knows, less the margin:
+ * the client deadline plus T_s - T_c - margin.  0: no deadline. */
 static int64_t lease_end(const watchdog *w)
 {
     return w->deadline > 0 ? w->deadline + w->job->lease_tail_ms : 0;

@@ -1,5 +1,5 @@
 /*
- * The lease arithmetic (DESIGN.md, Leases) that `pglock run` and the
+ * The lease arithmetic (pglock(1), LEASES) that `pglock run` and the
  * library's managed hold share: with the server's lease T_s, a heartbeat
  * every T_s/6 and the client's deadline T_c = 2*T_s/3 after the last
  * confirmed heartbeat was sent.  Internal, header-only.
@@ -30,12 +30,21 @@ static inline long lease_retry_ms(long lease_ms, int failures)
     return lease_ms / 60 > 0 ? lease_ms / 60 : 1;
 }
 
+/* The margin kept before the server's lease ends, for scheduling,
+ * reaping and one round trip: T_s/6. */
+static inline long lease_margin_ms(long lease_ms)
+{
+    return lease_ms / 6;
+}
+
 /* What is left to stop the work after a client-side loss notice, before
- * the server can end the silent session: T_s - T_c - margin, the margin
- * being T_s/6 too, so T_s/6 (at least 1 ms). */
+ * the server can end the silent session: T_s - T_c - margin, which is
+ * T_s/6 too (at least 1 ms). */
 static inline long lease_stop_budget_ms(long lease_ms)
 {
-    return lease_heartbeat_ms(lease_ms);
+    long budget = lease_ms - lease_client_deadline_ms(lease_ms) -
+                  lease_margin_ms(lease_ms);
+    return budget > 0 ? budget : 1;
 }
 
 #endif

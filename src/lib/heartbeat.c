@@ -159,6 +159,11 @@ int pglock_heartbeat_poll(pglock_client *c)
         PGresult *r = PQisBusy(c->conn) ? NULL : PQgetResult(c->conn);
         pglock__fail_result(c, r, "heartbeat failed");
         PQclear(r);
+        /* A read that failed on a socket libpq still calls good (out of
+         * memory) is no proof the session ended: closing it here would
+         * free the locks while the work runs.  Only T_c decides. */
+        if (PQstatus(c->conn) == CONNECTION_OK)
+            return PGLOCK_ESERVER;
         return lost(c);
     }
     int confirmed = 0;

@@ -117,7 +117,7 @@ key_free() {
               and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")" "$SOCK")" -eq 0 ]
 }
 
-@test "partition: a waiter cut off is ended by the server, never granted the lock" {
+@test "partition: a waiter cut off is ended by the server within 20 s, and its command never runs" {
     bg hh run -d "$SOCK" "$K" -c "$(stamp_job hh)"
     wait_until 20 file_exists "$out/hh.start"
     bg_partition w run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=3s "$K" -c "$(check_job w)"

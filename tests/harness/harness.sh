@@ -527,6 +527,10 @@ stop_all() {
     done
     stop_postmaster "$T/standby"
     stop_postmaster "$T/data"
+    # A harness stopped while it starts: the partition server's start (in
+    # the background, bounded by pg_ctl's -t) ends first, so that no
+    # postmaster is left running in a namespace deleted under it.
+    [ -z "${PARTITION_PID:-}" ] || wait "$PARTITION_PID" 2>/dev/null || true
     stop_partition_server
     if [ -n "${PGLOCK_TEST_KEEP:-}" ]; then
         say "kept $T"

@@ -99,7 +99,11 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
     pglock_hold *hold;
     assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
 
-    second b = {.conn = pt_connect(sock), .key = id};
+    /* static: if the second holder never gets the lock, its thread is
+     * left running (it cannot be joined), and must not write into a
+     * stack frame that is gone. */
+    static second b;
+    b = (second){.conn = pt_connect(sock), .key = id};
     pthread_t t;
     pthread_create(&t, NULL, second_main, &b);
     assert_true(pt_wait_backend_waiting(obs, PQbackendPID(b.conn), 10000));

@@ -49,21 +49,32 @@ export PGLOCK_TEST_JOBS=${PGLOCK_TEST_JOBS:-2}
 
 # run_major MAJOR BIN: one server's run, into versions-pgMAJOR.log; its
 # time into versions-pgMAJOR.secs.
+# In the background itself, so that a signal to this run ends it at once
+# (a background job cannot trap SIGINT: it starts with SIGINT ignored, so
+# every stop comes as SIGTERM, which run.sh passes on to its lanes).
 run_major() {
-    local major=$1 bin=$2 t0=$SECONDS tests=${TESTS:-}
+    local major=$1 bin=$2 t0=$SECONDS tests=${TESTS:-} child rc=0
     [ "$major" -ge 14 ] || tests=${TESTS:-$ON_13}
     rm -rf "$build/test-logs-pg$major"
     TESTS=$tests SKIP_TESTS=${SKIP_TESTS:-$VERSION_NEUTRAL} PGLOCK_PGBIN=$bin \
         PGLOCK_TEST_LOGS=$build/test-logs-pg$major \
-        "$SRC/tests/run.sh" "$build" </dev/null >"$build/versions-pg$major.log" 2>&1
+        "$SRC/tests/run.sh" "$build" </dev/null >"$build/versions-pg$major.log" 2>&1 &
+    child=$!
+    trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' TERM
+    wait "$child" || rc=$?
     echo $((SECONDS - t0)) >"$build/versions-pg$major.secs"
+    echo "$rc" >"$build/versions-pg$major.rc"
 }
 
 majors_run=()
+major_pids=()
+trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 130' INT
+trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 143' TERM
 running=0
 while read -r major bin; do
     echo "==== PostgreSQL $major ($bin): started"
     run_major "$major" "$bin" &
+    major_pids+=($!)
     majors_run+=("$major")
     running=$((running + 1))
     if [ "$running" -ge "$at_once" ]; then wait -n; running=$((running - 1)); fi
@@ -86,6 +97,8 @@ for major in "${majors_run[@]}"; do
         verdict=FAIL
     elif [ "$major" -ge 14 ] && [ "$s" -gt 0 ]; then
         verdict="FAIL (skips count as failures from 14 up)"
+    elif [ "$(cat "$build/versions-pg$major.rc" 2>/dev/null)" != 0 ]; then
+        verdict="FAIL (run.sh exited $(cat "$build/versions-pg$major.rc" 2>/dev/null))"
     fi
     [ "$verdict" = ok ] || rc=1
     summary+=("$(printf 'PostgreSQL %-3s %4s passed %3s failed %3s skipped %5ss  %s' \
