@@ -364,7 +364,7 @@ sort -t "$(printf '\t')" -k8,8nr "$results" | head -5 |
 
 # The failed tests once more, last: a CI page that shows only the end of
 # the output still says what failed and why.
-while IFS=$'\t' read -r status pass _ name _ _ _ _ log; do
+while IFS=$'\t' read -r status pass _ name _ _ _ _ log _; do
     [ "$status" = FAIL ] || continue
     echo
     echo "---- $pass $name ($log)"

@@ -92,7 +92,7 @@ lock_table() {
     [ ! -e "$out/ran" ]
     PGLOCK_RECORD=2 run -64 "$PGLOCK_BIN" lead -d "$DB" "$K" -- touch "$out/ran"
     [ ! -e "$out/ran" ]
-    [ "$(q "select count(*) from pg_locks where locktype = 'advisory'")" -eq 0 ]
+    [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
 }
 
 @test "history refuses a key that cannot parse before it connects (64, even with the server down); check --within=0 names --within" {
