@@ -33,7 +33,7 @@ name_sql() {
 
 # advisory_count BIGINT_SQL GRANTED(t|f): advisory locks on a 64-bit key.
 advisory_count() {
-    q "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+    qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
          and granted = '$2' and ((classid::bigint << 32) | objid::bigint) = $1"
 }
 # waiting_on NAME: true once someone waits for the text key NAME.

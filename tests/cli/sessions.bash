@@ -79,13 +79,13 @@ backend() {
 }
 
 granted_count() { # APP N: APP holds N advisory locks
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    [ "$(qpoll "select count(*) from pg_locks l join pg_stat_activity a using (pid)
              where a.application_name = '$1' and l.locktype = 'advisory'
              and l.granted")" = "$2" ]
 }
 
 waiting() { # APP: APP waits for an advisory lock
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    [ "$(qpoll "select count(*) from pg_locks l join pg_stat_activity a using (pid)
              where a.application_name = '$1' and l.locktype = 'advisory'
              and not l.granted")" = 1 ]
 }

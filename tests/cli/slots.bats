@@ -29,7 +29,7 @@ slot_locks() {
     local ids i
     ids=$(name_sql "$KID#gate")
     for i in 0 1 2 3; do ids="$ids, $(slot_sql "$i")"; done
-    q "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+    qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
          and granted = '$1' and ((classid::bigint << 32) | objid::bigint) in ($ids)"
 }
 nothing_left() { [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ]; }

@@ -31,12 +31,69 @@ nap() {
     read -r -t "$1" -u "$NAP_FD" || true
 }
 
-# wait_until SECONDS COMMAND...: bounded polling (every 50 ms).
+# qpoll SQL: q, for the questions wait_until polls: a count from pg_locks
+# or pg_stat_activity, whose answer is the same whoever asks and which
+# changes nothing.  A psql and a new backend per poll cost about 100 ms of
+# CPU on a 2-core VM (50 ms each side), twice what the 50 ms between polls
+# leave: a waiting test kept more than a core busy.  So the questions go to
+# one psql session that wait_until opens (qpoll_open) and that ends with
+# the test.  Where that session is not there (it never was, or a restart
+# ended it), qpoll asks as q does.  Never for a statement with an effect
+# on its session (a lock, a SET): it would outlive the call.
+qpoll() {
+    local line out='' answer
+    if [ -z "${QPOLL_PID:-}" ] || [ -z "${QPOLL[1]:-}" ] ||
+        ! kill -0 "$QPOLL_PID" 2>/dev/null; then
+        q "$1"
+        return
+    fi
+    # With SIGPIPE ignored: a session that has just died must fail this
+    # write, not kill the test's shell.  (Not in a ( ) subshell: bash
+    # closes a coprocess's pipes there.)
+    local pipe_trap sent=0
+    pipe_trap=$(trap -p PIPE)
+    trap '' PIPE
+    printf '%s;\n\\if :ERROR\n\\echo __qpoll 1\n\\else\n\\echo __qpoll 0\n\\endif\n' \
+        "$1" 1>&"${QPOLL[1]}" 2>/dev/null && sent=1
+    eval "${pipe_trap:-trap - PIPE}"
+    if [ "$sent" = 0 ]; then
+        q "$1"
+        return
+    fi
+    while IFS= read -r -t 10 line <&"${QPOLL[0]}"; do
+        case $line in
+        "__qpoll "*)
+            answer=${line#__qpoll }
+            printf '%s' "$out"
+            return "$answer" ;;
+        esac
+        out+=$line$'\n'
+    done
+    # No answer: the session died or hangs; the next wait_until opens
+    # another.
+    kill "$QPOLL_PID" 2>/dev/null
+    q "$1"
+}
+
+# qpoll_open: the session qpoll asks through, in this shell (the polls run
+# in $(...) subshells, which share it).
+qpoll_open() {
+    [ -n "${PGLOCK_TEST_PRIMARY:-}" ] || return 0
+    if [ -n "${QPOLL_PID:-}" ] && kill -0 "$QPOLL_PID" 2>/dev/null; then
+        return 0
+    fi
+    coproc QPOLL { exec psql -X -q -A -t "$PGLOCK_TEST_PRIMARY" 2>/dev/null 3>&-; }
+}
+
+# wait_until SECONDS COMMAND...: bounded polling (every 50 ms).  From the
+# second poll on, qpoll's session is open (the first poll often succeeds,
+# and most conditions look at files, not at the server).
 wait_until() {
     local secs=$1 i
     shift
     for ((i = 0; i < secs * 20; i++)); do
         "$@" && return 0
+        [ "$i" -ne 0 ] || qpoll_open
         nap 0.05
     done
     return 1
