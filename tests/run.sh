@@ -294,7 +294,13 @@ inside=0
 [ -z "${PGLOCK_TEST_SERVER:-}" ] || jobs=1
 
 QUEUE_DIR=$(mktemp -d)
-trap 'rm -rf "$QUEUE_DIR"' EXIT
+# One initdb per server version for every harness of this run (each lane's
+# and the suites' own): tests/harness/harness.sh copies it.  Writable by
+# the harness's server owner, who runs initdb.
+PGLOCK_TEST_INITDB_CACHE=$(mktemp -d)
+chmod 1777 "$PGLOCK_TEST_INITDB_CACHE"
+export PGLOCK_TEST_INITDB_CACHE
+trap 'rm -rf "$QUEUE_DIR" "$PGLOCK_TEST_INITDB_CACHE"' EXIT
 list_suites "$@" >"$QUEUE_DIR/queue"
 echo 1 >"$QUEUE_DIR/next"
 : >"$QUEUE_DIR/results"

@@ -176,10 +176,33 @@ start_on_free_port() {
     fail "could not start the server in $data"
 }
 
+run_initdb() {
+    as_owner "$PGBIN/initdb" -D "$1" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+        --no-sync >"$T/initdb.log" 2>&1 || { cat "$T/initdb.log" >&2; fail "initdb failed"; }
+}
+
+# init_data DIR: a new cluster in DIR.  Under tests/run.sh, whose lanes and
+# suites start dozens of harnesses, one initdb per server version serves
+# them all (PGLOCK_TEST_INITDB_CACHE, a directory the run removes): initdb
+# costs 2 s of CPU on a 2-core machine, a copy 0.4 s.  The first harness
+# runs it under a lock; the others wait for it, then copy.
+init_data() {
+    local cache=${PGLOCK_TEST_INITDB_CACHE:-} key
+    if [ -n "$cache" ] && [ -d "$cache" ] && [ -w "$cache" ]; then
+        key=$cache/$(printf '%s' "$PGBIN" | tr -c 'A-Za-z0-9' _)
+        (
+            flock 9
+            [ -d "$key" ] || { run_initdb "$key.new" && mv "$key.new" "$key"; }
+        ) 9>"$key.lock" || fail "initdb failed"
+        as_owner cp -a "$key" "$1" || fail "could not copy $key"
+        return 0
+    fi
+    run_initdb "$1"
+}
+
 start_primary_server() {
     local d=$T/data
-    as_owner "$PGBIN/initdb" -D "$d" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
-        --no-sync >"$T/initdb.log" 2>&1 || { cat "$T/initdb.log" >&2; fail "initdb failed"; }
+    init_data "$d"
     cat >>"$d/postgresql.conf" <<EOF
 # --- pglock test harness
 listen_addresses = '127.0.0.1'
