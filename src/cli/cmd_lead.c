@@ -61,8 +61,12 @@ static const run_command lead_cmd = {
     "could not be run, 128+N when pglock was stopped by signal N, 74 leadership\n"
     "lost in the command's last moments (a loss while it runs restarts the\n"
     "contention instead), 69 connection refused for good (a pooler with\n"
-    "--mode=session, a server older than 14), 64 usage.\n",
+    "--mode=session, a server older than 14, a database or role that does\n"
+    "not exist), 64 usage.\n",
     lead_opts, lead_option, 0};
+
+/* A connection refused for the same reason is said again this often. */
+#define LEAD_SAY_AGAIN_MS 60000
 
 /* Connects and waits for leadership.  0 when leader; else a stop signal's
  * exit status (128+N), a usage status, or -1 to back off and retry. */
@@ -76,16 +80,24 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
             return cli_error(rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE,
                              "%s", st->error);
-        if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION)
-            /* the path itself says no, every time: not a passing outage */
+        if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION ||
+            !strcmp(st->error_sqlstate, "3D000") ||
+            !strcmp(st->error_sqlstate, "28000"))
+            /* the path itself says no, every time: not a passing outage
+             * (a database or role that does not exist, no pg_hba.conf
+             * entry for us) */
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", st->error);
         /* A server that is down, a standby (a failover under way), even a
          * refused password (being rotated) may pass: keep contending, but
-         * say why each time the reason changes, so a daemon never waits
-         * in silence. */
+         * say why when the reason changes, and again every minute, so a
+         * daemon never waits in silence. */
         static char last_error[sizeof st->error];
-        if (strcmp(last_error, st->error) != 0) {
+        static int64_t said_at;
+        int64_t now = pglock_now_ms();
+        if (strcmp(last_error, st->error) != 0 ||
+            now - said_at >= LEAD_SAY_AGAIN_MS) {
             snprintf(last_error, sizeof last_error, "%s", st->error);
+            said_at = now;
             cli_warning("could not connect: %s; retrying", st->error);
         } else {
             cli_verbose("could not connect: %s", st->error);

@@ -105,7 +105,19 @@ int cmd_run(int argc, char **argv)
         return rc;
     }
 
+    int64_t started = pglock_now_ms();
     rc = run_connect(&st, keys, NULL);
+    if (rc < 0 && a.timeout_ms > 0 && run_connect_may_pass(&st, rc) &&
+        !run_stop_signal()) {
+        /* --wait=DURATION: a server not there yet (a container that
+         * starts before its database) is waited for, as a lost one is. */
+        cli_warning("could not connect: %s; retrying within --wait", st.error);
+        rc = run_reconnect(&st, keys, started + a.timeout_ms);
+        if (rc == 0) {
+            long left = (long)(started + a.timeout_ms - pglock_now_ms());
+            a.timeout_ms = left > 0 ? left : 1;
+        }
+    }
     if (rc < 0) {
         if (run_stop_signal()) {
             cli_verbose("interrupted while connecting");

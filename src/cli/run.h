@@ -226,6 +226,7 @@ typedef struct run_state {
     int64_t acquired_at;
     int64_t token;            /* this acquisition's fencing token */
     char error[512];          /* run_connect()'s or run_job_env()'s */
+    char error_sqlstate[6];   /* the server's refusal in run_connect(), or "" */
 
     pid_t watchdog;           /* 0 once reaped */
     int ctl_fd;               /* write end to the watchdog */
@@ -276,6 +277,11 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
  * legacy keys and puts the keys in canonical order (run_keys_order()); 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
+/* After run_connect() failed with rc: 1 if trying again may work (no
+ * server there yet, one starting up or shutting down, too many clients),
+ * 0 if waiting cannot fix it (a database or role that does not exist, a
+ * refused password, a pg_hba.conf or privilege refusal, bad options). */
+int run_connect_may_pass(const run_state *st, int rc);
 /* A lock client with run's connection parameters, options and lease (in
  * session hold with --slots), interrupted by *interrupt / interrupt_fd.
  * pglock_client_open_params()'s contract: *out is set even on failure.

@@ -48,7 +48,8 @@ int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
             return PGLOCK_EINTR;
         /* the path itself says no, every time: not a passing outage */
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM || rc == PGLOCK_EPOOLER ||
-            rc == PGLOCK_EVERSION)
+            rc == PGLOCK_EVERSION ||
+            (rc == PGLOCK_ECONNECT && !run_connect_may_pass(st, rc)))
             return rc;
         /* down, refused, or a standby that a failover may be promoting */
         cli_verbose("could not reconnect: %s", st->error);

@@ -136,6 +136,18 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     return pglock_client_open_params(out, kw, val, &opts);
 }
 
+int run_connect_may_pass(const run_state *st, int rc)
+{
+    if (rc != PGLOCK_ECONNECT)
+        return 0;
+    /* No answer from a server (refused, no socket, a timeout), or its
+     * classes 08 (connection), 53 (resources: too many clients) and 57
+     * (operator intervention: starting up, shutting down). */
+    const char *s = st->error_sqlstate;
+    return !*s || !strncmp(s, "08", 2) || !strncmp(s, "53", 2) ||
+           !strncmp(s, "57", 2);
+}
+
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 {
     cli_verbose("connecting");
@@ -144,6 +156,8 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     if (rc < 0) {
         snprintf(st->error, sizeof st->error, "%s",
                  st->client ? pglock_client_error(st->client) : pglock_strerror(rc));
+        snprintf(st->error_sqlstate, sizeof st->error_sqlstate, "%s",
+                 st->client ? pglock_client_sqlstate(st->client) : "");
         pglock_client_close(st->client);
         st->client = NULL;
         return rc;

@@ -10,6 +10,7 @@
  * PQconnectPoll(): a dead DNS server can hold a connect for the
  * resolver's own timeout (resolv.conf: timeout x attempts).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -152,16 +153,41 @@ static const char *conninfo_of(const char *const *keywords,
     return NULL;
 }
 
+/* Takes the SQLSTATE of the server's refusal out of libpq's message for a
+ * failed connection, into state ("" if there is none: a refused socket,
+ * a timeout).  libpq has no PGresult to give it by, but with
+ * PQERRORS_VERBOSE it writes it after the severity ("FATAL:  3D000:
+ * database \"x\" does not exist"); taken out, the message reads as
+ * usual.  The severity may be translated, the two spaces are not. */
+static void take_sqlstate(char *msg, char state[6])
+{
+    state[0] = '\0';
+    for (char *p = strstr(msg, ":  "); p; p = strstr(p + 1, ":  ")) {
+        char *code = p + 3;
+        int n = 0;
+        while (n < 5 && (isdigit((unsigned char)code[n]) ||
+                         isupper((unsigned char)code[n])))
+            n++;
+        if (n != 5 || code[5] != ':' || code[6] != ' ')
+            continue;
+        memcpy(state, code, 5);
+        state[5] = '\0';
+        memmove(code, code + 7, strlen(code + 7) + 1);
+    }
+}
+
 /* Ends conn and sets err to the first line of what went wrong, with what
- * libpq may quote of a malformed conninfo hidden. */
+ * libpq may quote of a malformed conninfo hidden, and the server's
+ * SQLSTATE if it refused us. */
 static PGconn *fail(PGconn *conn, pglock_error *err, int code,
                     const char *earlier, const char *msg,
                     const char *conninfo)
 {
-    char all[1024], line[512];
+    char all[1024], line[512], state[6];
     snprintf(all, sizeof all, "%s%s", earlier, *msg ? msg : "could not connect");
+    take_sqlstate(all, state);
     pglock_conn_error_message(line, sizeof line, all, conninfo);
-    pglock__error_set(err, code, NULL, "%s", line);
+    pglock__error_set(err, code, state, "%s", line);
     PQfinish(conn);
     return NULL;
 }
@@ -224,6 +250,8 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
     long host_ms = host_timeout_ms(conn);
     char earlier[1024] = "";
     for (;;) {
+        /* So that a refusal carries its SQLSTATE (take_sqlstate). */
+        PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
         int rc = poll_connect(conn, w, host_ms);
         if (rc == PGLOCK_EINTR)
             return fail(conn, err, rc, "", "interrupted while connecting", NULL);
@@ -250,6 +278,7 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
     if (PQstatus(conn) != CONNECTION_OK)
         return fail(conn, err, PGLOCK_ECONNECT, earlier, PQerrorMessage(conn),
                     ci);
+    PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
     return conn;
 }
 

@@ -55,6 +55,15 @@ teardown() { teardown_run; }
     [ ! -e "$out/ran" ]
 }
 
+@test "a database or role that does not exist: 69 at once, one line, never a retry" {
+    run -69 timeout 20 "$PGLOCK_BIN" lead -d "$DB dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+    run -69 timeout 20 "$PGLOCK_BIN" lead -d "$DB user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*role "pglock_no_such_role" does not exist$')" -eq 1 ]
+    [[ "$output" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
 @test "a --restart delay too large to add is a usage error" {
     run -64 "$PGLOCK_BIN" lead --restart=9223372036854775807ms "$K" -- true
     [[ "$output" == *"too large"* ]]

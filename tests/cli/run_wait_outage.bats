@@ -44,6 +44,39 @@ held_by_job() {
     [ "$(wc -l <"$out/w.err")" = 1 ]
 }
 
+@test "a server not up yet when run starts: --wait waits for it, says so once, and runs with the lock" {
+    need PGLOCK_TEST_HARNESS
+    touch "$out/primary.stopped"
+    "$PGLOCK_TEST_HARNESS" stop-primary fast >/dev/null
+    bg w run -d "$DB" --lease=3s --wait=60s "$K" -c "$(held_by_job)"
+    said() { grep -q 'retrying within --wait' "$out/w.err"; }
+    wait_until 20 said
+    alive "$(pid_of w)"
+    [ ! -e "$out/w.held" ]
+    "$PGLOCK_TEST_HARNESS" start-primary >/dev/null
+    rm "$out/primary.stopped"
+    finish w 40
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ "$(cat "$out/w.held")" = 1 ]
+    [ "$(grep -c '^pglock: warning: could not connect: .*; retrying within --wait$' "$out/w.err")" = 1 ]
+    [ "$(wc -l <"$out/w.err")" = 1 ]
+}
+
+@test "what waiting cannot fix is 69 at once even with --wait: no database, no role, a refused password" {
+    need PGLOCK_TEST_PW_CONNINFO
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$DB dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [[ "$output" == *'database "pglock_no_such_db" does not exist'* ]]
+    [[ "$output" != *retrying* ]]
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$DB user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    [[ "$output" == *'role "pglock_no_such_role" does not exist'* ]]
+    [[ "$output" != *retrying* ]]
+    PGPASSWORD=wrong run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
+    [[ "$output" == *'password authentication failed'* ]]
+    [[ "$output" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
 @test "the server stays down past --wait: 69, the command not run, the budget not exceeded" {
     need PGLOCK_TEST_HARNESS
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
