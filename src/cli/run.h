@@ -26,15 +26,9 @@
 #include "pglock.h"
 
 /*
- * The lease, all in ms.  One --lease sets T_s (the server's
- * idle_session_timeout); the rest derive from it:
- *   heartbeat (T_h) = T_s / 6   how often ownership is confirmed
- *   client (T_c)    = 2 T_s / 3 the job is stopped when nothing has been
- *                               confirmed for this long
- *   margin          = T_s / 6   room for scheduling and one round trip
- * and the rule  T_c + kill_after + margin <= T_s  leaves kill_after at most
- * T_s / 6 (30s -> T_c 20s, T_h 5s, kill-after <= 5s; 3s -> 2s, 500ms,
- * <= 500ms).
+ * The lease, all in ms.  One --lease sets T_s; the rest derive from it by
+ * lease_rules.h (30s -> T_c 20s, T_h 5s, kill-after <= 5s; 3s -> 2s,
+ * 500ms, <= 500ms).
  */
 typedef struct run_lease {
     long server_ms;      /* T_s */

@@ -1,9 +1,9 @@
 /*
  * The managed hold: a client's lease kept alive by heartbeats, on a thread
  * of its own or from the caller's event loop, and a loss told at once
- * (a readable fd, then a callback).  The lease arithmetic is `pglock
- * run`'s (src/common/lease_rules.h): heartbeat every T_s/6, client
- * deadline T_c = 2*T_s/3 after the last confirmed heartbeat was sent.
+ * (a readable fd, then a callback).  The lease arithmetic is
+ * lease_rules.h's: heartbeat every T_s/6, client deadline T_c = 2*T_s/3
+ * after the last confirmed heartbeat was sent.
  *
  * The lock's connection is closed only once the caller says the work has
  * stopped (pglock_hold_stop(), or closing the client), or by the server
