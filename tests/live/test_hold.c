@@ -7,7 +7,8 @@
  * The lock stays held from a client-side loss notice until the caller
  * stops; query cancels on the lock's backend are no loss in session hold
  * and a server-side loss in xact hold; a second hold on one client is
- * refused.
+ * refused; the loop mode's confirmation on demand proves the lease past
+ * T_c.
  * Timestamps of both holders are on pglock_now_ms()'s clock; the figures
  * are printed ("# ...") for the record, only their order is asserted.
  */
@@ -340,6 +341,82 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     PQfinish(obs);
 }
 
+typedef struct backend_gone_arg {
+    PGconn *obs;
+    int pid;
+} backend_gone_arg;
+
+static int backend_gone(void *arg)
+{
+    backend_gone_arg *b = arg;
+    return pt_query_intf(b->obs, "SELECT count(*) FROM pg_stat_activity "
+                         "WHERE pid = %d", b->pid) == 0;
+}
+
+/* Loop mode: pglock_hold_confirm() proves the lease with a heartbeat of
+ * its own even past T_c (a caller that was stopped asks it before going
+ * on), the hold goes on, and a stop right after needs no round trip;
+ * after a terminated backend it is the loss, with the notice. */
+static void the_loop_mode_confirms_on_demand_even_past_the_deadline(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.lease_ms = LEASE_MS;
+    pglock_client *c = pt_open_client(primary, &o);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    notice n = {0};
+    pglock_hold_options ho;
+    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+    ho.drive = PGLOCK_HOLD_LOOP;
+    ho.on_lost = on_lost;
+    ho.arg = &n;
+    pglock_hold *hold;
+    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+
+    /* No step for longer than T_c (2 s of 3 s), as a stopped caller: the
+     * session is idle for less than T_s, so the lock is still held. */
+    int64_t before = pglock_client_confirmed_at(c);
+    struct timespec pause = {2, 300000000};
+    nanosleep(&pause, NULL);
+    int64_t asked = pglock_now_ms();
+    assert_int_equal(pglock_hold_confirm(hold, 1000), 0);
+    assert_true(pglock_client_confirmed_at(c) >= asked);
+    assert_true(pglock_client_confirmed_at(c) > before);
+    long wait_ms = -1;
+    assert_int_equal(pglock_hold_step(hold, &wait_ms), 0);
+    assert_true(wait_ms > 0);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    assert_int_equal(n.calls, 0);
+
+    /* Again, then the backend is terminated: a loss, told once. */
+    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    int pid = pglock_client_backend_pid(c);
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+    backend_gone_arg g = {obs, pid};
+    assert_true(pt_wait_until(backend_gone, &g, 10000));
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    pglock_client_close(c);
+
+    /* Thread mode has no confirm of the caller's. */
+    c = first_holds(primary, pt_unique_key(), &hold, &n);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ESTATE);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
 /* Through PgBouncer (xact hold, the default AUTO there): the hold keeps
  * the holding transaction's lease, and a second connection stays out. */
 static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
@@ -583,6 +660,8 @@ int main(void)
         cmocka_unit_test(stop_and_close_return_on_a_dead_network),
         cmocka_unit_test(stop_on_a_healthy_lease_confirms_and_keeps_the_lock),
         cmocka_unit_test(the_loop_mode_notices_a_terminated_backend),
+        cmocka_unit_test(
+            the_loop_mode_confirms_on_demand_even_past_the_deadline),
         cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
         cmocka_unit_test(a_loss_notice_comes_while_the_lock_is_still_held),
         cmocka_unit_test(statement_errors_on_the_session_are_no_loss),
