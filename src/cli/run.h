@@ -11,7 +11,8 @@
  *   run_slots_wait.c  --slots=N: the wait (a gate, then N watchers)
  *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
  *   run_signals.c     the signal self-pipe and the stop flag
- *   run_supervisor.c  heartbeats, signal forwarding, Ctrl-Z, loss
+ *   run_supervisor.c  the lease (the library's hold), signal forwarding,
+ *                     Ctrl-Z, loss
  *   run_watchdog.c    the forked process that runs and outlives the job
  *   cmd_run.c, cmd_lead.c   the two commands' stories
  */
@@ -232,10 +233,8 @@ typedef struct run_state {
                                  before the exec */
     int job_stopped;          /* we stopped it (SIGTSTP) */
 
-    int hb_inflight;
-    int hb_failed;       /* heartbeats in a row that failed on a live session */
-    int64_t hb_sent_at;
-    int64_t next_hb;
+    pglock_hold *hold;        /* the lease, in loop mode, while the job
+                                 may run (run_supervisor.c) */
 
     int lost;                 /* the lock is lost: the job is being stopped */
     char lost_reason[512];
@@ -326,8 +325,9 @@ int run_job_env(run_state *st);
  * not run" (69, or 128+N after a stop signal), the line printed unless
  * warn_only (lead: a warning, then it contends again). */
 int run_job_env_failed(run_state *st, int rc, int warn_only);
-/* Runs the job once under the held lock and supervises it (heartbeats,
- * signals, job control) until no process of it remains.  -1 when it ran
+/* Runs the job once under the held lock and supervises it (the hold,
+ * signals, job control) until no process of it remains; the hold goes on
+ * (run_hold_end()).  -1 when it ran
  * (see st->lost, st->exec_errno, st->job_exited/job_status, st->fatal);
  * else an exit status (printed) and the job was not started.  Leaves
  * st->client open. */
@@ -336,11 +336,16 @@ int run_job_term(run_state *st, run_job *job);
  * command's, or 70 if the watchdog died, 126/127 if the command could not
  * be executed, the last two printed). */
 int run_term_status(run_state *st);
-/* Heartbeats until the job is gone, or, with hold_until > 0 and no job,
- * until then (or a loss or stop signal). */
+/* Drives the hold until the job is gone, or, with hold_until > 0 and no
+ * job, until then (or a loss or stop signal). */
 void run_supervise(run_state *st, int64_t hold_until);
 /* Proves ownership now (by deadline); 0, or -1 and the lock is lost. */
 int run_confirm_now(run_state *st, int64_t deadline);
+/* Once no process of the job remains: stops the hold, whose last
+ * confirmation (none right after run_confirm_now()) may still find the
+ * lock lost; a lost hold closes the connection.  0, or -1 when the lock
+ * is lost (st->lost).  Before st->client is closed. */
+int run_hold_end(run_state *st);
 /* The exit status for a wait status (128+N for signal N). */
 int run_exit_status_of(int status);
 /* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
