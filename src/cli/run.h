@@ -222,26 +222,16 @@ typedef struct run_state {
     int64_t token;            /* this acquisition's fencing token */
     char error[512];          /* run_connect()'s or run_job_env()'s */
 
-    pid_t watchdog;           /* 0 once reaped */
-    int ctl_fd;               /* write end to the watchdog */
-    int report_fd;            /* read end from the watchdog */
-    int job_done;             /* RUN_REP_DONE seen */
+    /* What the job did (run_supervisor.c, which keeps the rest of the
+     * supervision to itself) */
     int job_status;           /* wait status, valid if job_exited */
     int job_exited;
     int exec_errno;
-    int not_started;          /* RUN_REP_NOT_STARTED: the deadline passed
-                                 before the exec */
-    int job_stopped;          /* we stopped it (SIGTSTP) */
-
-    pglock_hold *hold;        /* the lease, in loop mode, while the job
-                                 may run (run_supervisor.c) */
 
     int lost;                 /* the lock is lost: the job is being stopped */
     char lost_reason[512];
     int fatal;                /* internal error: exit 70 */
 
-    PGconn *record_conn;      /* run_record.c: the history's connection */
-    long long record_id;      /* the start row's id, 0 if none */
     int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
 } run_state;
 

@@ -59,7 +59,6 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
 
     st->args = a;
     st->key_label = a->key_text;
-    st->ctl_fd = st->report_fd = -1;
     char err[512];
     if (run_lease_derive(&st->lease, a->lease_ms, a->kill_after_ms, err, sizeof err) < 0) {
         cli_error(CLI_EXIT_USAGE, "%s", err);
