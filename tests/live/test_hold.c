@@ -126,6 +126,26 @@ static pglock_client *first_holds(const char *conninfo, int64_t id,
     return first_holds_lease(conninfo, id, LEASE_MS, hold, n);
 }
 
+/* A LEASE_MS hold in loop mode on a new client that holds key id. */
+static pglock_client *loop_holds(const char *conninfo, int64_t id,
+                                 pglock_hold **hold, notice *n)
+{
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.lease_ms = LEASE_MS;
+    pglock_client *c = pt_open_client(conninfo, &o);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_hold_options ho;
+    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+    ho.drive = PGLOCK_HOLD_LOOP;
+    ho.on_lost = on_lost;
+    ho.arg = n;
+    assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
+    return c;
+}
+
 static int noticed(void *arg)
 {
     return ((notice *)arg)->calls > 0;
@@ -300,21 +320,9 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *obs = pt_connect(primary);
-    pglock_options o;
-    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.lease_ms = LEASE_MS;
-    pglock_client *c = pt_open_client(primary, &o);
-    pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     notice n = {0};
-    pglock_hold_options ho;
-    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
-    ho.drive = PGLOCK_HOLD_LOOP;
-    ho.on_lost = on_lost;
-    ho.arg = &n;
     pglock_hold *hold;
-    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    pglock_client *c = loop_holds(primary, pt_unique_key(), &hold, &n);
     int pid = pglock_client_backend_pid(c);
 
     /* The caller's loop: poll the hold's fd with the step's timeout. */
@@ -341,18 +349,6 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     PQfinish(obs);
 }
 
-typedef struct backend_gone_arg {
-    PGconn *obs;
-    int pid;
-} backend_gone_arg;
-
-static int backend_gone(void *arg)
-{
-    backend_gone_arg *b = arg;
-    return pt_query_intf(b->obs, "SELECT count(*) FROM pg_stat_activity "
-                         "WHERE pid = %d", b->pid) == 0;
-}
-
 /* Loop mode: pglock_hold_confirm() proves the lease with a heartbeat of
  * its own even past T_c (a caller that was stopped asks it before going
  * on), the hold goes on, and a stop right after needs no round trip;
@@ -362,22 +358,10 @@ static void the_loop_mode_confirms_on_demand_even_past_the_deadline(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *obs = pt_connect(primary);
-    pglock_options o;
-    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.lease_ms = LEASE_MS;
-    pglock_client *c = pt_open_client(primary, &o);
     int64_t id = pt_unique_key();
-    pglock_key k;
-    pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     notice n = {0};
-    pglock_hold_options ho;
-    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
-    ho.drive = PGLOCK_HOLD_LOOP;
-    ho.on_lost = on_lost;
-    ho.arg = &n;
     pglock_hold *hold;
-    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    pglock_client *c = loop_holds(primary, id, &hold, &n);
 
     /* No step for longer than T_c (2 s of 3 s), as a stopped caller: the
      * session is idle for less than T_s, so the lock is still held. */
@@ -395,13 +379,13 @@ static void the_loop_mode_confirms_on_demand_even_past_the_deadline(void **s)
     assert_int_equal(pglock_hold_stop(hold), 0);
     assert_int_equal(pt_key_free(obs, id), 0);
     assert_int_equal(n.calls, 0);
+    pglock_client_close(c);
 
     /* Again, then the backend is terminated: a loss, told once. */
-    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    c = loop_holds(primary, pt_unique_key(), &hold, &n);
     int pid = pglock_client_backend_pid(c);
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
-    backend_gone_arg g = {obs, pid};
-    assert_true(pt_wait_until(backend_gone, &g, 10000));
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
     assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
     assert_int_equal(n.calls, 1);
     assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
