@@ -621,16 +621,22 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * pglock_hold_stop(), pglock_hold_step() or any function on the client;
  * it may call pglock_hold_loss(), write to a pipe, signal a condition
  * variable, kill() a child, set a flag.  A hold in loop mode is used from
- * one thread at a time, like a client.
+ * one thread at a time, like a client; between its calls, that thread may
+ * read the client's accessors (pglock_client_confirmed_at(),
+ * pglock_client_backend_pid(), pglock_client_error(), ...), which nothing
+ * else changes then.
  *
  * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
- * time (one heartbeat, bounded by the client's cancel_timeout_ms, default
- * 2 s; in thread mode plus the thread's exit, which never waits on the
- * network) and frees the hold, closing the loss fd.  It returns 0 when the
- * lock was held throughout (the client is the caller's again, its locks
- * held), else the loss code (the client's connection is closed by stop,
- * not before: call it once the work has stopped, then close the client).  So stop + pglock_client_close() take at most
- * cancel_timeout_ms + 5 s, even on a dead network.
+ * time (a heartbeat sent at stop, after the one in flight, bounded by the
+ * client's cancel_timeout_ms, default 2 s; in thread mode plus the
+ * thread's exit, which never waits on the network; none after a
+ * pglock_hold_confirm() with no step since) and frees the hold, closing
+ * the loss fd.  It returns 0 when the lock was held throughout (the
+ * client is the caller's again, its locks held), else the loss code (the
+ * client's connection is closed by stop, not before: call it once the
+ * work has stopped, then close the client).  So stop +
+ * pglock_client_close() take at most cancel_timeout_ms + 5 s, even on a
+ * dead network.
  */
 typedef struct pglock_hold pglock_hold;
 
@@ -688,6 +694,20 @@ PGLOCK_EXPORT int pglock_hold_fd(const pglock_hold *hold);
  * *timeout_ms set to when to call again at the latest (a poll timeout),
  * else the loss code (after the notice).  PGLOCK_ESTATE in thread mode. */
 PGLOCK_EXPORT int pglock_hold_step(pglock_hold *hold, long *timeout_ms);
+
+/* Loop mode: proves the lease now, as pglock_hold_stop() does, but goes
+ * on holding: waits for the heartbeat in flight, then sends one more and
+ * waits for its answer, at most timeout_ms in all; a heartbeat that fails
+ * on a session that goes on is sent again.  The client deadline T_c plays
+ * no part here: an answer from the same session (and holding transaction)
+ * proves the locks were held throughout, however late it comes, so a
+ * caller that was itself stopped (SIGSTOP, a suspended VM) asks this
+ * before it resumes its work rather than stepping.  Returns 0 when
+ * confirmed (T_c counts from that heartbeat; a pglock_hold_stop() with no
+ * step in between takes it as its last word, with no round trip of its
+ * own), else the loss code after the notice, as pglock_hold_step() gives
+ * it.  PGLOCK_ESTATE in thread mode. */
+PGLOCK_EXPORT int pglock_hold_confirm(pglock_hold *hold, long timeout_ms);
 
 /* Ends the hold and frees it (NULL is ok: 0); see "Stop" above. */
 PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);

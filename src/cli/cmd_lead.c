@@ -216,6 +216,7 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
                         pglock_client_backend_pid(st->client), (long long)st->token);
             run_record_start(st);
             rc = lead_term(st, job);
+            run_hold_end(st);
             run_record_end(st, rc >= 0 ? rc : a->lost_code);
             pglock_client_close(st->client);
             st->client = NULL;
@@ -224,7 +225,6 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
                 return rc;
             }
             /* Lost: the command is gone; contend again. */
-            st->hb_inflight = 0;
         }
         long wait = run_next_backoff(&base);
         cli_verbose("contending again in %ldms", wait);

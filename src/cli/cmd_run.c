@@ -225,6 +225,7 @@ static int run_locked(run_state *st, run_job *job)
     const run_args *a = st->args;
     int code = run_job_term(st, job);
     if (code >= 0) {
+        run_hold_end(st);
         run_record_end(st, code);
         pglock_client_close(st->client);
         return code;
@@ -245,13 +246,14 @@ static int run_locked(run_state *st, run_job *job)
                    pglock_now_ms() < st->acquired_at + a->min_hold_ms) {
             cli_verbose("holding until --min-hold ends");
             run_supervise(st, st->acquired_at + a->min_hold_ms);
-            if (st->lost)
+            if (run_hold_end(st) < 0)
                 cli_warning("lock \"%s\" lost during --min-hold: %s",
                             st->key_label, st->lost_reason);
             else if (run_stop_signal())
                 code = 128 + run_stop_signal();
         }
     }
+    run_hold_end(st);
     run_record_end(st, code);
     pglock_client_close(st->client);
     cli_verbose("released");

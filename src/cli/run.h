@@ -11,7 +11,8 @@
  *   run_slots_wait.c  --slots=N: the wait (a gate, then N watchers)
  *   run_lease.c       the lease arithmetic (T_s, T_c, T_h, kill-after)
  *   run_signals.c     the signal self-pipe and the stop flag
- *   run_supervisor.c  heartbeats, signal forwarding, Ctrl-Z, loss
+ *   run_supervisor.c  the lease (the library's hold), signal forwarding,
+ *                     Ctrl-Z, loss
  *   run_watchdog.c    the forked process that runs and outlives the job
  *   cmd_run.c, cmd_lead.c   the two commands' stories
  */
@@ -26,15 +27,9 @@
 #include "pglock.h"
 
 /*
- * The lease, all in ms.  One --lease sets T_s (the server's
- * idle_session_timeout); the rest derive from it:
- *   heartbeat (T_h) = T_s / 6   how often ownership is confirmed
- *   client (T_c)    = 2 T_s / 3 the job is stopped when nothing has been
- *                               confirmed for this long
- *   margin          = T_s / 6   room for scheduling and one round trip
- * and the rule  T_c + kill_after + margin <= T_s  leaves kill_after at most
- * T_s / 6 (30s -> T_c 20s, T_h 5s, kill-after <= 5s; 3s -> 2s, 500ms,
- * <= 500ms).
+ * The lease, all in ms.  One --lease sets T_s; the rest derive from it by
+ * lease_rules.h (30s -> T_c 20s, T_h 5s, kill-after <= 5s; 3s -> 2s,
+ * 500ms, <= 500ms).
  */
 typedef struct run_lease {
     long server_ms;      /* T_s */
@@ -228,28 +223,16 @@ typedef struct run_state {
     char error[512];          /* run_connect()'s or run_job_env()'s */
     char error_sqlstate[6];   /* the server's refusal in run_connect(), or "" */
 
-    pid_t watchdog;           /* 0 once reaped */
-    int ctl_fd;               /* write end to the watchdog */
-    int report_fd;            /* read end from the watchdog */
-    int job_done;             /* RUN_REP_DONE seen */
+    /* What the job did (run_supervisor.c, which keeps the rest of the
+     * supervision to itself) */
     int job_status;           /* wait status, valid if job_exited */
     int job_exited;
     int exec_errno;
-    int not_started;          /* RUN_REP_NOT_STARTED: the deadline passed
-                                 before the exec */
-    int job_stopped;          /* we stopped it (SIGTSTP) */
-
-    int hb_inflight;
-    int hb_failed;       /* heartbeats in a row that failed on a live session */
-    int64_t hb_sent_at;
-    int64_t next_hb;
 
     int lost;                 /* the lock is lost: the job is being stopped */
     char lost_reason[512];
     int fatal;                /* internal error: exit 70 */
 
-    PGconn *record_conn;      /* run_record.c: the history's connection */
-    long long record_id;      /* the start row's id, 0 if none */
     int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
 } run_state;
 
@@ -338,8 +321,9 @@ int run_job_env(run_state *st);
  * not run" (69, or 128+N after a stop signal), the line printed unless
  * warn_only (lead: a warning, then it contends again). */
 int run_job_env_failed(run_state *st, int rc, int warn_only);
-/* Runs the job once under the held lock and supervises it (heartbeats,
- * signals, job control) until no process of it remains.  -1 when it ran
+/* Runs the job once under the held lock and supervises it (the hold,
+ * signals, job control) until no process of it remains; the hold goes on
+ * (run_hold_end()).  -1 when it ran
  * (see st->lost, st->exec_errno, st->job_exited/job_status, st->fatal);
  * else an exit status (printed) and the job was not started.  Leaves
  * st->client open. */
@@ -348,11 +332,16 @@ int run_job_term(run_state *st, run_job *job);
  * command's, or 70 if the watchdog died, 126/127 if the command could not
  * be executed, the last two printed). */
 int run_term_status(run_state *st);
-/* Heartbeats until the job is gone, or, with hold_until > 0 and no job,
- * until then (or a loss or stop signal). */
+/* Drives the hold until the job is gone, or, with hold_until > 0 and no
+ * job, until then (or a loss or stop signal). */
 void run_supervise(run_state *st, int64_t hold_until);
 /* Proves ownership now (by deadline); 0, or -1 and the lock is lost. */
 int run_confirm_now(run_state *st, int64_t deadline);
+/* Once no process of the job remains: stops the hold, whose last
+ * confirmation (none right after run_confirm_now()) may still find the
+ * lock lost; a lost hold closes the connection.  0, or -1 when the lock
+ * is lost (st->lost).  Before st->client is closed. */
+int run_hold_end(run_state *st);
 /* The exit status for a wait status (128+N for signal N). */
 int run_exit_status_of(int status);
 /* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */

@@ -1,4 +1,5 @@
-/* The lease arithmetic of `pglock run` (pglock(1), LEASES). */
+/* `pglock run`'s lease: lease_rules.h's arithmetic, checked against
+ * --lease and --kill-after. */
 #include <stdio.h>
 #include "lease_rules.h"
 #include "run.h"
@@ -29,11 +30,11 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
     out->client_ms = lease_client_deadline_ms(lease_ms);
     out->heartbeat_ms = lease_heartbeat_ms(lease_ms);
     out->margin_ms = lease_margin_ms(lease_ms);
-    long room = lease_ms - out->client_ms - out->margin_ms;
+    long room = lease_stop_budget_ms(lease_ms);
     if (kill_after_ms < 0)
         kill_after_ms = room < 10000L ? room : 10000L;
     out->kill_after_ms = kill_after_ms;
-    if (out->client_ms + kill_after_ms + out->margin_ms > lease_ms) {
+    if (kill_after_ms > room) {
         run_format_ms(out->client_ms, a, sizeof a);
         run_format_ms(kill_after_ms, b, sizeof b);
         run_format_ms(out->margin_ms, c, sizeof c);

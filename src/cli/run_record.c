@@ -25,6 +25,13 @@
 
 enum { OPT_RECORD = 400, OPT_HOST_LABEL };
 
+/* The history of the one run at a time in a process (lead: one term after
+ * another): its connection and the start row.  This file's alone. */
+static struct {
+    PGconn *conn;    /* the history's connection, or NULL */
+    long long id;    /* the start row's id, 0 if none */
+} rec;
+
 const cli_opt run_record_opts[] = {
     {0, 0, NULL, 0, NULL, "History (see pglock init):"},
     {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
@@ -81,38 +88,38 @@ static int recording(const run_state *st)
     return st->args->record;
 }
 
-static void close_record(run_state *st)
+static void close_record(void)
 {
-    PQfinish(st->record_conn);
-    st->record_conn = NULL;
-    st->record_id = 0;
+    PQfinish(rec.conn);
+    rec.conn = NULL;
+    rec.id = 0;
 }
 
 int run_record_prepare(run_state *st)
 {
     if (!recording(st))
         return -1;
-    close_record(st);
+    close_record();
     char app[64], err[512];
     run_application_name(app, "record", st->args->key_text);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = pglock_now_ms() + st->lease.client_ms;
-    st->record_conn = history_connect(&st->args->conn, app, deadline, err, sizeof err);
-    PGresult *probe = st->record_conn
-        ? history_exec(&st->record_conn, history_probe_sql, 0, NULL, deadline,
+    rec.conn = history_connect(&st->args->conn, app, deadline, err, sizeof err);
+    PGresult *probe = rec.conn
+        ? history_exec(&rec.conn, history_probe_sql, 0, NULL, deadline,
                        err, sizeof err)
         : NULL;
     if (!probe) {
         cli_warning("could not reach the run history: %s; the run will not be "
                     "recorded", err);
-        close_record(st);
+        close_record();
         return -1;
     }
     int rc = history_check_probe(probe, 1, CLI_EXIT_UNAVAILABLE);
     PQclear(probe);
     if (rc) {
-        close_record(st);
+        close_record();
         return rc;
     }
     return -1;
@@ -176,21 +183,21 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
         : pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT ? "xact"
                                                                   : "session",
         held ? bpid : NULL, held && st->token ? tok : NULL, outcome};
-    PGresult *r = history_exec(&st->record_conn, insert_sql, 13, params,
+    PGresult *r = history_exec(&rec.conn, insert_sql, 13, params,
                                deadline, err, sizeof err);
     if (!r) {
         cli_warning("could not record the %s of the run: %s", held ? "start"
                     : "skip", err);
         return;
     }
-    st->record_id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    cli_verbose("recorded as run %lld", st->record_id);
+    rec.id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    cli_verbose("recorded as run %lld", rec.id);
     PQclear(r);
 }
 
 void run_record_start(run_state *st)
 {
-    if (!st->record_conn)
+    if (!rec.conn)
         return;
     /* A step taken while the lock is held: within the client deadline. */
     insert_row(st, NULL, pglock_client_confirmed_at(st->client) +
@@ -199,9 +206,9 @@ void run_record_start(run_state *st)
 
 void run_record_not_run(run_state *st, int rc)
 {
-    if (st->record_conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
+    if (rec.conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
         insert_row(st, "skipped", pglock_now_ms() + st->lease.client_ms);
-    close_record(st);
+    close_record();
 }
 
 static const char *outcome_of(const run_state *st, int code)
@@ -219,8 +226,8 @@ static const char update_sql[] =
 
 void run_record_end(run_state *st, int code)
 {
-    if (!st->record_conn || !st->record_id) {
-        close_record(st);
+    if (!rec.conn || !rec.id) {
+        close_record();
         return;
     }
     /* While the lock is still ours, within the client deadline; after a
@@ -230,13 +237,13 @@ void run_record_end(run_state *st, int code)
     if (st->lost || deadline < pglock_now_ms() + st->lease.margin_ms)
         deadline = pglock_now_ms() + st->lease.client_ms;
     char id[24], status[16], err[512];
-    snprintf(id, sizeof id, "%lld", st->record_id);
+    snprintf(id, sizeof id, "%lld", rec.id);
     snprintf(status, sizeof status, "%d", code);
     const char *params[3] = {id, status, outcome_of(st, code)};
-    PGresult *r = history_exec(&st->record_conn, update_sql, 3, params,
+    PGresult *r = history_exec(&rec.conn, update_sql, 3, params,
                                deadline, err, sizeof err);
     if (!r)
         cli_warning("could not record the end of the run: %s", err);
     PQclear(r);
-    close_record(st);
+    close_record();
 }

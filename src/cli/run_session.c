@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 /* "pglock run KEY", cut at 63 bytes (NAMEDATALEN - 1) on a UTF-8
@@ -58,13 +59,12 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
 
     st->args = a;
     st->key_label = a->key_text;
-    st->ctl_fd = st->report_fd = -1;
     char err[512];
     if (run_lease_derive(&st->lease, a->lease_ms, a->kill_after_ms, err, sizeof err) < 0) {
         cli_error(CLI_EXIT_USAGE, "%s", err);
         if (a->lease_ms >= RUN_LEASE_MIN_MS) {
             char t[32];
-            run_format_ms(a->lease_ms / 6, t, sizeof t);
+            run_format_ms(lease_stop_budget_ms(a->lease_ms), t, sizeof t);
             char l[32];
             run_format_ms(a->lease_ms, l, sizeof l);
             cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",
@@ -83,8 +83,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
     job->foreground = a->foreground;
     job->foreground_pgrp = getpgrp();
     job->kill_after_ms = st->lease.kill_after_ms;
-    job->lease_tail_ms = st->lease.server_ms - st->lease.client_ms -
-                         st->lease.margin_ms;
+    job->lease_tail_ms = lease_stop_budget_ms(st->lease.server_ms);
     job->allow_setuid = a->allow_setuid;
     if (run_signals_init(job) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));

@@ -1,14 +1,14 @@
 /*
  * The supervisor of `pglock run` and `pglock lead`, on pglock's side: it
- * starts the watchdog (run_watchdog.c) that runs the job, heartbeats the
- * lease (run_lease.c) in a poll() loop, forwards signals (run_signals.c),
- * handles Ctrl-Z (suspend(): the job is stopped first, ownership is
- * re-verified before it continues) and declares the lock lost — the job is
- * then stopped — when ownership cannot be confirmed in time.  A heartbeat
- * that fails on a session that goes on (a query cancel) is no loss: the
- * session still holds the lock, so it is sent again at once, and only
- * the client deadline decides.  The connection stays open until the job
- * is gone.
+ * starts the watchdog (run_watchdog.c) that runs the job, drives the
+ * library's managed hold (hold.c, the one lease engine) in loop mode from
+ * its poll() loop, forwards signals (run_signals.c), handles Ctrl-Z
+ * (suspend(): the job is stopped first, ownership is re-verified before it
+ * continues) and declares the lock lost — the job is then stopped — when
+ * the hold says so.  The hold's rules are the library's (pglock(3)): a
+ * heartbeat that fails on a session that goes on (a query cancel) is no
+ * loss, only the client deadline decides, and the connection stays open
+ * until the job is gone (run_hold_end()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,20 +22,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
-#include "lease_rules.h"
 #include "run.h"
 
-static void send_ctl(run_state *st, int op, int arg, int64_t value)
+/* The job's supervision, one at a time in a process (`run` runs one job,
+ * `lead` one after another): the hold, the watchdog and its pipes, and
+ * what the watchdog said.  This file's alone. */
+static struct supervision {
+    pglock_hold *hold;  /* the lease, in loop mode, from the job's start
+                           until run_hold_end() (lead: across restarts) */
+    pid_t watchdog;     /* 0 once reaped */
+    int ctl_fd;         /* write end to the watchdog */
+    int report_fd;      /* read end from the watchdog */
+    int job_done;       /* RUN_REP_DONE seen: no process of the job is left */
+    int not_started;    /* RUN_REP_NOT_STARTED: the deadline passed before
+                           the exec */
+    int job_stopped;    /* we stopped it (SIGTSTP) */
+} sv = {.ctl_fd = -1, .report_fd = -1};
+
+static void send_ctl(int op, int arg, int64_t value)
 {
     run_msg m = {op, arg, value};
-    if (st->ctl_fd >= 0 && write(st->ctl_fd, &m, sizeof m) < 0) {
+    if (sv.ctl_fd >= 0 && write(sv.ctl_fd, &m, sizeof m) < 0) {
         /* the watchdog is gone; its exit is handled by the loop */
     }
 }
 
 static void tell_deadline(run_state *st)
 {
-    send_ctl(st, RUN_CTL_DEADLINE, 0,
+    send_ctl(RUN_CTL_DEADLINE, 0,
              pglock_client_confirmed_at(st->client) + st->lease.client_ms);
 }
 
@@ -52,8 +66,8 @@ static void lose(run_state *st, const char *fmt, ...)
     vsnprintf(st->lost_reason, sizeof st->lost_reason, fmt, ap);
     va_end(ap);
     cli_verbose("lost: %s", st->lost_reason);
-    if (st->watchdog)
-        send_ctl(st, st->job_stopped ? RUN_CTL_KILL : RUN_CTL_TERMINATE, 0, 0);
+    if (sv.watchdog)
+        send_ctl(sv.job_stopped ? RUN_CTL_KILL : RUN_CTL_TERMINATE, 0, 0);
 }
 
 /* Reads the watchdog's reports; returns 1 at end-of-file (the watchdog
@@ -62,7 +76,7 @@ static int read_reports(run_state *st)
 {
     run_msg m;
     ssize_t n;
-    while ((n = read(st->report_fd, &m, sizeof m)) == (ssize_t)sizeof m) {
+    while ((n = read(sv.report_fd, &m, sizeof m)) == (ssize_t)sizeof m) {
         switch (m.op) {
         case RUN_REP_EXEC_FAILED:
             st->exec_errno = m.arg;
@@ -85,10 +99,10 @@ static int read_reports(run_state *st)
                         m.arg == SIGTTIN ? "read from" : "write to");
             break;
         case RUN_REP_DONE:
-            st->job_done = 1;
+            sv.job_done = 1;
             break;
         case RUN_REP_NOT_STARTED:
-            st->not_started = 1;
+            sv.not_started = 1;
             lose(st, "the client deadline passed before the command started");
             break;
         }
@@ -101,9 +115,9 @@ static int read_reports(run_state *st)
  * them before going on. */
 static void watchdog_gone(run_state *st)
 {
-    st->watchdog = 0;
+    sv.watchdog = 0;
     read_reports(st);
-    if (st->job_done)
+    if (sv.job_done)
         return;
     st->fatal = 1;
     for (;;) {
@@ -112,7 +126,7 @@ static void watchdog_gone(run_state *st)
         if (q < 0 && errno == ECHILD)
             break;
     }
-    st->job_done = 1;
+    sv.job_done = 1;
 }
 
 /* Reaps children: the watchdog, and orphans when pglock is PID 1 or the
@@ -124,7 +138,7 @@ static void reap_children(run_state *st)
         pid_t p = waitpid(-1, &status, WNOHANG);
         if (p <= 0)
             return;
-        if (p == st->watchdog)
+        if (p == sv.watchdog)
             watchdog_gone(st);
     }
 }
@@ -134,94 +148,68 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-static void start_heartbeat(run_state *st, int64_t now)
+/* The hold has declared the lease lost: the lock is lost.  A loss the
+ * client declares (the connection stays open: no answer in time) is said
+ * in run's terms; a server-side one (the connection is closed) in the
+ * server's. */
+static void hold_lost(run_state *st)
 {
-    int rc = pglock_heartbeat_send(st->client);
-    if (rc == PGLOCK_ESERVER) {
-        /* not sent, on a live session: the deadline decides */
-        cli_verbose("heartbeat not sent: %s", pglock_client_error(st->client));
-        st->hb_failed++;
-        st->next_hb = now + lease_retry_ms(st->lease.server_ms, 2);
+    if (pglock_client_socket(st->client) >= 0) {
+        char t[32];
+        run_format_ms(st->lease.client_ms, t, sizeof t);
+        lose(st, "ownership not confirmed within %s (the client deadline "
+             "of a %lds lease)", t, st->lease.server_ms / 1000);
         return;
     }
-    if (rc < 0) {
+    char why[512];
+    pglock_hold_loss(sv.hold, why, sizeof why);
+    lose(st, "%s", why);
+}
+
+/* Starts the hold on st->client if none runs: the library's lease engine,
+ * in loop mode, since a hold thread cannot live beside the watchdog's
+ * fork or lead --restart's.  0, or -1 and the lock is lost. */
+static int hold_begin(run_state *st)
+{
+    if (sv.hold)
+        return 0;
+    pglock_hold_options o;
+    pglock_hold_options_init(&o, PGLOCK_HOLD_OPTIONS_VERSION);
+    o.drive = PGLOCK_HOLD_LOOP;
+    if (pglock_hold_start(&sv.hold, st->client, &o) != 0) {
+        sv.hold = NULL;
         lose(st, "%s", pglock_client_error(st->client));
-        return;
+        return -1;
     }
-    st->hb_inflight = 1;
-    st->hb_sent_at = now;
-    st->next_hb = now + st->lease.heartbeat_ms;
+    return 0;
 }
 
-static void poll_heartbeat(run_state *st)
+int run_hold_end(run_state *st)
 {
-    int rc = pglock_heartbeat_poll(st->client);
-    if (rc == PGLOCK_EAGAIN)
-        return;
-    st->hb_inflight = 0;
-    if (rc == PGLOCK_ESERVER) {
-        /* A statement error on a session that goes on (a cancel): the
-         * lock is still held; not confirmed, so again at once (paced
-         * while the error persists); the deadline decides. */
-        st->hb_failed++;
-        if (st->hb_failed == 1 || cli_verbosity > 1)
-            cli_verbose("heartbeat not confirmed: %s; sending another",
-                        pglock_client_error(st->client));
-        st->next_hb = pglock_now_ms() +
-                      lease_retry_ms(st->lease.server_ms, st->hb_failed);
-        return;
-    }
-    if (rc < 0) {
-        lose(st, "%s", pglock_client_error(st->client));
-        return;
-    }
-    st->hb_failed = 0;
-    int64_t took = pglock_now_ms() - st->hb_sent_at;
-    if (took > st->lease.heartbeat_ms)
-        cli_verbose("heartbeat late: confirmed after %lldms", (long long)took);
-    else if (cli_verbosity > 1)
-        cli_verbose("heartbeat confirmed in %lldms", (long long)took);
-    tell_deadline(st);
-}
-
-/* Waits for the heartbeat in flight until deadline; while heartbeats
- * fail on a session that goes on, sends them again (paced) until one is
- * confirmed or the deadline passes (then the lock is declared lost). */
-static void wait_heartbeat(run_state *st, int64_t deadline)
-{
-    while ((st->hb_inflight || st->hb_failed) && !st->lost) {
-        int64_t now = pglock_now_ms();
-        if (now >= deadline) {
-            char t[32];
-            run_format_ms(st->lease.client_ms, t, sizeof t);
-            lose(st, "ownership not confirmed within %s", t);
-            return;
-        }
-        if (!st->hb_inflight && now >= st->next_hb) {
-            start_heartbeat(st, now);
-            continue;
-        }
-        int64_t until = st->hb_inflight ? deadline : min64(deadline, st->next_hb);
-        struct pollfd p = {st->hb_inflight ? pglock_client_socket(st->client) : -1,
-                           POLLIN, 0};
-        if (st->hb_inflight && p.fd < 0)
-            poll_heartbeat(st); /* the connection is gone: it says so */
-        else if (poll(&p, 1, (int)(until - now)) > 0)
-            poll_heartbeat(st);
-    }
-}
-
-/* Proves ownership now: waits for any heartbeat in flight (it was sent
- * earlier), then sends one more and waits for its answer, both by
- * deadline.  0 when confirmed; else the lock is declared lost. */
-int run_confirm_now(run_state *st, int64_t deadline)
-{
-    wait_heartbeat(st, deadline);
-    if (!st->lost) {
-        start_heartbeat(st, pglock_now_ms());
-        wait_heartbeat(st, deadline);
+    if (sv.hold) {
+        int rc = pglock_hold_stop(sv.hold);
+        sv.hold = NULL;
+        if (rc != 0)
+            lose(st, "%s", pglock_client_error(st->client));
     }
     return st->lost ? -1 : 0;
+}
+
+/* Proves ownership now: the hold waits for any heartbeat in flight (it
+ * was sent earlier), then sends one more and waits for its answer, both
+ * by deadline, whatever T_c says meanwhile (an answer from the same
+ * session proves the lock was held throughout).  0 when confirmed; else
+ * the lock is declared lost. */
+int run_confirm_now(run_state *st, int64_t deadline)
+{
+    if (st->lost || hold_begin(st) < 0)
+        return -1;
+    if (pglock_hold_confirm(sv.hold, (long)(deadline - pglock_now_ms())) != 0) {
+        hold_lost(st);
+        return -1;
+    }
+    tell_deadline(st);
+    return 0;
 }
 
 /* Ctrl-Z: stop the job, then pglock itself.  On resume, re-verify
@@ -229,20 +217,20 @@ int run_confirm_now(run_state *st, int64_t deadline)
  * job is killed, never resumed. */
 static void suspend(run_state *st)
 {
-    if (st->lost || !st->watchdog)
+    if (st->lost || !sv.watchdog)
         return;
-    send_ctl(st, RUN_CTL_STOP, 0, 0);
-    st->job_stopped = 1;
+    send_ctl(RUN_CTL_STOP, 0, 0);
+    sv.job_stopped = 1;
     /* Wait (briefly) for the watchdog's answer so the job is stopped
      * before the shell sees us stopped. */
     int64_t until = pglock_now_ms() + 1000;
     for (;;) {
-        struct pollfd p = {st->report_fd, POLLIN, 0};
+        struct pollfd p = {sv.report_fd, POLLIN, 0};
         int64_t now = pglock_now_ms();
         if (now >= until || poll(&p, 1, (int)(until - now)) <= 0)
             break;
         run_msg m;
-        ssize_t n = read(st->report_fd, &m, sizeof m);
+        ssize_t n = read(sv.report_fd, &m, sizeof m);
         if (n != (ssize_t)sizeof m)
             break;
         if (m.op == RUN_REP_STOPPED)
@@ -251,13 +239,13 @@ static void suspend(run_state *st)
             st->job_exited = 1;
             st->job_status = m.arg;
         } else if (m.op == RUN_REP_DONE) {
-            st->job_done = 1;
+            sv.job_done = 1;
         } else if (m.op == RUN_REP_EXEC_FAILED) {
             st->exec_errno = m.arg;
         } else if (m.op == RUN_REP_DEADLINE) {
             lose(st, "ownership not confirmed within the client deadline (watchdog)");
         } else if (m.op == RUN_REP_NOT_STARTED) {
-            st->not_started = 1;
+            sv.not_started = 1;
             lose(st, "the client deadline passed before the command started");
         }
     }
@@ -269,12 +257,12 @@ static void suspend(run_state *st)
     /* Any heartbeat in flight was sent before the stop; confirm afresh,
      * with the deadline counted from now (the job was not running). */
     if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0) {
-        st->job_stopped = 0;
+        sv.job_stopped = 0;
         tell_deadline(st);
-        send_ctl(st, RUN_CTL_CONT, 0, 0);
+        send_ctl(RUN_CTL_CONT, 0, 0);
         cli_verbose("ownership confirmed: the command continues");
     } else {
-        send_ctl(st, RUN_CTL_KILL, 0, 0);
+        send_ctl(RUN_CTL_KILL, 0, 0);
     }
 }
 
@@ -283,37 +271,44 @@ static void suspend(run_state *st)
  * that time. */
 void run_supervise(run_state *st, int64_t hold_until)
 {
+    int64_t told = pglock_client_confirmed_at(st->client);
+    int64_t step_at = 0;  /* the hold's next step: at once */
+    if (!st->lost)
+        hold_begin(st);
     for (;;) {
-        if (!st->watchdog && st->job_done &&
+        if (!sv.watchdog && sv.job_done &&
             (st->lost || hold_until == 0 || pglock_now_ms() >= hold_until))
             return;
-        if (!st->watchdog && run_stop_signal() && !st->lost)
+        if (!sv.watchdog && run_stop_signal() && !st->lost)
             return; /* interrupted during --min-hold */
         int64_t now = pglock_now_ms();
-        int64_t deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
-        if (!st->lost && !st->job_stopped && now >= deadline) {
-            char t[32];
-            run_format_ms(st->lease.client_ms, t, sizeof t);
-            lose(st, "ownership not confirmed within %s (the client deadline of a %lds lease)",
-                 t, st->lease.server_ms / 1000);
+        if (!st->lost && now >= step_at) {
+            long t;
+            if (pglock_hold_step(sv.hold, &t) != 0) {
+                hold_lost(st);
+            } else {
+                step_at = now + (t > 0 ? t : 1);
+                /* A heartbeat was confirmed: the watchdog's deadline moves. */
+                int64_t confirmed = pglock_client_confirmed_at(st->client);
+                if (confirmed != told) {
+                    told = confirmed;
+                    tell_deadline(st);
+                }
+            }
         }
-        if (!st->lost && !st->hb_inflight && now >= st->next_hb)
-            start_heartbeat(st, now);
 
         int64_t wake = now + 1000;
         if (!st->lost) {
-            wake = min64(wake, deadline);
-            if (!st->hb_inflight)
-                wake = min64(wake, st->next_hb);
-            if (!st->watchdog && hold_until > 0)
+            wake = min64(wake, step_at);
+            if (!sv.watchdog && hold_until > 0)
                 wake = min64(wake, hold_until);
         }
         struct pollfd p[3];
         int n = 0;
         p[n++] = (struct pollfd){run_event_fd(), POLLIN, 0};
         /* At end-of-file once the watchdog is gone: not polled then. */
-        p[n++] = (struct pollfd){st->watchdog ? st->report_fd : -1, POLLIN, 0};
-        int sock = st->lost ? -1 : pglock_client_socket(st->client);
+        p[n++] = (struct pollfd){sv.watchdog ? sv.report_fd : -1, POLLIN, 0};
+        int sock = st->lost ? -1 : pglock_hold_fd(sv.hold);
         if (sock >= 0)
             p[n++] = (struct pollfd){sock, POLLIN, 0};
         int timeout = wake > now ? (int)(wake - now) : 0;
@@ -325,23 +320,16 @@ void run_supervise(run_state *st, int64_t hold_until)
         }
         if (r <= 0)
             continue;
-        if (p[1].revents && read_reports(st) && st->watchdog) {
+        if (p[1].revents && read_reports(st) && sv.watchdog) {
             /* End of file: the watchdog closed its end, which it does
              * only by exiting.  Reap it now rather than poll on until its
              * SIGCHLD comes round through the signal pipe. */
-            while (waitpid(st->watchdog, NULL, 0) < 0 && errno == EINTR)
+            while (waitpid(sv.watchdog, NULL, 0) < 0 && errno == EINTR)
                 continue;
             watchdog_gone(st);
         }
-        if (n == 3 && p[2].revents && !st->lost) {
-            if (st->hb_inflight)
-                poll_heartbeat(st);
-            else
-                /* Something arrived unasked: most likely the server's
-                 * FATAL before it closes (pg_terminate_backend, shutdown).
-                 * A heartbeat now finds out at once. */
-                start_heartbeat(st, pglock_now_ms());
-        }
+        if (n == 3 && p[2].revents)
+            step_at = 0; /* the heartbeat's answer, or the server's close */
         if (p[0].revents) {
             unsigned char sig[64];
             ssize_t k;
@@ -358,9 +346,9 @@ void run_supervise(run_state *st, int64_t hold_until)
                     } else if (from_terminal && st->args->foreground) {
                         /* The terminal sent it to its whole foreground
                          * process group, the job included: not twice. */
-                    } else if (st->watchdog) {
+                    } else if (sv.watchdog) {
                         cli_verbose("forwarding signal %d to the command", s);
-                        send_ctl(st, RUN_CTL_SIGNAL, s, 0);
+                        send_ctl(RUN_CTL_SIGNAL, s, 0);
                     }
                 }
             }
@@ -370,14 +358,15 @@ void run_supervise(run_state *st, int64_t hold_until)
 
 int run_job_term(run_state *st, run_job *job)
 {
-    st->job_done = st->job_exited = st->job_status = 0;
-    st->exec_errno = st->job_stopped = st->not_started = 0;
-    /* A long wait, or a pglock stopped while waiting, may have been
-     * granted the lock long ago: confirm ownership before starting. */
-    st->next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
-    if (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
-            st->lease.heartbeat_ms &&
-        run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0) {
+    sv.job_done = st->job_exited = st->job_status = 0;
+    st->exec_errno = sv.job_stopped = sv.not_started = 0;
+    /* From here until run_hold_end() the lease is the hold's.  A long
+     * wait, or a pglock stopped while waiting, may have been granted the
+     * lock long ago: confirm ownership before starting. */
+    if (hold_begin(st) < 0 ||
+        (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
+             st->lease.heartbeat_ms &&
+         run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0)) {
         /* Nothing ran without the lock: not 74, which says a command was
          * stopped. */
         return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
@@ -408,27 +397,27 @@ int run_job_term(run_state *st, run_job *job)
     run_signals_catch_job_control(job);
     int close_in_child[] = {ctl[1], rep[0], -1, -1, -1, -1, -1};
     run_signal_pipes(close_in_child + 2);
-    st->watchdog = run_watchdog_start(job, ctl[0], rep[1], close_in_child);
+    sv.watchdog = run_watchdog_start(job, ctl[0], rep[1], close_in_child);
     close(ctl[0]);
     close(rep[1]);
-    st->ctl_fd = ctl[1];
-    st->report_fd = rep[0];
-    if (st->watchdog < 0) {
-        st->watchdog = 0;
-        close(st->ctl_fd);
-        close(st->report_fd);
-        st->ctl_fd = st->report_fd = -1;
+    sv.ctl_fd = ctl[1];
+    sv.report_fd = rep[0];
+    if (sv.watchdog < 0) {
+        sv.watchdog = 0;
+        close(sv.ctl_fd);
+        close(sv.report_fd);
+        sv.ctl_fd = sv.report_fd = -1;
         return cli_error(CLI_EXIT_SOFTWARE, "could not fork: %s", strerror(errno));
     }
     if (run_stop_signal())
-        send_ctl(st, RUN_CTL_SIGNAL, run_stop_signal(), 0);
-    cli_verbose("command started (watchdog pid %d)", (int)st->watchdog);
+        send_ctl(RUN_CTL_SIGNAL, run_stop_signal(), 0);
+    cli_verbose("command started (watchdog pid %d)", (int)sv.watchdog);
 
     run_supervise(st, 0);
-    close(st->ctl_fd);
-    close(st->report_fd);
-    st->ctl_fd = st->report_fd = -1;
-    if (st->not_started)
+    close(sv.ctl_fd);
+    close(sv.report_fd);
+    sv.ctl_fd = sv.report_fd = -1;
+    if (sv.not_started)
         /* Nothing ran without the lock: not 74, which says a command was
          * stopped (st->lost is set: lead contends again). */
         return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "

@@ -1,8 +1,20 @@
 /*
- * The lease arithmetic (pglock(1), LEASES) that `pglock run` and the
- * library's managed hold share: with the server's lease T_s, a heartbeat
- * every T_s/6 and the client's deadline T_c = 2*T_s/3 after the last
- * confirmed heartbeat was sent.  Internal, header-only.
+ * The lease arithmetic, written once: the library's managed hold (hold.c),
+ * the lock connection's server-side settings (settings.c) and `pglock run`
+ * and `lead` (run_lease.c) all take it from here.  Internal, header-only.
+ * The docs explain it once, in pglock(1), LEASES.
+ *
+ * With the server's lease T_s (idle_session_timeout, or
+ * idle_in_transaction_session_timeout in xact hold):
+ *   heartbeat          T_s/6      how often the lease is confirmed
+ *   client deadline    T_c = 2T_s/3  after the last confirmed heartbeat
+ *                                 was sent, the lease counts as lost
+ *   stop budget        T_s/6      to stop the work after that (the
+ *                                 CLI's kill-after is at most this)
+ *   margin             T_s/6      scheduling, reaping, one round trip
+ * so that T_c + stop + margin <= T_s: the work has stopped before the
+ * server may free the lock.  And no kernel may end a holder's session
+ * before T_s (lease_tcp_*() below).
  */
 #ifndef PGLOCK_LEASE_RULES_H
 #define PGLOCK_LEASE_RULES_H
@@ -39,12 +51,58 @@ static inline long lease_margin_ms(long lease_ms)
 
 /* What is left to stop the work after a client-side loss notice, before
  * the server can end the silent session: T_s - T_c - margin, which is
- * T_s/6 too (at least 1 ms). */
+ * T_s/6 too (at least 1 ms).  The CLI's kill-after is at most this. */
 static inline long lease_stop_budget_ms(long lease_ms)
 {
     long budget = lease_ms - lease_client_deadline_ms(lease_ms) -
                   lease_margin_ms(lease_ms);
     return budget > 0 ? budget : 1;
+}
+
+/*
+ * The server-side dead-peer detection of a holder's session, which may
+ * end it only after T_s, never before: the client stops its work by T_c +
+ * the stop budget after the last confirmed heartbeat was sent, which is
+ * the margin before T_s, and the server must not free the lock inside
+ * that window (issue 25, hole 0).
+ *
+ * - tcp_user_timeout = T_s (ms).  Linux ends a connection whose data
+ *   stays unacknowledged that long, and, once keepalive probes went
+ *   unanswered, one that has received nothing for that long.  Both clocks
+ *   start no earlier than the last heartbeat the client saw confirmed
+ *   arrived, so no earlier than it was sent: the end comes at T_s after
+ *   it or later.
+ * - Keepalives idle T_s/3, then probes T_s/9 apart, as many as make
+ *   idle + count * interval >= T_s (whole seconds, rounded up): where
+ *   tcp_user_timeout does not exist the probe count decides, no earlier.
+ */
+static inline long lease_ceil_div(long a, long b)
+{
+    return a / b + (a % b != 0);
+}
+
+static inline long lease_tcp_user_timeout_ms(long lease_ms)
+{
+    return lease_ms;
+}
+
+static inline long lease_keepalive_idle_s(long lease_ms)
+{
+    return lease_ceil_div(lease_ms, 3000);
+}
+
+static inline long lease_keepalive_interval_s(long lease_ms)
+{
+    return lease_ceil_div(lease_ms, 9000);
+}
+
+static inline long lease_keepalive_count(long lease_ms)
+{
+    long idle_ms = lease_keepalive_idle_s(lease_ms) * 1000;
+    if (lease_ms <= idle_ms)
+        return 1;
+    return lease_ceil_div(lease_ms - idle_ms,
+                          lease_keepalive_interval_s(lease_ms) * 1000);
 }
 
 #endif

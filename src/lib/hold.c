@@ -1,9 +1,9 @@
 /*
  * The managed hold: a client's lease kept alive by heartbeats, on a thread
  * of its own or from the caller's event loop, and a loss told at once
- * (a readable fd, then a callback).  The lease arithmetic is `pglock
- * run`'s (src/common/lease_rules.h): heartbeat every T_s/6, client
- * deadline T_c = 2*T_s/3 after the last confirmed heartbeat was sent.
+ * (a readable fd, then a callback).  The lease arithmetic is
+ * lease_rules.h's: heartbeat every T_s/6, client deadline T_c = 2*T_s/3
+ * after the last confirmed heartbeat was sent.
  *
  * The lock's connection is closed only once the caller says the work has
  * stopped (pglock_hold_stop(), or closing the client), or by the server
@@ -34,6 +34,7 @@ struct pglock_hold {
     long budget_ms;         /* the caller's stop budget after a notice */
     int64_t next_beat;      /* when the next heartbeat is due */
     int failures;           /* heartbeats in a row failed on a live session */
+    int proved;             /* pglock_hold_confirm() proved it, no step since */
     int loss_pipe[2];       /* [0] the caller's loss fd; [1] written once */
     int wake_pipe[2];       /* thread mode: stop wakes the thread */
     pthread_t thread;
@@ -324,42 +325,85 @@ int pglock_hold_step(pglock_hold *h, long *timeout_ms)
         return PGLOCK_EINVAL;
     if (h->opts.drive != PGLOCK_HOLD_LOOP)
         return PGLOCK_ESTATE;
+    h->proved = 0;
     int rc = advance(h, &t);
     if (timeout_ms)
         *timeout_ms = t;
     return rc;
 }
 
-/* ------------------------------------------------------------- stop */
+/* ------------------------------------------------------ confirmation */
 
-/* The last word: a heartbeat (the one in flight, or a new one) answered
- * within the client's cancel_timeout_ms proves the same backend held the
- * locks all along (one that failed on a session that goes on, a cancel,
- * is sent again); no answer in time gives the connection up. */
-static int confirm(pglock_hold *h)
+/* Proves the lease within bound_ms: a heartbeat sent after this call
+ * (after the one in flight, whose answer is read first) is answered by
+ * the same session.  One that fails on a session that goes on (a cancel)
+ * is sent again, at once, then paced while the error persists; T_c plays
+ * no part (a late answer on the same session still proves the locks were
+ * held throughout).  0, or PGLOCK_ECONNLOST with the client's message
+ * set; the loss is not declared here. */
+static int prove(pglock_hold *h, long bound_ms, const char *when)
 {
     pglock_client *c = h->c;
-    long bound = c->opts.cancel_timeout_ms;
-    int64_t deadline = pglock_now_ms() + bound;
-    int rc = c->heartbeat_busy ? PGLOCK_EAGAIN : pglock_heartbeat_send(c);
-    while (rc == 0 || rc == PGLOCK_EAGAIN) {
-        if (rc == 0 && !c->heartbeat_busy)
-            return 0;
-        int64_t left = deadline - pglock_now_ms();
-        if (left <= 0) {
-            pglock__fail(c, PGLOCK_ECONNLOST,
-                         "the lease could not be confirmed when the hold "
-                         "stopped: no answer within %ld ms", bound);
-            break;
+    int64_t deadline = pglock_now_ms() + (bound_ms > 0 ? bound_ms : 0);
+    int sent = 0;         /* this call's heartbeat is the one in flight */
+    int failures = 0;
+    int64_t next_send = 0;
+    for (;;) {
+        if (!c->conn)
+            return PGLOCK_ECONNLOST;
+        int64_t now = pglock_now_ms();
+        if (!c->heartbeat_busy && now >= next_send) {
+            int rc = pglock_heartbeat_send(c);
+            if (rc == PGLOCK_ESERVER)
+                next_send = now + lease_retry_ms(h->lease_ms, ++failures + 1);
+            else if (rc != 0)
+                return PGLOCK_ECONNLOST;
+            else
+                sent = 1;
         }
-        struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
-        poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-        rc = pglock_heartbeat_poll(c);
-        if (rc == PGLOCK_ESERVER)
-            rc = pglock_heartbeat_send(c);
+        if (now >= deadline)
+            return pglock__fail(c, PGLOCK_ECONNLOST,
+                                "the lease could not be confirmed %s: no "
+                                "answer within %ld ms", when, bound_ms);
+        int64_t until = c->heartbeat_busy || next_send > deadline
+                            ? deadline : next_send;
+        struct pollfd p = {.fd = c->heartbeat_busy ? PQsocket(c->conn) : -1,
+                           .events = POLLIN};
+        long wait = (long)(until - now);
+        poll(&p, 1, wait > INT_MAX ? INT_MAX : (int)wait);
+        if (!c->heartbeat_busy)
+            continue;
+        int rc = pglock_heartbeat_poll(c);
+        if (rc == 0 && sent)
+            return 0;
+        if (rc == PGLOCK_ESERVER) {
+            /* not confirmed: again at once, paced if it persists */
+            next_send = pglock_now_ms() +
+                        lease_retry_ms(h->lease_ms, ++failures);
+            sent = 0;
+        } else if (rc != 0 && rc != PGLOCK_EAGAIN)
+            return PGLOCK_ECONNLOST;
     }
-    return declare_lost(h, c->message, 0);
 }
+
+int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
+{
+    if (!h)
+        return PGLOCK_EINVAL;
+    if (h->opts.drive != PGLOCK_HOLD_LOOP)
+        return PGLOCK_ESTATE;
+    int code = loss_code(h);
+    if (code)
+        return code;
+    if (prove(h, timeout_ms, "when asked") != 0)
+        return declare_lost(h, h->c->message, 1);
+    h->failures = 0;
+    h->next_beat = h->c->confirmed_at + h->heartbeat_ms;
+    h->proved = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------- stop */
 
 /* The caller has stopped the work: a lease that holds gives the client
  * back with its locks; a lost one (or one that cannot be confirmed now)
@@ -378,8 +422,13 @@ int pglock_hold_stop(pglock_hold *h)
     }
     h->c->hold_running = 0;
     int rc = loss_code(h);
-    if (rc == 0)
-        rc = h->c->conn ? confirm(h) : declare_lost(h, h->c->message, 0);
+    /* The last word: a heartbeat sent now, answered within the client's
+     * cancel_timeout_ms, proves the same session held the locks all
+     * along; no answer in time gives the connection up.  A confirmation
+     * the caller asked for with no step since is that word already. */
+    if (rc == 0 && !h->proved &&
+        prove(h, h->c->opts.cancel_timeout_ms, "when the hold stopped") != 0)
+        rc = declare_lost(h, h->c->message, 0);
     if (rc != 0) {
         pglock__client_drop(h->c);
         pglock__fail(h->c, rc, "%s", h->message);

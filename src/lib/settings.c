@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include "internal.h"
+#include "lease_rules.h"
 
 /* How long a silent peer may take to be noticed, by both ends. */
 static long dead_peer(const pglock_options *o)
@@ -12,26 +13,10 @@ static long dead_peer(const pglock_options *o)
     return o->lease_ms > 0 ? o->lease_ms : o->dead_peer_ms;
 }
 
-static long ceil_div(long a, long b)
-{
-    return a / b + (a % b != 0);
-}
-
 /*
  * With a lease T_s, a session that holds a lock may be ended by the
- * kernels' dead-peer detection only after T_s, never before: the client
- * stops its work by T_c + kill-after (or the caller's stop budget) after
- * the last confirmed heartbeat was sent, which is T_s/6 before T_s, and
- * the server must not free the lock inside that window (issue 25, hole 0).
- *
- * - tcp_user_timeout = T_s.  Linux ends a connection whose data stays
- *   unacknowledged that long, and, once keepalive probes went unanswered,
- *   one that has received nothing for that long.  Both clocks start no
- *   earlier than the last heartbeat the client saw confirmed arrived, so
- *   no earlier than it was sent: the end comes at T_s after it or later.
- * - Keepalives idle T_s/3, then probes T_s/9 apart, as many as make
- *   idle + count * interval >= T_s (whole seconds, rounded up): where
- *   tcp_user_timeout does not exist the probe count decides, no earlier.
+ * kernels' dead-peer detection only after T_s, never before: the
+ * arithmetic and its reasons are lease_rules.h's (lease_tcp_*).
  *
  * idle_session_timeout (idle_in_transaction_session_timeout in xact hold)
  * = T_s frees a silent holder's lock at T_s anyway; the kernels' bound is
@@ -49,11 +34,10 @@ void pglock__settings_derive(const pglock_options *o, pglock__derived *d)
     long D = dead_peer(o);
     long idle, interval, count, user_timeout;
     if (o->lease_ms > 0) {
-        idle = ceil_div(D, 3000);
-        interval = ceil_div(D, 9000);
-        count = D > idle * 1000 ? ceil_div(D - idle * 1000, interval * 1000)
-                                : 1;
-        user_timeout = D;
+        idle = lease_keepalive_idle_s(D);
+        interval = lease_keepalive_interval_s(D);
+        count = lease_keepalive_count(D);
+        user_timeout = lease_tcp_user_timeout_ms(D);
     } else {
         idle = D / 3000 < 1 ? 1 : D / 3000;
         interval = D / 9000 < 1 ? 1 : D / 9000;

@@ -7,7 +7,8 @@
  * The lock stays held from a client-side loss notice until the caller
  * stops; query cancels on the lock's backend are no loss in session hold
  * and a server-side loss in xact hold; a second hold on one client is
- * refused.
+ * refused; the loop mode's confirmation on demand proves the lease past
+ * T_c.
  * Timestamps of both holders are on pglock_now_ms()'s clock; the figures
  * are printed ("# ...") for the record, only their order is asserted.
  */
@@ -123,6 +124,26 @@ static pglock_client *first_holds(const char *conninfo, int64_t id,
                                   pglock_hold **hold, notice *n)
 {
     return first_holds_lease(conninfo, id, LEASE_MS, hold, n);
+}
+
+/* A LEASE_MS hold in loop mode on a new client that holds key id. */
+static pglock_client *loop_holds(const char *conninfo, int64_t id,
+                                 pglock_hold **hold, notice *n)
+{
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.lease_ms = LEASE_MS;
+    pglock_client *c = pt_open_client(conninfo, &o);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_hold_options ho;
+    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+    ho.drive = PGLOCK_HOLD_LOOP;
+    ho.on_lost = on_lost;
+    ho.arg = n;
+    assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
+    return c;
 }
 
 static int noticed(void *arg)
@@ -299,21 +320,9 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *obs = pt_connect(primary);
-    pglock_options o;
-    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.lease_ms = LEASE_MS;
-    pglock_client *c = pt_open_client(primary, &o);
-    pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     notice n = {0};
-    pglock_hold_options ho;
-    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
-    ho.drive = PGLOCK_HOLD_LOOP;
-    ho.on_lost = on_lost;
-    ho.arg = &n;
     pglock_hold *hold;
-    assert_int_equal(pglock_hold_start(&hold, c, &ho), 0);
+    pglock_client *c = loop_holds(primary, pt_unique_key(), &hold, &n);
     int pid = pglock_client_backend_pid(c);
 
     /* The caller's loop: poll the hold's fd with the step's timeout. */
@@ -336,6 +345,58 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
     assert_int_equal(poll(&lost, 1, 0), 1);
     assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
+/* Loop mode: pglock_hold_confirm() proves the lease with a heartbeat of
+ * its own even past T_c (a caller that was stopped asks it before going
+ * on), the hold goes on, and a stop right after needs no round trip;
+ * after a terminated backend it is the loss, with the notice. */
+static void the_loop_mode_confirms_on_demand_even_past_the_deadline(void **s)
+{
+    (void)s;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    PGconn *obs = pt_connect(primary);
+    int64_t id = pt_unique_key();
+    notice n = {0};
+    pglock_hold *hold;
+    pglock_client *c = loop_holds(primary, id, &hold, &n);
+
+    /* No step for longer than T_c (2 s of 3 s), as a stopped caller: the
+     * session is idle for less than T_s, so the lock is still held. */
+    int64_t before = pglock_client_confirmed_at(c);
+    struct timespec pause = {2, 300000000};
+    nanosleep(&pause, NULL);
+    int64_t asked = pglock_now_ms();
+    assert_int_equal(pglock_hold_confirm(hold, 1000), 0);
+    assert_true(pglock_client_confirmed_at(c) >= asked);
+    assert_true(pglock_client_confirmed_at(c) > before);
+    long wait_ms = -1;
+    assert_int_equal(pglock_hold_step(hold, &wait_ms), 0);
+    assert_true(wait_ms > 0);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), 0);
+    assert_int_equal(pglock_hold_stop(hold), 0);
+    assert_int_equal(pt_key_free(obs, id), 0);
+    assert_int_equal(n.calls, 0);
+    pglock_client_close(c);
+
+    /* Again, then the backend is terminated: a loss, told once. */
+    c = loop_holds(primary, pt_unique_key(), &hold, &n);
+    int pid = pglock_client_backend_pid(c);
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
+    assert_true(pt_wait_backend_gone(obs, pid, 10000));
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ECONNLOST);
+    assert_int_equal(n.calls, 1);
+    assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
+    pglock_client_close(c);
+
+    /* Thread mode has no confirm of the caller's. */
+    c = first_holds(primary, pt_unique_key(), &hold, &n);
+    assert_int_equal(pglock_hold_confirm(hold, 1000), PGLOCK_ESTATE);
+    assert_int_equal(pglock_hold_stop(hold), 0);
     pglock_client_close(c);
     PQfinish(obs);
 }
@@ -583,6 +644,8 @@ int main(void)
         cmocka_unit_test(stop_and_close_return_on_a_dead_network),
         cmocka_unit_test(stop_on_a_healthy_lease_confirms_and_keeps_the_lock),
         cmocka_unit_test(the_loop_mode_notices_a_terminated_backend),
+        cmocka_unit_test(
+            the_loop_mode_confirms_on_demand_even_past_the_deadline),
         cmocka_unit_test(a_hold_through_a_pooler_keeps_the_transaction_lock),
         cmocka_unit_test(a_loss_notice_comes_while_the_lock_is_still_held),
         cmocka_unit_test(statement_errors_on_the_session_are_no_loss),
