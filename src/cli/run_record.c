@@ -43,6 +43,10 @@ int run_record_option(run_args *a, int id, const char *value)
         if (!*value)
             return cli_usage_error(a->command, "invalid value for --host-label: "
                                    "it is empty");
+        pglock_key probe; /* a name's rule: valid UTF-8, as stored */
+        if (pglock_key_text(&probe, value) < 0)
+            return cli_usage_error(a->command, "invalid value for --host-label: "
+                                   "it is not valid UTF-8");
         a->host_label = value;
         return -1;
     default:

@@ -377,3 +377,10 @@ lock_table() {
         outcome_is "$k" succeeded
     done
 }
+
+@test "an invalid UTF-8 --host-label is refused (64, one line), before the lock" {
+    run -64 --separate-stderr "$PGLOCK_BIN" run --record --host-label="$(printf 'web\377')" "$K" -- touch "$out/ran"
+    [ "${stderr_lines[0]}" = "pglock: error: invalid value for --host-label: it is not valid UTF-8" ]
+    [ ! -e "$out/ran" ]
+    [ "$(q "select count(*) from pglock.runs where key_name = '$K'")" -eq 0 ]
+}
