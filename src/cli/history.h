@@ -20,7 +20,8 @@ extern const char history_init_sql[];
 /* The GRANTs another role needs, as printed by `pglock init`. */
 extern const char history_grants_text[];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
- * (exists bool, version int or NULL, may_insert bool, may_select bool). */
+ * (exists bool, version int or NULL, may_record bool (USAGE, SELECT,
+ * INSERT, UPDATE), may_select bool). */
 extern const char history_probe_sql[];
 /*
  * The outcome of row r, decided on the server: the stored one once the
