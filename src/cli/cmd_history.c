@@ -53,7 +53,8 @@ static void usage(void)
     cli_opt_help(stdout, history_tables);
     printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
            "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
-           "unrecorded (pglock ended without recording the end).\n"
+           "unrecorded (pglock ended without recording the end), running?\n"
+           "(cannot tell those two apart: see pglock(1)).\n"
            "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
 }
 
@@ -154,7 +155,7 @@ static const char *const prune_fmt =
     " SELECT r.id FROM pglock.runs r"
     " WHERE COALESCE(r.ended_at, r.started_at)"
     "  < now() - $1::bigint * interval '1 millisecond'"
-    "  AND %s <> 'running' LIMIT %d) RETURNING 1)"
+    "  AND %s NOT IN ('running', 'running?') LIMIT %d) RETURNING 1)"
     " SELECT count(*) FROM gone";
 
 static const char *val(PGresult *r, int row, int col)
@@ -219,9 +220,11 @@ static void print_text(PGresult *r)
         cli_echo_arg(val(r, i, 2) ? val(r, i, 2) : val(r, i, 1), 0, name,
                      sizeof name);
         const char *outcome = val(r, i, 14);
-        /* a skip took no time; a run that ended unrecorded, unknown */
+        /* a skip took no time; a run that ended unrecorded, or may have,
+         * an unknown time */
         format_duration(strcmp(outcome, "skipped") == 0 ||
-                                strcmp(outcome, "unrecorded") == 0
+                                strcmp(outcome, "unrecorded") == 0 ||
+                                strcmp(outcome, "running?") == 0
                             ? NULL : val(r, i, 12),
                         dur, sizeof dur);
         printf("%-24s %-10s %8s %4s %8s  %s  %s\n", val(r, i, 10), outcome,
@@ -232,7 +235,7 @@ static void print_text(PGresult *r)
 
 static int prune(PGconn **pg, const history_args *h)
 {
-    char sql[2048], ms[24], err[512];
+    char sql[8192], ms[24], err[512];
     snprintf(sql, sizeof sql, prune_fmt, history_outcome_expr, HISTORY_PRUNE_BATCH);
     snprintf(ms, sizeof ms, "%ld", h->prune_ms);
     const char *params[1] = {ms};
@@ -249,7 +252,7 @@ static int prune(PGconn **pg, const history_args *h)
 
 static int show(PGconn **pg, const history_args *h)
 {
-    char sql[4096], since[24], limit[24], err[512];
+    char sql[8192], since[24], limit[24], err[512];
     snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr);
     snprintf(since, sizeof since, "%ld", h->since_ms);
     snprintf(limit, sizeof limit, "%ld", h->limit);

@@ -24,10 +24,19 @@ extern const char history_grants_text[];
  * INSERT, UPDATE), may_select bool). */
 extern const char history_probe_sql[];
 /*
+ * The run lock: while a recorded run lives, its history connection holds
+ * the advisory lock (HISTORY_RUN_LOCK_NS, id mod 2^32), a pair key
+ * ('pglr') that every role sees in pg_locks.
+ */
+#define HISTORY_RUN_LOCK_NS 1885826162
+#define HISTORY_RUN_LOCK_NS_SQL "1885826162"
+/*
  * The outcome of row r, decided on the server: the stored one once the
- * end is recorded; else "running" while the hold that the start record
- * names (backend pid + backend_start, + xact_start for a transaction
- * hold) still holds the key in pg_locks, else "unrecorded".
+ * end is recorded; else "running" while the lock connection's backend
+ * still holds the key and the run lock is held; "unrecorded" once it is
+ * not; "running?" when the row names no run lock that can decide (one
+ * written by an older pglock) and the reader may not see the backend's
+ * identity in pg_stat_activity.
  */
 extern const char history_outcome_expr[];
 

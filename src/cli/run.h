@@ -251,7 +251,10 @@ typedef struct run_state {
     int fatal;                /* internal error: exit 70 */
 
     PGconn *record_conn;      /* run_record.c: the history's connection */
-    long long record_id;      /* the start row's id, 0 if none */
+    long long record_ids[RUN_MAX_KEYS]; /* the start rows' ids, one per
+                                          key, or none (record_n 0) */
+    int record_n;
+    int record_xact;          /* the run locks are held in a transaction */
     int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
 } run_state;
 
