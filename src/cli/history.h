@@ -17,8 +17,12 @@
 
 /* `pglock init`'s statements, in one transaction (idempotent). */
 extern const char history_init_sql[];
-/* The GRANTs another role needs, as printed by `pglock init`. */
-extern const char history_grants_text[];
+/* The GRANTs each kind of role needs: NULL-terminated templates with one
+ * %s, the role's quoted identifier (PQescapeIdentifier()). */
+enum { HISTORY_RECORDER, HISTORY_READER, HISTORY_PRUNER, HISTORY_EVERY,
+       HISTORY_ROLE_KINDS };
+extern const char *const history_role_kind_names[HISTORY_ROLE_KINDS];
+extern const char *const history_grants[HISTORY_ROLE_KINDS][3];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
  * (exists bool, version int or NULL, may_record bool (USAGE, SELECT,
  * INSERT, UPDATE), may_select bool). */

@@ -43,18 +43,24 @@ const char history_init_sql[] =
     " 'pglock run history, schema version 1';"
     "COMMIT";
 
-const char history_grants_text[] =
-    "-- A role that records runs (run --record, lead --record):\n"
-    "GRANT USAGE ON SCHEMA pglock TO recorder_role;\n"
-    "GRANT SELECT, INSERT, UPDATE ON pglock.runs TO recorder_role;\n"
-    "-- A role that reads them (history, check, metrics):\n"
-    "GRANT USAGE ON SCHEMA pglock TO reader_role;\n"
-    "GRANT SELECT ON pglock.runs TO reader_role;\n"
-    "-- A role that prunes them (history --prune):\n"
-    "GRANT DELETE ON pglock.runs TO pruner_role;\n"
-    "-- To tell a run still going from one that ended unrecorded, a reader\n"
-    "-- must see other roles' sessions in pg_stat_activity:\n"
-    "GRANT pg_read_all_stats TO reader_role;\n";
+const char *const history_role_kind_names[HISTORY_ROLE_KINDS] = {
+    "records runs (run --record, lead --record)",
+    "reads them (history, check, metrics, doctor --record)",
+    "prunes them (history --prune)",
+    "records, reads and prunes them"};
+
+/* A pruner reads what it deletes (--prune decides "finished" with a
+ * SELECT); a recorder reads the id its INSERT ... RETURNING gives back.
+ * No role needs pg_read_all_stats: "running" is read in pg_locks. */
+const char *const history_grants[HISTORY_ROLE_KINDS][3] = {
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, INSERT, UPDATE ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, DELETE ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, INSERT, UPDATE, DELETE ON pglock.runs TO %s", NULL}};
 
 /* The catalogs, not to_regclass(), which fails without USAGE on the
  * schema: a role without the grants gets a clear answer, not an error. */

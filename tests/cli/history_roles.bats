@@ -131,3 +131,29 @@ pglock: hint: \"pglock init\" prints the GRANTs a role needs." ]
     q "select pg_terminate_backend($holder_pid)" >/dev/null
     wait_until 10 reader_outcome_is "$K" unrecorded
 }
+
+@test "init --reader/--pruner/--recorder/--grant-to print GRANTs for real role names, quoted; --apply runs them in one transaction" {
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other" --reader='Mon "Itor"' --pruner=pglock_user
+    [ "$output" = '-- "Mon ""Itor""" reads them (history, check, metrics, doctor --record):
+GRANT USAGE ON SCHEMA pglock TO "Mon ""Itor""";
+GRANT SELECT ON pglock.runs TO "Mon ""Itor""";
+-- "pglock_user" prunes them (history --prune):
+GRANT USAGE ON SCHEMA pglock TO "pglock_user";
+GRANT SELECT, DELETE ON pglock.runs TO "pglock_user";' ]
+    # the template: the pruner's line grants what --prune needs
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other"
+    [[ "$output" == *"GRANT SELECT, DELETE ON pglock.runs TO pruner_role;"* ]]
+    [[ "$output" != *"pg_read_all_stats"* ]]
+    # --apply: the pruner may now prune
+    run -0 --separate-stderr "$PGLOCK_BIN" init -q -d "$other" --pruner=pglock_user --apply
+    run -0 --separate-stderr "$PGLOCK_BIN" history -d "$other user=pglock_user" --prune=1d
+    [[ "$stderr" == "pglock: deleted 0 runs" ]]
+    # one transaction: a role that does not exist grants nothing
+    q "revoke all on pglock.runs from pglock_user; revoke all on schema pglock from pglock_user" "$other"
+    run -69 --separate-stderr "$PGLOCK_BIN" init -q -d "$other" --grant-to=pglock_user --reader=no_such_role_27 --apply
+    [ "$stderr" = 'pglock: error: could not grant: role "no_such_role_27" does not exist' ]
+    [ "$(q "select has_table_privilege('pglock_user', 'pglock.runs', 'SELECT')" "$other")" = f ]
+    run -64 "$PGLOCK_BIN" init -d "$other" --apply
+}
