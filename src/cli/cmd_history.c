@@ -209,11 +209,30 @@ static void format_duration(const char *secs, char *buf, size_t len)
         cli_format_duration(strtod(secs, NULL), 1, buf, len);
 }
 
-/* One line per run; names with control bytes shown escaped (\xNN). */
+/* Terminal columns of UTF-8 text: one per character (what is shown is
+ * cli_echo_arg()'s, control bytes already escaped). */
+static int columns(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* One line per run; names with control bytes shown escaped (\xNN); the
+ * HOST column as wide as its longest host. */
 static void print_text(PGresult *r)
 {
-    printf("%-24s %-10s %8s %4s %8s  %s  %s\n", "STARTED (UTC)", "OUTCOME",
-           "DURATION", "EXIT", "TOKEN", "HOST", "KEY");
+    int width = columns("HOST");
+    for (int i = 0; i < PQntuples(r); i++) {
+        char host[300];
+        cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
+        if (columns(host) > width)
+            width = columns(host);
+    }
+    printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", "STARTED (UTC)", "OUTCOME",
+           "DURATION", "EXIT", "TOKEN", "HOST", width - columns("HOST"), "",
+           "KEY");
     for (int i = 0; i < PQntuples(r); i++) {
         char host[300], name[300], dur[32];
         cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
@@ -227,10 +246,27 @@ static void print_text(PGresult *r)
                                 strcmp(outcome, "running?") == 0
                             ? NULL : val(r, i, 12),
                         dur, sizeof dur);
-        printf("%-24s %-10s %8s %4s %8s  %s  %s\n", val(r, i, 10), outcome,
+        printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", val(r, i, 10), outcome,
                dur, val(r, i, 13) ? val(r, i, 13) : "-",
-               val(r, i, 9) ? val(r, i, 9) : "-", host, name);
+               val(r, i, 9) ? val(r, i, 9) : "-", host,
+               width - columns(host), "", name);
     }
+}
+
+/* "no runs recorded for KEY, KEY2 (within --since)", for an empty answer
+ * in text: a bare header would look like a broken query. */
+static void say_none(int argc, char **argv, const history_args *h)
+{
+    char keys[1024] = "";
+    size_t used = 0;
+    for (int i = optind; i < argc && used < sizeof keys; i++) {
+        char one[300];
+        cli_echo_arg(argv[i], 0, one, sizeof one);
+        used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s",
+                                 i > optind ? ", " : "", one);
+    }
+    cli_notice("no runs recorded%s%s%s", *keys ? " for " : "", keys,
+               h->since_ms >= 0 ? " within --since" : "");
 }
 
 static int prune(PGconn **pg, const history_args *h)
@@ -250,7 +286,7 @@ static int prune(PGconn **pg, const history_args *h)
     return 0;
 }
 
-static int show(PGconn **pg, const history_args *h)
+static int show(PGconn **pg, const history_args *h, int argc, char **argv)
 {
     char sql[8192], since[24], limit[24], err[512];
     snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr);
@@ -263,6 +299,8 @@ static int show(PGconn **pg, const history_args *h)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (h->json)
         print_json(r);
+    else if (PQntuples(r) == 0)
+        say_none(argc, argv, h);
     else
         print_text(r);
     PQclear(r);
@@ -301,7 +339,7 @@ int cmd_history(int argc, char **argv)
     if (!rc)
         rc = keys_of(argc, argv, &h, pg);
     if (!rc)
-        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h);
+        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h, argc, argv);
     PQfinish(pg);
     return rc;
 }

@@ -454,3 +454,22 @@ pglock_up 0" ]
     [[ "$output" != *"pglock_runs_running{key=\"$id\""* ]]
     run -2 "$PGLOCK_BIN" check "$K" --within=1h
 }
+
+@test "history: columns aligned with long host labels; no runs: one line saying so, not a bare header" {
+    "$PGLOCK_BIN" run --record --host-label=h1 "$K" -- true
+    "$PGLOCK_BIN" run --record --host-label=a-long-host-label.build-farm.example.internal "$K" -- true
+    run -0 --separate-stderr "$PGLOCK_BIN" history "$K"
+    [ "${#lines[@]}" -eq 3 ]
+    local l at=()
+    for l in "${lines[@]:1}"; do
+        at+=("$(awk -v s="$l" -v k="  $K" 'BEGIN { print index(s, k) }')")
+    done
+    [ "${at[0]}" -gt 0 ] && [ "${at[0]}" -eq "${at[1]}" ]
+    [ "$(awk -v s="${lines[0]}" 'BEGIN { print index(s, "  KEY") }')" -eq "${at[0]}" ]
+
+    run -0 --separate-stderr "$PGLOCK_BIN" history "$K-none"
+    [ -z "$output" ]
+    [ "$stderr" = "pglock: no runs recorded for $K-none" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json "$K-none"
+    [ "$output" = "[]" ]
+}
