@@ -25,7 +25,7 @@ extern const char *const history_role_kind_names[HISTORY_ROLE_KINDS];
 extern const char *const history_grants[HISTORY_ROLE_KINDS][3];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
  * (exists bool, version int or NULL, may_record bool (USAGE, SELECT,
- * INSERT, UPDATE), may_select bool). */
+ * INSERT, UPDATE), may_select bool, may_prune bool (+ DELETE)). */
 extern const char history_probe_sql[];
 /*
  * The run lock: while a recorded run lives, its history connection holds

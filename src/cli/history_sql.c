@@ -73,7 +73,10 @@ const char history_probe_sql[] =
     "  AND has_table_privilege(t, 'UPDATE')"
     "  AND has_table_privilege(t, 'SELECT'),"
     " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
+    "  AND has_table_privilege(t, 'SELECT'),"
+    " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
     "  AND has_table_privilege(t, 'SELECT')"
+    "  AND has_table_privilege(t, 'DELETE')"
     " FROM (SELECT (SELECT c.oid FROM pg_class c"
     "  JOIN pg_namespace n ON n.oid = c.relnamespace"
     "  WHERE n.nspname = 'pglock' AND c.relname = 'runs') AS t) p";
