@@ -443,7 +443,6 @@ static void check_history(report *r, PGconn *conn, const char *user,
                           int want_record)
 {
     int timed_out;
-    char fix[256];
     PGresult *p = exec_within(conn, history_probe_sql, PROBE_TIMEOUT_MS, &timed_out);
     if (PQresultStatus(p) != PGRES_TUPLES_OK || PQntuples(p) != 1 ||
         PQnfields(p) < 5) {
@@ -479,6 +478,7 @@ static void check_history(report *r, PGconn *conn, const char *user,
         add(r, "history_grants", OK, NULL, "role \"%s\" may record, read "
             "and prune runs", user);
     else {
+        char fix[256];
         snprintf(fix, sizeof fix, "pglock init --%s='%s' prints the GRANTs "
                  "(--apply runs them)", !record ? "recorder" : "pruner", user);
         add(r, "history_grants", want_record && !record ? PROBLEM : WARNING,
