@@ -10,7 +10,10 @@
  * count): OK when it succeeded and started within --within, WARNING when
  * it is older than --warn, CRITICAL when it failed, was killed, lost its
  * lock or ended unrecorded, or is older than --within, or when KEY has no
- * finished run at all.
+ * finished run at all.  A later run that pglock cannot tell going from
+ * ended ("running?", history.h) counts as going, and the line says so:
+ * were it ended unrecorded, the last finished run ages past --within and
+ * the check turns CRITICAL then.  With no finished run to name, UNKNOWN.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,30 +107,61 @@ static int parse(int argc, char **argv, check_args *c)
 }
 
 /* Columns: 0 host, 1 started_at (UTC text), 2 age (s), 3 duration (s),
- * 4 outcome, 5 exit_status. */
-static const char *const last_run_fmt =
+ * 4 outcome now (history_outcome_expr), 5 exit_status; newest first. */
+static const char *const last_runs_fmt =
     "SELECT host, to_char(started_at AT TIME ZONE 'UTC',"
     "  'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
     " extract(epoch FROM now() - started_at)::float8,"
-    " extract(epoch FROM ended_at - started_at)::float8, outcome, exit_status"
+    " extract(epoch FROM ended_at - started_at)::float8, outcome_now,"
+    " exit_status"
     " FROM (SELECT r.*, %s AS outcome_now FROM pglock.runs r"
     "       WHERE r.key = $1::text AND (r.outcome IS NULL"
     "        OR r.outcome <> 'skipped')"
     "       ORDER BY r.started_at DESC LIMIT 50) r"
-    " WHERE outcome_now <> 'running'"
-    " ORDER BY started_at DESC LIMIT 1";
+    " ORDER BY started_at DESC";
+
+/* The first row that is neither "running" nor "running?" (-1: none);
+ * *unsure the newest "running?" row before it (-1: none). */
+static int last_finished(PGresult *r, int *unsure)
+{
+    *unsure = -1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *o = PQgetvalue(r, i, 4);
+        if (strcmp(o, "running?") == 0 && *unsure < 0)
+            *unsure = i;
+        else if (strcmp(o, "running") != 0 && strcmp(o, "running?") != 0)
+            return i;
+    }
+    return -1;
+}
+
+/* ", a later run started ... on HOST may still be going" */
+static void say_unsure(PGresult *r, int row)
+{
+    char host[300];
+    cli_echo_arg(PQgetvalue(r, row, 0), 0, host, sizeof host);
+    printf(", a later run started %s on %s is going or ended unrecorded "
+           "(cannot tell without pg_read_all_stats)", PQgetvalue(r, row, 1), host);
+}
 
 static int judge(PGresult *r, const check_args *c, const char *name)
 {
-    if (PQntuples(r) == 0) {
+    int unsure, row = last_finished(r, &unsure);
+    if (row < 0 && unsure >= 0) {
+        printf("PGLOCK UNKNOWN - %s has no finished run recorded", name);
+        say_unsure(r, unsure);
+        printf("\n");
+        return CHECK_UNKNOWN;
+    }
+    if (row < 0) {
         printf("PGLOCK CRITICAL - %s has no finished run recorded\n", name);
         return CHECK_CRITICAL;
     }
     char host[300];
-    cli_echo_arg(PQgetvalue(r, 0, 0), 0, host, sizeof host);
-    double age = strtod(PQgetvalue(r, 0, 2), NULL);
-    double dur = PQgetisnull(r, 0, 3) ? -1 : strtod(PQgetvalue(r, 0, 3), NULL);
-    const char *outcome = PQgetisnull(r, 0, 4) ? "unrecorded" : PQgetvalue(r, 0, 4);
+    cli_echo_arg(PQgetvalue(r, row, 0), 0, host, sizeof host);
+    double age = strtod(PQgetvalue(r, row, 2), NULL);
+    double dur = PQgetisnull(r, row, 3) ? -1 : strtod(PQgetvalue(r, row, 3), NULL);
+    const char *outcome = PQgetvalue(r, row, 4);
     int state = CHECK_OK;
     if (strcmp(outcome, "succeeded") != 0 || age * 1000 > c->within_ms)
         state = CHECK_CRITICAL;
@@ -135,11 +169,13 @@ static int judge(PGresult *r, const check_args *c, const char *name)
         state = CHECK_WARNING;
     printf("PGLOCK %s - %s %s on %s, started %s (%.0fs ago)", state_names[state],
            name, strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded" : outcome,
-           host, PQgetvalue(r, 0, 1), age);
+           host, PQgetvalue(r, row, 1), age);
     if (dur >= 0)
         printf(", took %.3fs", dur);
     if (state != CHECK_OK && strcmp(outcome, "succeeded") == 0)
         printf(", older than --%s", state == CHECK_WARNING ? "warn" : "within");
+    if (unsure >= 0)
+        say_unsure(r, unsure);
     /* perfdata: 'label'=value[UOM];warn;crit;min;max */
     printf(" | age=%.3fs;", age);
     if (c->warn_ms > 0)
@@ -149,13 +185,13 @@ static int judge(PGresult *r, const check_args *c, const char *name)
         printf("%.3fs;;;0;", dur);
     else
         printf("U;;;0;");
-    printf(" exit_status=%s\n", PQgetisnull(r, 0, 5) ? "U" : PQgetvalue(r, 0, 5));
+    printf(" exit_status=%s\n", PQgetisnull(r, row, 5) ? "U" : PQgetvalue(r, row, 5));
     return state;
 }
 
 static int check(PGconn **pg, const check_args *c)
 {
-    char err[512], sql[2048], id[64];
+    char err[512], sql[8192], id[64];
     PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
     if (!probe)
         return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
@@ -176,7 +212,7 @@ static int check(PGconn **pg, const check_args *c)
     if (!key.resolved && pglock_key_resolve(&key, *pg, &perr) < 0)
         return cli_error(CHECK_UNKNOWN, "%s", perr.message), unknown(perr.message);
     pglock_key_format(&key, id, sizeof id);
-    snprintf(sql, sizeof sql, last_run_fmt, history_outcome_expr);
+    snprintf(sql, sizeof sql, last_runs_fmt, history_outcome_expr);
     const char *params[1] = {id};
     PGresult *r = history_exec(pg, sql, 1, params, -1, err, sizeof err);
     if (!r)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "cli.h"
 #include "doctor_hosts.h"
+#include "history.h"
 #include "json.h"
 
 #define MAX_FINDINGS 24
@@ -431,6 +432,66 @@ static void check_privileges(report *r, const PGresult *res)
     }
 }
 
+/*
+ * The run history: always when pglock.runs exists, and with --record
+ * (the role will record runs) also when it does not, which is then a
+ * problem.  What the role may do with it (record, read, prune) is a
+ * warning when it may not, a problem when it may not record and
+ * --record was asked.
+ */
+static void check_history(report *r, PGconn *conn, const char *user,
+                          int want_record)
+{
+    int timed_out;
+    PGresult *p = exec_within(conn, history_probe_sql, PROBE_TIMEOUT_MS, &timed_out);
+    if (PQresultStatus(p) != PGRES_TUPLES_OK || PQntuples(p) != 1 ||
+        PQnfields(p) < 5) {
+        char msg[300];
+        first_line(p ? PQresultErrorMessage(p) : timed_out ? "no answer in time"
+                                                            : PQerrorMessage(conn),
+                   msg, sizeof msg);
+        if (want_record)
+            add(r, "run_history", PROBLEM, NULL,
+                "could not read the run history's catalog: %s", msg);
+        PQclear(p);
+        return;
+    }
+    if (!is_true(p, 0)) {
+        if (want_record)
+            add(r, "run_history", PROBLEM, "pglock init (once, as a role "
+                "that may create a schema)", "no run history in database "
+                "\"%s\": --record would exit 69", PQdb(conn));
+        PQclear(p);
+        return;
+    }
+    const char *v = val(p, 1);
+    if (!v || atoi(v) != HISTORY_SCHEMA_VERSION) {
+        add(r, "run_history", PROBLEM, "pglock init, with this version of "
+            "pglock", "pglock.runs has schema version %s; this pglock "
+            "reads version %d", v ? v : "(none)", HISTORY_SCHEMA_VERSION);
+        PQclear(p);
+        return;
+    }
+    add(r, "run_history", OK, NULL, "pglock.runs, schema version %s", v);
+    int record = is_true(p, 2), read = is_true(p, 3), prune = is_true(p, 4);
+    if (record && read && prune)
+        add(r, "history_grants", OK, NULL, "role \"%s\" may record, read "
+            "and prune runs", user);
+    else {
+        char fix[256];
+        snprintf(fix, sizeof fix, "pglock init --%s='%s' prints the GRANTs "
+                 "(--apply runs them)", !record ? "recorder" : "pruner", user);
+        add(r, "history_grants", want_record && !record ? PROBLEM : WARNING,
+            fix, "role \"%s\" may not %s%s%s%s%s", user,
+            record ? "" : "record runs (USAGE, SELECT, INSERT, UPDATE)",
+            !record && !read ? ", " : "",
+            read ? "" : "read them (USAGE, SELECT)",
+            (!record || !read) && !prune ? ", " : "",
+            prune ? "" : "prune them (USAGE, SELECT, DELETE)");
+    }
+    PQclear(p);
+}
+
 /* ------------------------------------------------ output */
 
 static void print_text(const report *r, PGconn *conn)
@@ -497,10 +558,13 @@ static void print_json(const report *r, PGconn *conn, const doctor_host *hosts,
 
 /* ------------------------------------------------ the command */
 
-enum { OPT_JSON = 256 };
+enum { OPT_JSON = 256, OPT_RECORD };
 
 static const cli_opt doctor_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
+    {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
+     "check the run history for --record (else only when\n"
+     "pglock.runs exists)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
      "one JSON document (schema in pglock(1))"},
     CLI_OPT_END};
@@ -523,7 +587,7 @@ static void print_help(void)
 int cmd_doctor(int argc, char **argv)
 {
     cli_conn cc = {0};
-    int json = 0, id;
+    int json = 0, record = 0, id;
     if (cli_help_asked(argc, argv)) {
         print_help();
         return 0;
@@ -540,6 +604,8 @@ int cmd_doctor(int argc, char **argv)
         }
         if (id == OPT_JSON)
             json = 1;
+        else if (id == OPT_RECORD)
+            record = 1;
         else
             cli_conn_option(&cc, id, value);
     }
@@ -604,6 +670,7 @@ int cmd_doctor(int argc, char **argv)
     check_keepalives(&r, res, protocol_pid != sql_pid);
     check_timeouts(&r, res);
     check_privileges(&r, res);
+    check_history(&r, conn, val(res, F_USER), record);
 
     if (json)
         print_json(&r, conn, hosts, nhosts);

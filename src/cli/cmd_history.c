@@ -53,7 +53,8 @@ static void usage(void)
     cli_opt_help(stdout, history_tables);
     printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
            "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
-           "unrecorded (pglock ended without recording the end).\n"
+           "unrecorded (pglock ended without recording the end), running?\n"
+           "(cannot tell those two apart: see pglock(1)).\n"
            "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
 }
 
@@ -154,7 +155,7 @@ static const char *const prune_fmt =
     " SELECT r.id FROM pglock.runs r"
     " WHERE COALESCE(r.ended_at, r.started_at)"
     "  < now() - $1::bigint * interval '1 millisecond'"
-    "  AND %s <> 'running' LIMIT %d) RETURNING 1)"
+    "  AND %s NOT IN ('running', 'running?') LIMIT %d) RETURNING 1)"
     " SELECT count(*) FROM gone";
 
 static const char *val(PGresult *r, int row, int col)
@@ -208,31 +209,69 @@ static void format_duration(const char *secs, char *buf, size_t len)
         cli_format_duration(strtod(secs, NULL), 1, buf, len);
 }
 
-/* One line per run; names with control bytes shown escaped (\xNN). */
+/* Terminal columns of UTF-8 text: one per character (what is shown is
+ * cli_echo_arg()'s, control bytes already escaped). */
+static int columns(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* One line per run; names with control bytes shown escaped (\xNN); the
+ * HOST column as wide as its longest host. */
 static void print_text(PGresult *r)
 {
-    printf("%-24s %-10s %8s %4s %8s  %s  %s\n", "STARTED (UTC)", "OUTCOME",
-           "DURATION", "EXIT", "TOKEN", "HOST", "KEY");
+    int width = columns("HOST");
+    for (int i = 0; i < PQntuples(r); i++) {
+        char host[300];
+        cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
+        if (columns(host) > width)
+            width = columns(host);
+    }
+    printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", "STARTED (UTC)", "OUTCOME",
+           "DURATION", "EXIT", "TOKEN", "HOST", width - columns("HOST"), "",
+           "KEY");
     for (int i = 0; i < PQntuples(r); i++) {
         char host[300], name[300], dur[32];
         cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
         cli_echo_arg(val(r, i, 2) ? val(r, i, 2) : val(r, i, 1), 0, name,
                      sizeof name);
         const char *outcome = val(r, i, 14);
-        /* a skip took no time; a run that ended unrecorded, unknown */
+        /* a skip took no time; a run that ended unrecorded, or may have,
+         * an unknown time */
         format_duration(strcmp(outcome, "skipped") == 0 ||
-                                strcmp(outcome, "unrecorded") == 0
+                                strcmp(outcome, "unrecorded") == 0 ||
+                                strcmp(outcome, "running?") == 0
                             ? NULL : val(r, i, 12),
                         dur, sizeof dur);
-        printf("%-24s %-10s %8s %4s %8s  %s  %s\n", val(r, i, 10), outcome,
+        printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", val(r, i, 10), outcome,
                dur, val(r, i, 13) ? val(r, i, 13) : "-",
-               val(r, i, 9) ? val(r, i, 9) : "-", host, name);
+               val(r, i, 9) ? val(r, i, 9) : "-", host,
+               width - columns(host), "", name);
     }
+}
+
+/* "no runs recorded for KEY, KEY2 (within --since)", for an empty answer
+ * in text: a bare header would look like a broken query. */
+static void say_none(int argc, char **argv, const history_args *h)
+{
+    char keys[1024] = "";
+    size_t used = 0;
+    for (int i = optind; i < argc && used < sizeof keys; i++) {
+        char one[300];
+        cli_echo_arg(argv[i], 0, one, sizeof one);
+        used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s",
+                                 i > optind ? ", " : "", one);
+    }
+    cli_notice("no runs recorded%s%s%s", *keys ? " for " : "", keys,
+               h->since_ms >= 0 ? " within --since" : "");
 }
 
 static int prune(PGconn **pg, const history_args *h)
 {
-    char sql[2048], ms[24], err[512];
+    char sql[8192], ms[24], err[512];
     snprintf(sql, sizeof sql, prune_fmt, history_outcome_expr, HISTORY_PRUNE_BATCH);
     snprintf(ms, sizeof ms, "%ld", h->prune_ms);
     const char *params[1] = {ms};
@@ -247,9 +286,9 @@ static int prune(PGconn **pg, const history_args *h)
     return 0;
 }
 
-static int show(PGconn **pg, const history_args *h)
+static int show(PGconn **pg, const history_args *h, int argc, char **argv)
 {
-    char sql[4096], since[24], limit[24], err[512];
+    char sql[8192], since[24], limit[24], err[512];
     snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr);
     snprintf(since, sizeof since, "%ld", h->since_ms);
     snprintf(limit, sizeof limit, "%ld", h->limit);
@@ -260,6 +299,8 @@ static int show(PGconn **pg, const history_args *h)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (h->json)
         print_json(r);
+    else if (PQntuples(r) == 0)
+        say_none(argc, argv, h);
     else
         print_text(r);
     PQclear(r);
@@ -298,7 +339,7 @@ int cmd_history(int argc, char **argv)
     if (!rc)
         rc = keys_of(argc, argv, &h, pg);
     if (!rc)
-        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h);
+        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h, argc, argv);
     PQfinish(pg);
     return rc;
 }

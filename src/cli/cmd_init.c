@@ -10,7 +10,23 @@
 #include "cli.h"
 #include "history.h"
 
+enum { OPT_RECORDER = 300, OPT_READER, OPT_PRUNER, OPT_GRANT_TO, OPT_APPLY };
+
+/* The most roles one init grants to. */
+#define INIT_MAX_ROLES 16
+
 static const cli_opt init_opts[] = {
+    {0, 0, NULL, 0, NULL, "Grants (each may be given again):"},
+    {OPT_RECORDER, 0, "recorder", CLI_OPT_VALUE, "ROLE",
+     "print the GRANTs for a role that records runs"},
+    {OPT_READER, 0, "reader", CLI_OPT_VALUE, "ROLE",
+     "... that reads them (history, check, metrics)"},
+    {OPT_PRUNER, 0, "pruner", CLI_OPT_VALUE, "ROLE",
+     "... that prunes them (history --prune)"},
+    {OPT_GRANT_TO, 0, "grant-to", CLI_OPT_VALUE, "ROLE",
+     "... that does all three"},
+    {OPT_APPLY, 0, "apply", CLI_OPT_NO_VALUE, NULL,
+     "run those GRANTs too (in one transaction)"},
     {0, 0, NULL, 0, NULL, "Output:"},
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
      "print errors only (not the GRANTs)"},
@@ -23,11 +39,76 @@ static void usage(void)
 {
     printf("pglock init creates the run history (schema \"pglock\", table\n"
            "pglock.runs) in the database, and prints the GRANTs other roles\n"
-           "need to record and read.  Running it again changes nothing.\n\n"
+           "need to record, read and prune (for the roles named, or as a\n"
+           "template).  Running it again changes nothing.\n\n"
            "Usage:\n  pglock init [OPTION]...\n\n");
     cli_opt_help(stdout, init_tables);
     printf("\nExit status: 0 done, 69 server unavailable or not allowed to "
-           "create,\n64 usage.\n");
+           "create\nor to grant, 64 usage.\n");
+}
+
+typedef struct init_args {
+    cli_conn conn;
+    int nroles;
+    int kinds[INIT_MAX_ROLES];
+    const char *roles[INIT_MAX_ROLES];
+    int apply;
+} init_args;
+
+/* The GRANTs for the roles in a (quoted with PQescapeIdentifier()), or
+ * with placeholder names when none is named; printed unless -q, and
+ * with --apply run in one transaction.  0, or 69 after one line. */
+static int grants(PGconn *pg, const init_args *a)
+{
+    static const char *const placeholders[] = {"recorder_role", "reader_role",
+                                               "pruner_role", "pglock_role"};
+    int n = a->nroles ? a->nroles : HISTORY_EVERY;
+    PGresult *r = a->apply ? PQexec(pg, "BEGIN") : NULL;
+    PQclear(r);
+    for (int i = 0; i < n; i++) {
+        int kind = a->nroles ? a->kinds[i] : i;
+        char *quoted = a->nroles ? PQescapeIdentifier(pg, a->roles[i],
+                                                      strlen(a->roles[i]))
+                                 : NULL;
+        if (a->nroles && !quoted)
+            return cli_error(CLI_EXIT_UNAVAILABLE, "%s", PQerrorMessage(pg));
+        const char *role = quoted ? quoted : placeholders[kind];
+        if (!cli_quiet)
+            printf("-- %s %s:\n", a->nroles ? role : "A role that",
+                   history_role_kind_names[kind]);
+        for (int g = 0; history_grants[kind][g]; g++) {
+            char sql[512];
+            snprintf(sql, sizeof sql, history_grants[kind][g], role);
+            if (!cli_quiet)
+                printf("%s;\n", sql);
+            if (!a->apply)
+                continue;
+            r = PQexec(pg, sql);
+            if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+                char line[512];
+                const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+                snprintf(line, sizeof line, "%s", m ? m : PQerrorMessage(pg));
+                line[strcspn(line, "\n")] = '\0';
+                PQclear(r);
+                PQfreemem(quoted);
+                PQclear(PQexec(pg, "ROLLBACK"));
+                return cli_error(CLI_EXIT_UNAVAILABLE, "could not grant: %s", line);
+            }
+            PQclear(r);
+        }
+        PQfreemem(quoted);
+    }
+    if (!a->apply)
+        return 0;
+    r = PQexec(pg, "COMMIT");
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK &&
+             strcmp(PQcmdStatus(r), "COMMIT") == 0;
+    PQclear(r);
+    if (!ok)
+        return cli_error(CLI_EXIT_UNAVAILABLE, "could not grant: the "
+                         "transaction was rolled back");
+    cli_notice("granted to %d role%s", a->nroles, a->nroles == 1 ? "" : "s");
+    return 0;
 }
 
 /* The version already in the database (0: none), or -1 after an error. */
@@ -50,7 +131,7 @@ static int version_found(PGconn *pg)
     return v;
 }
 
-static int init_database(PGconn *pg)
+static int init_database(PGconn *pg, const init_args *a)
 {
     int found = version_found(pg);
     if (found == -1)
@@ -74,16 +155,30 @@ static int init_database(PGconn *pg)
     cli_notice("run history (schema version %d) %s in database \"%s\"",
                HISTORY_SCHEMA_VERSION, found ? "already present" : "created",
                PQdb(pg));
-    if (!cli_quiet)
-        fputs(history_grants_text, stdout);
+    return grants(pg, a);
+}
+
+static int role_option(init_args *a, int id, const char *value)
+{
+    if (!*value)
+        return cli_usage_error("init", "invalid role name: it is empty");
+    if (a->nroles == INIT_MAX_ROLES)
+        return cli_usage_error("init", "too many roles: at most %d",
+                               INIT_MAX_ROLES);
+    a->kinds[a->nroles] = id == OPT_RECORDER ? HISTORY_RECORDER
+                          : id == OPT_READER ? HISTORY_READER
+                          : id == OPT_PRUNER ? HISTORY_PRUNER
+                                             : HISTORY_EVERY;
+    a->roles[a->nroles++] = value;
     return 0;
 }
 
 int cmd_init(int argc, char **argv)
 {
-    cli_conn conn = {NULL, NULL, NULL, NULL};
+    init_args a;
+    memset(&a, 0, sizeof a);
     const char *value;
-    int id;
+    int id, rc;
     if (cli_help_asked(argc, argv)) {
         usage();
         return 0;
@@ -97,17 +192,25 @@ int cmd_init(int argc, char **argv)
             cli_quiet = 1;
         else if (id == 'V')
             return cli_print_version(), 0;
-        else
-            cli_conn_option(&conn, id, value);
+        else if (id == OPT_APPLY)
+            a.apply = 1;
+        else if (id >= OPT_RECORDER && id <= OPT_GRANT_TO) {
+            if ((rc = role_option(&a, id, value)) != 0)
+                return rc;
+        } else
+            cli_conn_option(&a.conn, id, value);
     }
     if (optind < argc)
         return cli_usage_error("init", "unexpected argument \"%s\"", argv[optind]);
+    if (a.apply && !a.nroles)
+        return cli_usage_error("init", "--apply needs a role: --recorder, "
+                               "--reader, --pruner or --grant-to");
     pglock_error err;
     pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    PGconn *pg = cli_connect(&conn, "pglock init", NULL, &err);
+    PGconn *pg = cli_connect(&a.conn, "pglock init", NULL, &err);
     if (!pg)
         return cli_connect_error(&err, NULL);
-    int rc = init_database(pg);
+    rc = init_database(pg, &a);
     PQfinish(pg);
     return rc;
 }

@@ -7,8 +7,13 @@
  * Per key (labels key="123" or "42:9", name="..." from the registry, else
  * the name last recorded for it, else ""): locks held and waiting, the age
  * of the oldest wait (pg_locks and pg_stat_activity); per recorded key:
- * the last run's start, end, duration and outcome.  Without a history
- * table only the lock metrics are printed.
+ * the last finished run's start, end, duration and outcome (as check
+ * judges: a run still going does not count), and the runs going now.
+ * Without a history table only the lock metrics are printed.
+ *
+ * pglock_up is always printed: 1 when every query was answered; else 0,
+ * alone, and the exit status is 69, so that the file a textfile collector
+ * reads says the server was not reached instead of keeping old numbers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +38,8 @@ static void usage(void)
            "a database as Prometheus metrics (text exposition format).\n\n"
            "Usage:\n  pglock metrics [OPTION]...\n\n");
     cli_opt_help(stdout, metrics_tables);
-    printf("\nExit status: 0, 69 server unavailable, 64 usage.\n");
+    printf("\nExit status: 0, 69 server unavailable (pglock_up 0 is still "
+           "printed),\n64 usage.\n");
 }
 
 /* Columns: 0 classid, 1 objid, 2 objsubid, 3 held, 4 waiting, 5 oldest
@@ -49,6 +55,8 @@ static const char locks_fmt[] =
     " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.database ="
     "  (SELECT oid FROM pg_database WHERE datname = current_database())"
+    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = "
+    HISTORY_RUN_LOCK_NS_SQL ")" /* a run lock, no job's key */
     " GROUP BY 1, 2, 3) g ORDER BY 1, 2, 3";
 
 static const char recorded_name_sql[] =
@@ -56,18 +64,34 @@ static const char recorded_name_sql[] =
     " AND r.objid = g.objid AND r.objsubid = g.objsubid"
     " ORDER BY r.started_at DESC LIMIT 1)";
 
-/* Columns: 0 classid, 1 objid, 2 objsubid, 3 start (epoch), 4 end (epoch
- * or NULL), 5 duration (s or NULL), 6 key_name, 7 outcome. */
+/* The last finished run of each key, as check finds it (skips, runs
+ * going and runs that may be going do not count).  Columns: 0 classid,
+ * 1 objid, 2 objsubid, 3 start (epoch), 4 end (epoch or NULL), 5 duration
+ * (s or NULL), 6 key_name, 7 outcome. */
 static const char runs_fmt[] =
     "SELECT classid, objid, objsubid, extract(epoch FROM started_at)::float8,"
     " extract(epoch FROM ended_at)::float8,"
-    " extract(epoch FROM ended_at - started_at)::float8, key_name, %s"
-    " FROM (SELECT DISTINCT ON (r.key) r.* FROM pglock.runs r"
-    "       WHERE r.outcome IS DISTINCT FROM 'skipped'"
-    "       ORDER BY r.key, r.started_at DESC) r ORDER BY key";
+    " extract(epoch FROM ended_at - started_at)::float8, key_name, outcome_now"
+    " FROM (SELECT DISTINCT ON (f.key) f.* FROM"
+    "  (SELECT r.*, %s AS outcome_now FROM pglock.runs r"
+    "   WHERE r.outcome IS DISTINCT FROM 'skipped') f"
+    "  WHERE f.outcome_now NOT IN ('running', 'running?')"
+    "  ORDER BY f.key, f.started_at DESC) l ORDER BY key";
+
+/* The runs of each key going now.  Columns: 0 classid, 1 objid, 2
+ * objsubid, 3 running, 4 running? (cannot tell), 5 key_name. */
+static const char going_fmt[] =
+    "SELECT classid, objid, objsubid,"
+    " count(*) FILTER (WHERE outcome_now = 'running'),"
+    " count(*) FILTER (WHERE outcome_now = 'running?'),"
+    " (array_agg(key_name ORDER BY started_at DESC))[1]"
+    " FROM (SELECT r.*, %s AS outcome_now FROM pglock.runs r"
+    "  WHERE r.outcome IS NULL) g"
+    " WHERE outcome_now IN ('running', 'running?')"
+    " GROUP BY key, classid, objid, objsubid ORDER BY key";
 
 static const char *const outcomes[] = {"succeeded", "failed", "killed", "lost",
-                                       "running", "unrecorded", NULL};
+                                       "unrecorded", NULL};
 
 /* A label value, escaped as the format wants (\\, \", \n). */
 static void label(const char *s)
@@ -121,17 +145,22 @@ static void gauge(PGresult *r, const char *metric, const char *help, int col,
     }
 }
 
-static void print_runs(PGresult *r, const cli_registry *reg)
+static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
 {
     gauge(r, "pglock_last_run_start_timestamp_seconds",
-          "When the last recorded run of the key started (server clock).", 3, 6, reg);
+          "When the last finished run of the key started (server clock).", 3, 6, reg);
     gauge(r, "pglock_last_run_end_timestamp_seconds",
-          "When the last recorded run of the key ended (absent while it runs "
-          "or when its end was never recorded).", 4, 6, reg);
+          "When the last finished run of the key ended (absent when its end "
+          "was never recorded).", 4, 6, reg);
     gauge(r, "pglock_last_run_duration_seconds",
-          "How long the last recorded run of the key took.", 5, 6, reg);
+          "How long the last finished run of the key took.", 5, 6, reg);
+    gauge(going, "pglock_runs_running",
+          "Runs of the key going now (absent: none).", 3, 5, reg);
+    gauge(going, "pglock_runs_undetermined",
+          "Runs of the key that are going or ended unrecorded: pglock "
+          "cannot tell (see pglock(1)).", 4, 5, reg);
     header("pglock_last_run_outcome",
-           "1 for the outcome of the last recorded run of the key, else 0.");
+           "1 for the outcome of the last finished run of the key, else 0.");
     for (int i = 0; i < PQntuples(r); i++)
         for (int o = 0; outcomes[o]; o++) {
             printf("pglock_last_run_outcome");
@@ -154,34 +183,54 @@ static int history_readable(PGconn **pg)
     return usable;
 }
 
-static int metrics(PGconn **pg, const cli_registry *reg)
+static void print_up(int up)
 {
-    char err[512], sql[2048];
-    int usable = history_readable(pg);
-    if (usable < 0)
-        return CLI_EXIT_UNAVAILABLE;
-    snprintf(sql, sizeof sql, locks_fmt, usable ? recorded_name_sql : "NULL::text");
+    header("pglock_up", "1 when the database answered every query of "
+           "pglock metrics, else 0 (and nothing else is printed).");
+    printf("pglock_up %d\n", up);
+}
+
+/* Runs fmt with the outcome expression (or the history's name subquery). */
+static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
+{
+    char err[512], sql[8192];
+    snprintf(sql, sizeof sql, fmt, arg);
     PGresult *r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
     if (!r)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
-    gauge(r, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
-          3, 6, reg);
-    gauge(r, "pglock_locks_waiting", "Sessions waiting for the key (pg_locks).",
-          4, 6, reg);
-    gauge(r, "pglock_oldest_wait_seconds",
-          "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
-    PQclear(r);
+        cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    return r;
+}
 
+/* Every query first, then the output: all of it, or pglock_up 0 alone. */
+static int metrics(PGconn **pg, const cli_registry *reg)
+{
+    PGresult *locks = NULL, *runs = NULL, *going = NULL;
+    int usable = history_readable(pg);
+    if (usable >= 0)
+        locks = query(pg, locks_fmt, usable ? recorded_name_sql : "NULL::text");
+    if (locks && usable) {
+        runs = query(pg, runs_fmt, history_outcome_expr);
+        going = runs ? query(pg, going_fmt, history_outcome_expr) : NULL;
+    }
+    if (!locks || (usable && !going)) {
+        PQclear(locks);
+        PQclear(runs);
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    print_up(1);
+    gauge(locks, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
+          3, 6, reg);
+    gauge(locks, "pglock_locks_waiting", "Sessions waiting for the key (pg_locks).",
+          4, 6, reg);
+    gauge(locks, "pglock_oldest_wait_seconds",
+          "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
-    if (!usable)
-        return 0;
-    snprintf(sql, sizeof sql, runs_fmt, history_outcome_expr);
-    r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
-    if (!r)
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
-    print_runs(r, reg);
-    PQclear(r);
+    if (usable)
+        print_runs(runs, going, reg);
+    PQclear(locks);
+    PQclear(runs);
+    PQclear(going);
     return 0;
 }
 
@@ -214,6 +263,8 @@ int cmd_metrics(int argc, char **argv)
         return cli_usage_error("metrics", "%s", err);
     PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
     int rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    if (rc == CLI_EXIT_UNAVAILABLE)
+        print_up(0);
     PQfinish(pg);
     cli_registry_free(reg);
     return rc;

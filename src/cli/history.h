@@ -17,16 +17,30 @@
 
 /* `pglock init`'s statements, in one transaction (idempotent). */
 extern const char history_init_sql[];
-/* The GRANTs another role needs, as printed by `pglock init`. */
-extern const char history_grants_text[];
+/* The GRANTs each kind of role needs: NULL-terminated templates with one
+ * %s, the role's quoted identifier (PQescapeIdentifier()). */
+enum { HISTORY_RECORDER, HISTORY_READER, HISTORY_PRUNER, HISTORY_EVERY,
+       HISTORY_ROLE_KINDS };
+extern const char *const history_role_kind_names[HISTORY_ROLE_KINDS];
+extern const char *const history_grants[HISTORY_ROLE_KINDS][3];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
- * (exists bool, version int or NULL, may_insert bool, may_select bool). */
+ * (exists bool, version int or NULL, may_record bool (USAGE, SELECT,
+ * INSERT, UPDATE), may_select bool, may_prune bool (+ DELETE)). */
 extern const char history_probe_sql[];
 /*
+ * The run lock: while a recorded run lives, its history connection holds
+ * the advisory lock (HISTORY_RUN_LOCK_NS, id mod 2^32), a pair key
+ * ('pglr') that every role sees in pg_locks.
+ */
+#define HISTORY_RUN_LOCK_NS 1885826162
+#define HISTORY_RUN_LOCK_NS_SQL "1885826162"
+/*
  * The outcome of row r, decided on the server: the stored one once the
- * end is recorded; else "running" while the hold that the start record
- * names (backend pid + backend_start, + xact_start for a transaction
- * hold) still holds the key in pg_locks, else "unrecorded".
+ * end is recorded; else "running" while the lock connection's backend
+ * still holds the key and the run lock is held; "unrecorded" once it is
+ * not; "running?" when the row names no run lock that can decide (one
+ * written by an older pglock) and the reader may not see the backend's
+ * identity in pg_stat_activity.
  */
 extern const char history_outcome_expr[];
 

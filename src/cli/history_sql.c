@@ -43,18 +43,24 @@ const char history_init_sql[] =
     " 'pglock run history, schema version 1';"
     "COMMIT";
 
-const char history_grants_text[] =
-    "-- A role that records runs (run --record, lead --record):\n"
-    "GRANT USAGE ON SCHEMA pglock TO recorder_role;\n"
-    "GRANT SELECT, INSERT, UPDATE ON pglock.runs TO recorder_role;\n"
-    "-- A role that reads them (history, check, metrics):\n"
-    "GRANT USAGE ON SCHEMA pglock TO reader_role;\n"
-    "GRANT SELECT ON pglock.runs TO reader_role;\n"
-    "-- A role that prunes them (history --prune):\n"
-    "GRANT DELETE ON pglock.runs TO pruner_role;\n"
-    "-- To tell a run still going from one that ended unrecorded, a reader\n"
-    "-- must see other roles' sessions in pg_stat_activity:\n"
-    "GRANT pg_read_all_stats TO reader_role;\n";
+const char *const history_role_kind_names[HISTORY_ROLE_KINDS] = {
+    "records runs (run --record, lead --record)",
+    "reads them (history, check, metrics, doctor --record)",
+    "prunes them (history --prune)",
+    "records, reads and prunes them"};
+
+/* A pruner reads what it deletes (--prune decides "finished" with a
+ * SELECT); a recorder reads the id its INSERT ... RETURNING gives back.
+ * No role needs pg_read_all_stats: "running" is read in pg_locks. */
+const char *const history_grants[HISTORY_ROLE_KINDS][3] = {
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, INSERT, UPDATE ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, DELETE ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s",
+     "GRANT SELECT, INSERT, UPDATE, DELETE ON pglock.runs TO %s", NULL}};
 
 /* The catalogs, not to_regclass(), which fails without USAGE on the
  * schema: a role without the grants gets a clear answer, not an error. */
@@ -64,21 +70,52 @@ const char history_probe_sql[] =
     "  FROM 'schema version ([0-9]+)')::int,"
     " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
     "  AND has_table_privilege(t, 'INSERT')"
-    "  AND has_table_privilege(t, 'UPDATE'),"
+    "  AND has_table_privilege(t, 'UPDATE')"
+    "  AND has_table_privilege(t, 'SELECT'),"
+    " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
+    "  AND has_table_privilege(t, 'SELECT'),"
     " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
     "  AND has_table_privilege(t, 'SELECT')"
+    "  AND has_table_privilege(t, 'DELETE')"
     " FROM (SELECT (SELECT c.oid FROM pg_class c"
     "  JOIN pg_namespace n ON n.oid = c.relnamespace"
     "  WHERE n.nspname = 'pglock' AND c.relname = 'runs') AS t) p";
 
+/*
+ * Whether a run still goes is read from pg_locks alone, which every role
+ * may read in full (pg_stat_activity hides another role's backend_start
+ * and xact_start from a role without pg_read_all_stats):
+ * - the lock connection's backend (backend_pid) must still hold the key;
+ * - and the history connection of the run holds the run lock, the pair
+ *   (HISTORY_RUN_LOCK_NS, id mod 2^32), taken with the start record and
+ *   kept until the end is recorded (run_record.c).  A run id is never
+ *   reused, so a held run lock is this run's pglock, alive.
+ * A row written by an older pglock (no run lock) is told by the backend's
+ * identity, as that pglock did, when the reader may see it; when it may
+ * not, and the backend still holds the key, nobody can tell: "running?".
+ */
+#define THIS_DATABASE \
+    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+
 const char history_outcome_expr[] =
-    "COALESCE(r.outcome, CASE WHEN EXISTS ("
-    " SELECT 1 FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid"
-    " WHERE a.pid = r.backend_pid AND a.backend_start = r.backend_start"
-    "  AND (r.hold = 'session' OR a.xact_start = r.xact_start)"
-    "  AND l.locktype = 'advisory' AND l.granted"
-    "  AND l.database = (SELECT oid FROM pg_database"
-    "                    WHERE datname = current_database())"
-    "  AND l.classid::bigint = r.classid AND l.objid::bigint = r.objid"
-    "  AND l.objsubid = r.objsubid)"
-    " THEN 'running' ELSE 'unrecorded' END)";
+    "COALESCE(r.outcome, CASE"
+    " WHEN NOT EXISTS (SELECT 1 FROM pg_locks l"
+    "  WHERE l.pid = r.backend_pid AND l.locktype = 'advisory' AND l.granted"
+    "   AND l.database = " THIS_DATABASE
+    "   AND l.classid::bigint = r.classid AND l.objid::bigint = r.objid"
+    "   AND l.objsubid = r.objsubid)"
+    "  THEN 'unrecorded'"
+    " WHEN EXISTS (SELECT 1 FROM pg_locks l"
+    "  WHERE l.locktype = 'advisory' AND l.granted"
+    "   AND l.database = " THIS_DATABASE
+    "   AND l.classid::bigint = " HISTORY_RUN_LOCK_NS_SQL
+    "   AND l.objid::bigint = r.id % 4294967296 AND l.objsubid = 2)"
+    "  THEN 'running'"
+    " WHEN EXISTS (SELECT 1 FROM pg_stat_activity a"
+    "  WHERE a.pid = r.backend_pid AND a.backend_start = r.backend_start"
+    "   AND (r.hold = 'session' OR a.xact_start = r.xact_start))"
+    "  THEN 'running'"
+    " WHEN EXISTS (SELECT 1 FROM pg_stat_activity a"
+    "  WHERE a.pid = r.backend_pid AND a.backend_start IS NULL)"
+    "  THEN 'running?'"
+    " ELSE 'unrecorded' END)";

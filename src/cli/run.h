@@ -177,6 +177,9 @@ typedef struct run_command {
 
 /* The most keys one `pglock run` takes (documented in pglock(1)). */
 #define RUN_MAX_KEYS 32
+/* The most bytes of PGLOCK_KEY, the keys as given joined by newlines
+ * (documented in pglock(1)). */
+#define RUN_MAX_KEY_ENV 4095
 
 struct run_args {
     const run_command *cmd;

@@ -88,9 +88,19 @@ int run_keys_parse(run_state *st, pglock_key *keys, char *err, size_t errlen)
     if (registry && !st->registry &&
         cli_registry_load(&st->registry, a->keys_file, err, errlen) < 0)
         return -1;
-    for (int i = 0; i < st->nkeys; i++)
+    size_t env = 0;
+    for (int i = 0; i < st->nkeys; i++) {
         if (cli_parse_key(st->key_texts[i], st->registry, &keys[i], err, errlen) < 0)
             return -1;
+        env += strlen(st->key_texts[i]) + (i > 0);
+    }
+    /* The job reads them all in PGLOCK_KEY: never a part of them. */
+    if (env > RUN_MAX_KEY_ENV) {
+        snprintf(err, errlen, "the key%s too long: PGLOCK_KEY would be %zu "
+                 "bytes (at most %d)", st->nkeys > 1 ? "s are" : " is", env,
+                 RUN_MAX_KEY_ENV);
+        return -1;
+    }
     /* legacy keys are compared once the server has given their value */
     return duplicate_error(st, keys, err, errlen);
 }

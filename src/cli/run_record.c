@@ -26,10 +26,13 @@
 enum { OPT_RECORD = 400, OPT_HOST_LABEL };
 
 /* The history of the one run at a time in a process (lead: one term after
- * another): its connection and the start row.  This file's alone. */
+ * another): its connection, the start rows (one per key) and whether their
+ * run locks are held in a transaction.  This file's alone. */
 static struct {
-    PGconn *conn;    /* the history's connection, or NULL */
-    long long id;    /* the start row's id, 0 if none */
+    PGconn *conn;                 /* the history's connection, or NULL */
+    long long ids[RUN_MAX_KEYS];  /* the start rows' ids */
+    int n;                        /* how many; 0 if none */
+    int xact;                     /* the run locks are held in a transaction */
 } rec;
 
 const cli_opt run_record_opts[] = {
@@ -50,6 +53,10 @@ int run_record_option(run_args *a, int id, const char *value)
         if (!*value)
             return cli_usage_error(a->command, "invalid value for --host-label: "
                                    "it is empty");
+        pglock_key probe; /* a name's rule: valid UTF-8, as stored */
+        if (pglock_key_text(&probe, value) < 0)
+            return cli_usage_error(a->command, "invalid value for --host-label: "
+                                   "it is not valid UTF-8");
         a->host_label = value;
         return -1;
     default:
@@ -88,12 +95,22 @@ static int recording(const run_state *st)
     return st->args->record;
 }
 
+/* Closing the connection also releases the run locks (run_record_end()
+ * records the end first). */
 static void close_record(void)
 {
     PQfinish(rec.conn);
     rec.conn = NULL;
-    rec.id = 0;
+    rec.n = 0;
+    rec.xact = 0;
 }
+
+/* The history connection idles for the whole run while it holds the run
+ * locks: a server's idle_session_timeout must not end it (the lock
+ * connection has a lease of its own; this one needs none). */
+static const char keep_idle_sql[] =
+    "SELECT CASE WHEN current_setting('server_version_num')::int >= 140000"
+    " THEN set_config('idle_session_timeout', '0', false) END";
 
 int run_record_prepare(run_state *st)
 {
@@ -122,6 +139,14 @@ int run_record_prepare(run_state *st)
         close_record();
         return rc;
     }
+    PGresult *r = history_exec(&rec.conn, keep_idle_sql, 0, NULL,
+                               deadline, err, sizeof err);
+    if (!r) {
+        cli_warning("could not reach the run history: %s; the run will not be "
+                    "recorded", err);
+        close_record();
+    }
+    PQclear(r);
     return -1;
 }
 
@@ -134,38 +159,166 @@ static const char *program_name(const run_args *a)
     return slash && slash[1] ? slash + 1 : a->argv[0];
 }
 
+/*
+ * One row per key, so that a run of several keys is found under each:
+ * the keys come as arrays (unnest ... WITH ORDINALITY keeps their order).
+ * In a session hold, each row's run lock is taken by the INSERT itself,
+ * so that no reader sees the row without it.
+ */
 static const char insert_sql[] =
     "INSERT INTO pglock.runs (key, key_name, classid, objid, objsubid, host,"
     " os_user, pid, command, hold, backend_pid, backend_start, xact_start,"
     " fencing_token, outcome, ended_at)"
-    " SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::int, $6::text,"
+    " SELECT k.key, k.name, k.cls, k.obj, k.sub, $6::text,"
     " $7::text, $8::int, $9::text, $10::text, p.pid, a.backend_start,"
     " CASE WHEN $10::text = 'xact' THEN a.xact_start END, $12::bigint,"
     " $13::text, CASE WHEN $13::text IS NOT NULL THEN now() END"
-    " FROM (SELECT $11::int AS pid) p"
+    " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
+    "  $5::int[]) WITH ORDINALITY AS k(key, name, cls, obj, sub, n)"
+    " CROSS JOIN (SELECT $11::int AS pid) p"
     " LEFT JOIN pg_stat_activity a ON a.pid = p.pid"
-    " RETURNING id";
+    " ORDER BY k.n"
+    " RETURNING id, CASE WHEN $14::bool THEN pg_try_advisory_lock("
+    HISTORY_RUN_LOCK_NS_SQL ", id::bit(32)::int) END";
 
-/* Inserts the row (outcome NULL: a run under way) by deadline. */
+/* In a transaction hold (behind PgBouncer), the run locks are held in a
+ * transaction of the history connection, which a pooler keeps on one
+ * server connection until it ends; the server must not end it while it
+ * idles. */
+static const char xact_run_lock_sql[] =
+    "SELECT set_config('idle_in_transaction_session_timeout', '0', true),"
+    " CASE WHEN current_setting('server_version_num')::int >= 170000"
+    "  THEN set_config('transaction_timeout', '0', true) END,"
+    " bool_and(pg_try_advisory_xact_lock(" HISTORY_RUN_LOCK_NS_SQL
+    ", id::bit(32)::int)) FROM unnest($1::bigint[]) id";
+
+/* Appends text as one element of an array literal: double-quoted, with
+ * '"' and '\\' escaped, so that any name (quotes, commas, braces,
+ * newlines) arrives intact.  0, or -1 when buf is full. */
+static int array_add(char *buf, size_t len, size_t *used, const char *text)
+{
+    size_t n = *used;
+    if (n + 2 >= len)
+        return -1;
+    if (n > 1)
+        buf[n++] = ',';
+    buf[n++] = '"';
+    for (; *text; text++) {
+        if (n + 3 >= len)
+            return -1;
+        if (*text == '"' || *text == '\\')
+            buf[n++] = '\\';
+        buf[n++] = *text;
+    }
+    buf[n++] = '"';
+    buf[n] = '\0';
+    *used = n;
+    return 0;
+}
+
+/* The keys' arrays (ids, names, locktags) for insert_sql, from st->key_id
+ * ("123 42:9", canonical order) and st->key_texts.  0, or -1 if too long. */
+typedef struct record_keys {
+    char ids[RUN_MAX_KEYS * 24 + 8], cls[RUN_MAX_KEYS * 12 + 8];
+    char obj[RUN_MAX_KEYS * 12 + 8], sub[RUN_MAX_KEYS * 3 + 8];
+    char names[16384];
+} record_keys;
+
+static int record_keys_make(const run_state *st, record_keys *k)
+{
+    size_t u_ids = 1, u_names = 1, u_cls = 1, u_obj = 1, u_sub = 1;
+    strcpy(k->ids, "{");
+    strcpy(k->names, "{");
+    strcpy(k->cls, "{");
+    strcpy(k->obj, "{");
+    strcpy(k->sub, "{");
+    const char *p = st->key_id;
+    for (int i = 0; i < st->nkeys; i++) {
+        char id[32], num[16];
+        size_t n = strcspn(p, " ");
+        snprintf(id, sizeof id, "%.*s", (int)n, p);
+        p += n + (p[n] == ' ');
+        /* From the resolved id ("123" or "42:9"): a legacy key's value is
+         * known only there. */
+        pglock_key key;
+        int ns, nsid;
+        if (strchr(id, ':') && sscanf(id, "%d:%d", &ns, &nsid) == 2)
+            pglock_key_pair(&key, ns, nsid);
+        else
+            pglock_key_int64(&key, strtoll(id, NULL, 10));
+        uint32_t classid = 0, objid = 0;
+        int objsubid = 0;
+        pglock_key_locktag(&key, &classid, &objid, &objsubid);
+        if (array_add(k->ids, sizeof k->ids, &u_ids, id) < 0 ||
+            array_add(k->names, sizeof k->names, &u_names, st->key_texts[i]) < 0)
+            return -1;
+        snprintf(num, sizeof num, "%u", classid);
+        if (array_add(k->cls, sizeof k->cls, &u_cls, num) < 0)
+            return -1;
+        snprintf(num, sizeof num, "%u", objid);
+        if (array_add(k->obj, sizeof k->obj, &u_obj, num) < 0)
+            return -1;
+        snprintf(num, sizeof num, "%d", objsubid);
+        if (array_add(k->sub, sizeof k->sub, &u_sub, num) < 0)
+            return -1;
+    }
+    strcat(k->ids, "}");
+    strcat(k->names, "}");
+    strcat(k->cls, "}");
+    strcat(k->obj, "}");
+    strcat(k->sub, "}");
+    return 0;
+}
+
+/* The ids of the rows, as an array literal, for the run locks and the
+ * end's UPDATE. */
+static void ids_array(char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "{");
+    for (int i = 0; i < rec.n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+                                 rec.ids[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, "}");
+}
+
+/* Takes the run locks in a transaction of the history connection. */
+static void xact_run_locks(int64_t deadline)
+{
+    char err[512], ids[RUN_MAX_KEYS * 24 + 8];
+    ids_array(ids, sizeof ids);
+    const char *params[1] = {ids};
+    PGresult *r = history_exec(&rec.conn, "BEGIN", 0, NULL, deadline,
+                               err, sizeof err);
+    PQclear(r);
+    r = r ? history_exec(&rec.conn, xact_run_lock_sql, 1, params,
+                         deadline, err, sizeof err)
+          : NULL;
+    if (!r) {
+        cli_warning("could not mark the run as running in the history: %s", err);
+        if (rec.conn) /* an error, not a lost connection */
+            PQclear(history_exec(&rec.conn, "ROLLBACK", 0, NULL,
+                                 deadline, err, sizeof err));
+        return;
+    }
+    rec.xact = 1;
+    PQclear(r);
+}
+
+/* Inserts the rows (outcome NULL: a run under way) by deadline. */
 static void insert_row(run_state *st, const char *outcome, int64_t deadline)
 {
     const run_args *a = st->args;
-    pglock_key key;
-    char err[512], cls[16], obj[16], sub[16], pid[16], bpid[16], tok[24];
+    static record_keys k;
+    char err[512], pid[16], bpid[16], tok[24];
     char host[256];
-    uint32_t classid = 0, objid = 0;
-    int objsubid = 0;
-    /* From the resolved id ("123" or "42:9"): a legacy key's value is
-     * known only there. */
-    int ns, nsid;
-    if (strchr(st->key_id, ':') && sscanf(st->key_id, "%d:%d", &ns, &nsid) == 2)
-        pglock_key_pair(&key, ns, nsid);
-    else
-        pglock_key_int64(&key, strtoll(st->key_id, NULL, 10));
-    pglock_key_locktag(&key, &classid, &objid, &objsubid);
-    snprintf(cls, sizeof cls, "%u", classid);
-    snprintf(obj, sizeof obj, "%u", objid);
-    snprintf(sub, sizeof sub, "%d", objsubid);
+    int held = outcome == NULL;
+    int xact = held && pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT;
+    if (record_keys_make(st, &k) < 0) {
+        cli_warning("could not record the %s of the run: the keys' names are "
+                    "too long", held ? "start" : "skip");
+        return;
+    }
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     snprintf(bpid, sizeof bpid, "%d", pglock_client_backend_pid(st->client));
     snprintf(tok, sizeof tok, "%lld", (long long)st->token);
@@ -175,24 +328,26 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
         snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = '\0';
     struct passwd *pw = getpwuid(geteuid());
-    int held = outcome == NULL;
-    const char *params[13] = {
-        st->key_id, a->key_text, cls, obj, sub, host,
+    const char *params[14] = {
+        k.ids, k.names, k.cls, k.obj, k.sub, host,
         pw ? pw->pw_name : getenv("USER"), pid, program_name(a),
-        !held ? NULL
-        : pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT ? "xact"
-                                                                  : "session",
-        held ? bpid : NULL, held && st->token ? tok : NULL, outcome};
-    PGresult *r = history_exec(&rec.conn, insert_sql, 13, params,
+        !held ? NULL : xact ? "xact" : "session",
+        held ? bpid : NULL, held && st->token ? tok : NULL, outcome,
+        held && !xact ? "true" : "false"};
+    PGresult *r = history_exec(&rec.conn, insert_sql, 14, params,
                                deadline, err, sizeof err);
     if (!r) {
         cli_warning("could not record the %s of the run: %s", held ? "start"
                     : "skip", err);
         return;
     }
-    rec.id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    cli_verbose("recorded as run %lld", rec.id);
+    rec.n = PQntuples(r) < RUN_MAX_KEYS ? PQntuples(r) : RUN_MAX_KEYS;
+    for (int i = 0; i < rec.n; i++)
+        rec.ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    cli_verbose("recorded as run %lld", rec.n ? rec.ids[0] : 0);
     PQclear(r);
+    if (xact)
+        xact_run_locks(deadline);
 }
 
 void run_record_start(run_state *st)
@@ -222,11 +377,31 @@ static const char *outcome_of(const run_state *st, int code)
 
 static const char update_sql[] =
     "UPDATE pglock.runs SET ended_at = now(), exit_status = $2::int,"
-    " outcome = $3::text WHERE id = $1::bigint";
+    " outcome = $3::text WHERE id = ANY ($1::bigint[])";
+
+/* In a transaction hold, the UPDATE runs in the run locks' transaction
+ * and its COMMIT records the end and frees them at once. */
+static PGresult *commit(PGresult *updated, int64_t deadline,
+                        char *err, size_t errlen)
+{
+    if (!updated || !rec.xact)
+        return updated;
+    PGresult *c = history_exec(&rec.conn, "COMMIT", 0, NULL, deadline,
+                               err, errlen);
+    if (!c || strcmp(PQcmdStatus(c), "COMMIT") != 0) {
+        if (c)
+            snprintf(err, errlen, "the transaction was rolled back");
+        PQclear(c);
+        PQclear(updated);
+        return NULL;
+    }
+    PQclear(c);
+    return updated;
+}
 
 void run_record_end(run_state *st, int code)
 {
-    if (!rec.conn || !rec.id) {
+    if (!rec.conn || !rec.n) {
         close_record();
         return;
     }
@@ -236,14 +411,19 @@ void run_record_end(run_state *st, int code)
     int64_t deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
     if (st->lost || deadline < pglock_now_ms() + st->lease.margin_ms)
         deadline = pglock_now_ms() + st->lease.client_ms;
-    char id[24], status[16], err[512];
-    snprintf(id, sizeof id, "%lld", rec.id);
+    char ids[RUN_MAX_KEYS * 24 + 8], status[16], err[512];
+    ids_array(ids, sizeof ids);
     snprintf(status, sizeof status, "%d", code);
-    const char *params[3] = {id, status, outcome_of(st, code)};
+    const char *params[3] = {ids, status, outcome_of(st, code)};
     PGresult *r = history_exec(&rec.conn, update_sql, 3, params,
                                deadline, err, sizeof err);
+    r = commit(r, deadline, err, sizeof err);
     if (!r)
         cli_warning("could not record the end of the run: %s", err);
+    else if (atoi(PQcmdTuples(r)) < rec.n)
+        /* pruned, or deleted by hand, while it ran */
+        cli_warning("could not record the end of the run: its record (run "
+                    "%lld) is no longer in pglock.runs", rec.ids[0]);
     PQclear(r);
     close_record();
 }

@@ -220,7 +220,7 @@ int run_job_env(run_state *st)
     }
     snprintf(pidbuf, sizeof pidbuf, "%d", pglock_client_backend_pid(st->client));
     const char *db = pglock_client_database(st->client);
-    char keys[4096];
+    char keys[RUN_MAX_KEY_ENV + 1]; /* run_keys_parse() refused longer */
     run_join_keys(keys, sizeof keys, st->key_texts, st->nkeys, "\n");
     setenv("PGLOCK_KEY", keys, 1);
     setenv("PGLOCK_KEY_ID", st->key_id, 1);

@@ -155,3 +155,30 @@ finding() {
     run --separate-stderr "$PGLOCK_BIN" doctor --json -d "$PGLOCK_TEST_PRIMARY user='$ROLE'"
     [ "$(py "[f['status'] for f in d['findings'] if f['check'] in ('see_sessions', 'signal_backends')]")" = "['ok', 'ok']" ]
 }
+
+@test "doctor checks the run history: with --record a missing table is a problem; when it exists, its version and the caller's grants" {
+    need PGLOCK_TEST_OTHER_DB
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    # no table, not asked: nothing said about it
+    run -0 "$PGLOCK_BIN" doctor -d "$other" --json
+    [ "$(finding run_history)" = "[]" ]
+    run -1 "$PGLOCK_BIN" doctor -d "$other" --record --json
+    [ "$(finding run_history)" = "['problem']" ]
+    [[ "$(fix_of run_history)" == "pglock init"* ]]
+    "$PGLOCK_BIN" init -q -d "$other"
+    run -0 "$PGLOCK_BIN" doctor -d "$other" --json
+    [ "$(finding run_history)" = "['ok']" ]
+    [ "$(finding history_grants)" = "['ok']" ]
+    # an ordinary role without the GRANTs: a warning, a problem with --record
+    run -0 "$PGLOCK_BIN" doctor -d "$other user=pglock_user" --json
+    [ "$(finding history_grants)" = "['warning']" ]
+    [[ "$(fix_of history_grants)" == "pglock init --recorder='pglock_user'"* ]]
+    run -1 "$PGLOCK_BIN" doctor -d "$other user=pglock_user" --record
+    grep -E "^problem +history_grants: role \"pglock_user\" may not record runs" <<<"$output"
+    # another schema version
+    q "comment on table pglock.runs is 'pglock run history, schema version 99'" "$other"
+    run -1 "$PGLOCK_BIN" doctor -d "$other" --json
+    [ "$(finding run_history)" = "['problem']" ]
+    q "drop schema pglock cascade" "$other"
+}

@@ -377,3 +377,99 @@ lock_table() {
         outcome_is "$k" succeeded
     done
 }
+
+@test "an invalid UTF-8 --host-label is refused (64, one line), before the lock" {
+    run -64 --separate-stderr "$PGLOCK_BIN" run --record --host-label="$(printf 'web\377')" "$K" -- touch "$out/ran"
+    [ "${stderr_lines[0]}" = "pglock: error: invalid value for --host-label: it is not valid UTF-8" ]
+    [ ! -e "$out/ran" ]
+    [ "$(q "select count(*) from pglock.runs where key_name = '$K'")" -eq 0 ]
+}
+
+@test "a run of several keys is found under each of its keys: history, check, metrics (each key under its own name)" {
+    local k1="$K-a" k2="$K-b" k id
+    bg a run --record "$k1" "$k2" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$k1" running
+    outcome_is "$k2" running
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
+    [ ! -s "$out/a.err" ]
+    run -0 "$PGLOCK_BIN" metrics
+    local metrics=$output
+    for k in "$k1" "$k2"; do
+        outcome_is "$k" succeeded
+        [ "$(py 'len(d)')" -eq 1 ]
+        [ "$(py 'd[0]["key_name"]')" = "$k" ]
+        run -0 "$PGLOCK_BIN" check "$k" --within=1h
+        [[ "$output" == "PGLOCK OK - $k succeeded on "* ]]
+        id=$(q "select $(name_sql "$k")")
+        [[ "$metrics" == *"pglock_last_run_outcome{key=\"$id\",name=\"$k\",outcome=\"succeeded\"} 1"* ]]
+    done
+}
+
+@test "a run whose record was deleted while it ran (pruned): its end warns, and the job's status stays" {
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 5"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    local id
+    id=$(py 'd[0]["id"]')
+    q "delete from pglock.runs where key_name = '$K'" >/dev/null
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 5 ]
+    [ "$(cat "$out/a.err")" = "pglock: warning: could not record the end of the run: its record (run $id) is no longer in pglock.runs" ]
+}
+
+@test "metrics always print pglock_up: 1 with the server, 0 (and 69) without; a run going does not hide the last success (as check)" {
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics
+    [[ "$output" == *$'\npglock_up 1\n'* ]]
+    run -69 --separate-stderr "$PGLOCK_BIN" metrics -h /nonexistent-socket-dir -p 1
+    [ "$output" = "# HELP pglock_up 1 when the database answered every query of pglock metrics, else 0 (and nothing else is printed).
+# TYPE pglock_up gauge
+pglock_up 0" ]
+    printf '%s\n' "$output" | promtool check metrics
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ "$stderr" == "pglock: error: "* ]]
+
+    # the README's alert reads the last finished run: a run going does
+    # not make it fire
+    local id
+    id=$(q "select $(name_sql "$K")")
+    "$PGLOCK_BIN" run --record "$K" -- true
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    run -0 "$PGLOCK_BIN" metrics
+    [[ "$output" == *"pglock_last_run_outcome{key=\"$id\",name=\"$K\",outcome=\"succeeded\"} 1"* ]]
+    [[ "$output" == *"pglock_last_run_end_timestamp_seconds{key=\"$id\",name=\"$K\"} "* ]]
+    [[ "$output" == *"pglock_runs_running{key=\"$id\",name=\"$K\"} 1"* ]]
+    run -0 "$PGLOCK_BIN" check "$K" --within=1h
+    # it fires once the job fails
+    touch "$out/a.release"
+    finish a 10
+    "$PGLOCK_BIN" run --record "$K" -- false || true
+    run -0 "$PGLOCK_BIN" metrics
+    [[ "$output" == *"pglock_last_run_outcome{key=\"$id\",name=\"$K\",outcome=\"succeeded\"} 0"* ]]
+    [[ "$output" != *"pglock_runs_running{key=\"$id\""* ]]
+    run -2 "$PGLOCK_BIN" check "$K" --within=1h
+}
+
+@test "history: columns aligned with long host labels; no runs: one line saying so, not a bare header" {
+    "$PGLOCK_BIN" run --record --host-label=h1 "$K" -- true
+    "$PGLOCK_BIN" run --record --host-label=a-long-host-label.build-farm.example.internal "$K" -- true
+    run -0 --separate-stderr "$PGLOCK_BIN" history "$K"
+    [ "${#lines[@]}" -eq 3 ]
+    local l at=()
+    for l in "${lines[@]:1}"; do
+        at+=("$(awk -v s="$l" -v k="  $K" 'BEGIN { print index(s, k) }')")
+    done
+    [ "${at[0]}" -gt 0 ] && [ "${at[0]}" -eq "${at[1]}" ]
+    [ "$(awk -v s="${lines[0]}" 'BEGIN { print index(s, "  KEY") }')" -eq "${at[0]}" ]
+
+    run -0 --separate-stderr "$PGLOCK_BIN" history "$K-none"
+    [ -z "$output" ]
+    [ "$stderr" = "pglock: no runs recorded for $K-none" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json "$K-none"
+    [ "$output" = "[]" ]
+}

@@ -159,3 +159,17 @@ free() { [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
     # (named by key: a pooler keeps older suites' server connections)
     [ "$(q "select count(*) from pg_stat_activity where application_name like 'pglock run %$K%'")" = 0 ]
 }
+
+@test "keys longer together than PGLOCK_KEY holds (4095 bytes) are refused, 64, before the lock; never cut" {
+    local a b
+    a="$K-$(printf '%*s' 2100 '' | tr ' ' a)"
+    b="$K-$(printf '%*s' 2100 '' | tr ' ' b)"
+    run -64 --separate-stderr "$PGLOCK_BIN" run -d "$DB" "$a" "$b" -- touch "$out/ran"
+    [[ "${stderr_lines[0]}" == "pglock: error: the keys are too long: PGLOCK_KEY would be "*" bytes (at most 4095)" ]]
+    [ ! -e "$out/ran" ]
+    [ "$(advisory_count "$(name_sql "$a")" t)" -eq 0 ]
+    # under the limit, the job reads them whole
+    a="$K-$(printf '%*s' 1900 '' | tr ' ' a)"
+    run -0 "$PGLOCK_BIN" run -d "$DB" "$a" "$b" -c 'printf %s "$PGLOCK_KEY" | wc -c'
+    [ "$output" -eq $((${#a} + 1 + ${#b})) ]
+}
