@@ -629,8 +629,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
  * time (a heartbeat sent at stop, after the one in flight, bounded by the
  * client's cancel_timeout_ms, default 2 s; in thread mode plus the
- * thread's exit, which never waits on the network; none after a
- * pglock_hold_confirm() with no step since) and frees the hold, closing
+ * thread's exit, which never waits on the network; none right after a
+ * pglock_hold_confirm(): no step since, less than a heartbeat interval
+ * ago, nothing from the server since) and frees the hold, closing
  * the loss fd.  It returns 0 when the lock was held throughout (the
  * client is the caller's again, its locks held), else the loss code (the
  * client's connection is closed by stop, not before: call it once the
@@ -703,10 +704,11 @@ PGLOCK_EXPORT int pglock_hold_step(pglock_hold *hold, long *timeout_ms);
  * proves the locks were held throughout, however late it comes, so a
  * caller that was itself stopped (SIGSTOP, a suspended VM) asks this
  * before it resumes its work rather than stepping.  Returns 0 when
- * confirmed (T_c counts from that heartbeat; a pglock_hold_stop() with no
- * step in between takes it as its last word, with no round trip of its
- * own), else the loss code after the notice, as pglock_hold_step() gives
- * it.  PGLOCK_ESTATE in thread mode. */
+ * confirmed (T_c counts from that heartbeat; a pglock_hold_stop() right
+ * after it, with no step in between, takes it as its last word, with no
+ * round trip of its own), else the loss code after the notice, as
+ * pglock_hold_step() gives it.  PGLOCK_EINVAL for a negative timeout_ms;
+ * PGLOCK_ESTATE in thread mode. */
 PGLOCK_EXPORT int pglock_hold_confirm(pglock_hold *hold, long timeout_ms);
 
 /* Ends the hold and frees it (NULL is ok: 0); see "Stop" above. */

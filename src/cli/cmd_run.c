@@ -106,11 +106,21 @@ int cmd_run(int argc, char **argv)
     }
 
     int64_t started = pglock_now_ms();
-    rc = run_connect(&st, keys, NULL);
+    /* --wait=DURATION bounds the connection's setup too (through a full
+     * pooler its first query waits for a server connection); libpq
+     * counts whole seconds, at least 2. */
+    char wait_ct[24];
+    long wait_s = a.timeout_ms > 0 ? (a.timeout_ms + 999) / 1000 : 0;
+    snprintf(wait_ct, sizeof wait_ct, "%ld", wait_s < 2 ? 2 : wait_s);
+    rc = run_connect(&st, keys, a.timeout_ms > 0 ? wait_ct : NULL);
     if (rc < 0 && a.timeout_ms > 0 && run_connect_may_pass(&st, rc) &&
-        !run_stop_signal()) {
+        !run_stop_signal() &&
+        pglock_now_ms() + RUN_BACKOFF_MIN_MS + RUN_MIN_ATTEMPT_MS <
+            started + a.timeout_ms) {
         /* --wait=DURATION: a server not there yet (a container that
-         * starts before its database) is waited for, as a lost one is. */
+         * starts before its database) is waited for, as a lost one is;
+         * the hosts of a fleet that start with it do not retry in step. */
+        srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
         cli_warning("could not connect: %s; retrying within --wait", st.error);
         rc = run_reconnect(&st, keys, started + a.timeout_ms);
         if (rc == 0) {

@@ -292,6 +292,8 @@ int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
  * RUN_BACKOFF_MAX_MS, each wait drawn from [b/2, b] so that a crowd of
  * waiters spreads out. */
 #define RUN_BACKOFF_MIN_MS 100L
+/* libpq's smallest connect_timeout: a reconnect needs this much budget. */
+#define RUN_MIN_ATTEMPT_MS 2000L
 #define RUN_BACKOFF_MAX_MS 5000L
 /* The next wait, and the next base (doubled, capped). */
 long run_next_backoff(long *base);

@@ -13,9 +13,6 @@
 #include "cli.h"
 #include "run.h"
 
-/* libpq's smallest connect_timeout: an attempt needs this much budget. */
-#define MIN_ATTEMPT_MS 2000L
-
 int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
 {
     long base = RUN_BACKOFF_MIN_MS;
@@ -23,7 +20,7 @@ int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
     for (;;) {
         long pause = run_next_backoff(&base);
         int64_t now = pglock_now_ms();
-        if (now + pause + MIN_ATTEMPT_MS > deadline) {
+        if (now + pause + RUN_MIN_ATTEMPT_MS > deadline) {
             snprintf(st->error, sizeof st->error, "%s", last[0] ? last
                      : "not reconnected within --wait");
             return PGLOCK_ECONNECT;

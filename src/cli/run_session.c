@@ -149,6 +149,7 @@ int run_connect_may_pass(const run_state *st, int rc)
 
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 {
+    st->error_sqlstate[0] = '\0';
     cli_verbose("connecting");
     int rc = run_open_client(st, connect_timeout, run_stop_flag(),
                              run_interrupt_fd(), &st->client);

@@ -204,7 +204,8 @@ int run_confirm_now(run_state *st, int64_t deadline)
 {
     if (st->lost || hold_begin(st) < 0)
         return -1;
-    if (pglock_hold_confirm(sv.hold, (long)(deadline - pglock_now_ms())) != 0) {
+    int64_t left = deadline - pglock_now_ms();
+    if (pglock_hold_confirm(sv.hold, left > 0 ? (long)left : 0) != 0) {
         hold_lost(st);
         return -1;
     }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "conninfo_rules.h"
 
 /* server_version_num as people write it: 130023 is 13.23; before 10,
  * 90624 is 9.6.24. */
@@ -62,6 +63,22 @@ void pglock__quiet_notices(void *arg, const char *message)
     (void)message; /* e.g. pg_advisory_unlock's "you don't own a lock" */
 }
 
+/* How long the setup query may take: the connection's connect_timeout
+ * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever), as
+ * the connect itself.  Through a pooler whose pool is full, this query is
+ * the one that waits for a server connection. */
+static long setup_timeout_ms(PGconn *conn)
+{
+    const char *value = NULL;
+    PQconninfoOption *opts = PQconninfo(conn);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "connect_timeout") == 0)
+            value = o->val;
+    long ms = conninfo_timeout_ms(value);
+    PQconninfoFree(opts);
+    return ms;
+}
+
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
@@ -71,9 +88,36 @@ static int run_open_query(pglock_client *c)
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
     const char *params[2] = {pid,
                              c->opts.hold == PGLOCK_HOLD_XACT ? "f" : "t"};
-    pglock__wait_end end;
-    PGresult *res = pglock__exec_bounded(c->conn, sql, 2, params,
-                                         PGLOCK__CLOSE_TIMEOUT_MS, &end);
+    long timeout_ms = setup_timeout_ms(c->conn);
+    if (!PQsendQueryParams(c->conn, sql, 2, NULL, params, NULL, NULL, 0))
+        return pglock__fail(c, PGLOCK_ECONNECT,
+                            "could not set up the lock connection: %s",
+                            PQerrorMessage(c->conn));
+    /* Interruptible, as the connect: a stop signal ends it at once. */
+    pglock__wait w = {.deadline = timeout_ms < 0 ? -1
+                                                 : pglock__deadline(timeout_ms, 0),
+                      .interrupt = c->opts.interrupt,
+                      .interrupt_fd = c->opts.interrupt_fd,
+                      .cancel_timeout_ms = -1};
+    PGresult *all[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait_end end = pglock__await(c->conn, &w, all, &nres, &cancelled);
+    PGresult *res = nres > 0 ? all[nres - 1] : NULL;
+    pglock__clear_results(all, nres > 0 ? nres - 1 : 0);
+    if (cancelled == PGLOCK_EINTR) {
+        PQclear(res);
+        return pglock__fail(c, PGLOCK_EINTR,
+                            "interrupted while setting up the lock connection");
+    }
+    if (cancelled == PGLOCK_ETIMEDOUT) {
+        PQclear(res);
+        return pglock__fail(c, PGLOCK_ECONNECT,
+            "connected, but the server did not answer within %ld s "
+            "(connect_timeout): through a pooler, its pool may have no free "
+            "server connection", timeout_ms / 1000);
+    }
+    if (end == PGLOCK__WAIT_DONE && nres == 0)
+        end = PGLOCK__WAIT_CONNLOST;
     if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
         PQntuples(res) != 1) {
         int code = pglock__fail_result(c, res,

@@ -163,6 +163,14 @@ static void take_sqlstate(char *msg, char state[6])
 {
     state[0] = '\0';
     for (char *p = strstr(msg, ":  "); p; p = strstr(p + 1, ":  ")) {
+        /* after a severity: a word with no lowercase letter or quote,
+         * after a space or at a line's start (not in a quoted name) */
+        char *w = p;
+        while (w > msg && w[-1] != ' ' && w[-1] != '\n' && w[-1] != '"' &&
+               !islower((unsigned char)w[-1]))
+            w--;
+        if (w == p || (w > msg && w[-1] != ' ' && w[-1] != '\n'))
+            continue;
         char *code = p + 3;
         int n = 0;
         while (n < 5 && (isdigit((unsigned char)code[n]) ||
@@ -173,6 +181,7 @@ static void take_sqlstate(char *msg, char state[6])
         memcpy(state, code, 5);
         state[5] = '\0';
         memmove(code, code + 7, strlen(code + 7) + 1);
+        return; /* the first host's: the one the message shows */
     }
 }
 

@@ -35,6 +35,7 @@ struct pglock_hold {
     int64_t next_beat;      /* when the next heartbeat is due */
     int failures;           /* heartbeats in a row failed on a live session */
     int proved;             /* pglock_hold_confirm() proved it, no step since */
+    int64_t proved_at;      /* when */
     int loss_pipe[2];       /* [0] the caller's loss fd; [1] written once */
     int wake_pipe[2];       /* thread mode: stop wakes the thread */
     pthread_t thread;
@@ -388,8 +389,10 @@ static int prove(pglock_hold *h, long bound_ms, const char *when)
 
 int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
 {
-    if (!h)
+    if (!h || timeout_ms < 0)
         return PGLOCK_EINVAL;
+    if (timeout_ms > INT_MAX)
+        timeout_ms = INT_MAX; /* 24 days: no overflow in the deadline */
     if (h->opts.drive != PGLOCK_HOLD_LOOP)
         return PGLOCK_ESTATE;
     int code = loss_code(h);
@@ -400,7 +403,21 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
     h->failures = 0;
     h->next_beat = h->c->confirmed_at + h->heartbeat_ms;
     h->proved = 1;
+    h->proved_at = pglock_now_ms();
     return 0;
+}
+
+/* Whether a confirmation just made is still the last word at stop: no
+ * step since, less than a heartbeat interval ago, and nothing from the
+ * server since (a terminated backend's FATAL, a closed socket), which a
+ * read that does not wait finds. */
+static int proved_just_now(pglock_hold *h)
+{
+    pglock_client *c = h->c;
+    return h->proved && pglock_now_ms() - h->proved_at < h->heartbeat_ms &&
+           c->conn && !c->heartbeat_busy && PQconsumeInput(c->conn) &&
+           PQstatus(c->conn) == CONNECTION_OK && !PQisBusy(c->conn) &&
+           PQgetResult(c->conn) == NULL;
 }
 
 /* ------------------------------------------------------------- stop */
@@ -425,8 +442,9 @@ int pglock_hold_stop(pglock_hold *h)
     /* The last word: a heartbeat sent now, answered within the client's
      * cancel_timeout_ms, proves the same session held the locks all
      * along; no answer in time gives the connection up.  A confirmation
-     * the caller asked for with no step since is that word already. */
-    if (rc == 0 && !h->proved &&
+     * the caller asked for just now, with no step since, is that word
+     * already. */
+    if (rc == 0 && !proved_just_now(h) &&
         prove(h, h->c->opts.cancel_timeout_ms, "when the hold stopped") != 0)
         rc = declare_lost(h, h->c->message, 0);
     if (rc != 0) {

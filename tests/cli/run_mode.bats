@@ -61,6 +61,36 @@ none_on_server() { [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ] &&
     none_on_server
 }
 
+# pool_waiting: a client of PgBouncer waits for a server connection.
+pool_waiting() {
+    [ "$(q 'SHOW POOLS' "$PGLOCK_TEST_POOLER_ADMIN" | awk -F'|' '{s += $4} END {print s + 0}')" -ge 1 ]
+}
+
+@test "through a full pooler: setup waits within --wait, names the full pool, and a SIGTERM ends it at once" {
+    need PGLOCK_TEST_POOLER PGLOCK_TEST_POOLER_ADMIN
+    local P=$PGLOCK_TEST_POOLER n
+    # The pool has 3 server connections: three holders keep one each.
+    for n in 1 2 3; do
+        bg "h$n" run -d "$P" --lease=30s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+        wait_until 10 file_exists "$out/h$n.started"
+    done
+    run -69 "$PGLOCK_BIN" run -d "$P" --wait=3s "$K" -- touch "$out/ran"
+    [[ "$output" == *"did not answer within 3 s"*"pool may have no free server connection"* ]]
+    # a stop signal while setup waits in the pool: at once, not at
+    # connect_timeout (60 s here)
+    bg w run -d "$P" --wait=60s "$K" -- touch "$out/ran"
+    wait_until 10 pool_waiting
+    kill -TERM "$(pid_of w)"
+    finish w 5
+    [ "$(status_of w)" = 143 ]
+    [ ! -e "$out/ran" ]
+    touch "$out/release"
+    for n in 1 2 3; do
+        finish "h$n" 10
+        [ "$(status_of "h$n")" = 0 ]
+    done
+}
+
 @test "--mode with a bad value is a usage error" {
     run -64 "$PGLOCK_BIN" run --mode=transaction "$K" -- true
     [[ "$output" == *"session, xact or auto"* ]]

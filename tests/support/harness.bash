@@ -82,7 +82,16 @@ qpoll_open() {
     if [ -n "${QPOLL_PID:-}" ] && kill -0 "$QPOLL_PID" 2>/dev/null; then
         return 0
     fi
-    coproc QPOLL { exec psql -X -q -A -t "$PGLOCK_TEST_PRIMARY" 2>/dev/null 3>&-; }
+    # It holds none of the shell's other descriptors: a session's fifo
+    # (sessions.bash) must see its last writer go when the test closes it.
+    coproc QPOLL {
+        local f
+        for f in /proc/"$BASHPID"/fd/*; do
+            f=${f##*/}
+            [ "$f" -le 2 ] || exec {f}>&-
+        done 2>/dev/null
+        exec psql -X -q -A -t "$PGLOCK_TEST_PRIMARY" 2>/dev/null
+    }
 }
 
 # wait_until SECONDS COMMAND...: bounded polling (every 50 ms).  From the
