@@ -247,9 +247,9 @@ def main():
     print(f"overlaps after server-caused losses: {len(bounded)}, max {mx:.0f} ms (bound {bound_ms} ms)")
     for _, _, text in bounded:
         print(f"  {text}")
-    mx = max((o - b for o, b, _ in stepped), default=None)
-    print(f"library hosts' overlaps after a stop: {len(stepped)}"
-          + (f", at most {mx:+.0f} ms from the bound (step + 250 ms)" if mx is not None else ""))
+    print(f"library hosts' overlaps after a stop: {len(stepped)}" + (
+        f", max {max(o for o, _, _ in stepped):.0f} ms after the SIGCONT, the least margin "
+        f"to its step + 250 ms {min(b - o for o, b, _ in stepped):.0f} ms" if stepped else ""))
     for _, _, text in stepped:
         print(f"  {text}")
     sudo = collections.Counter(j.sudo for j in jobs if j.sudo)
