@@ -219,7 +219,7 @@ CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
 # target is the pglock that holds the lock when HOLDER is 1 and one does
 # (the last job to start says which), else HOST's current pglock.
 fault() {
-    local kind=$1 scene=$2 h=$3 pid t0 ok=ok holder detail=
+    local kind=$1 scene=$2 h=$3 pid t0 tend='' ok=ok holder detail=
     holder=$(cat "$D/holder" 2>/dev/null)
     if [ "$4" = 1 ] && [[ $holder = "$scene"* ]] && running "${holder#* }"; then
         h=${holder%% *} pid=${holder#* }
@@ -235,6 +235,9 @@ fault() {
         [ "$kind" = stop ] || target=-$pid
         kill -STOP -- "$target" 2>/dev/null
         sleep "$PAST_LEASE"
+        # The fault's end: taken just before the SIGCONT (no fork), so
+        # that a library host's run after it is not undercounted.
+        tend=${EPOCHREALTIME/./}
         kill -CONT -- "$target" 2>/dev/null ;;
     cut)
         "$PROXY" --control "$D/$h.ctl" --send cut >/dev/null || ok=failed
@@ -286,7 +289,7 @@ fault() {
         syncrep_clear || ok=failed ;;
     esac
     # (no pglock on HOST at that moment: the pid column says so, as "-")
-    echo "$t0 $(now_us) $kind $h ${pid:--} $ok$detail" >>"$D/faults.log"
+    echo "$t0 ${tend:-$(now_us)} $kind $h ${pid:--} $ok$detail" >>"$D/faults.log"
     [ "$ok" = ok ]
 }
 
