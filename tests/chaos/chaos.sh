@@ -2,16 +2,22 @@
 # tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."] BUILD
 #
 # Random faults against pglock, and a checker that proves no two jobs
-# overlapped (tests/chaos/README.md).  Two scenes, each half of D (default
-# 60s; 90, 90s, 10m): hosts talking to the primary directly, then through
-# PgBouncer in transaction mode.  Each simulated host has its own cuttable
-# proxy (the harness's pglock_test_proxy binary) and loops `pglock run
-# --try`, `run --wait` and `lead` on one key; tests/chaos/job.sh writes the
-# jobs' lines.  One fault at a time, at random moments, from a schedule
-# drawn from the seed: the same --seed and --duration replay it.
+# overlapped (tests/chaos/README.md).  Three scenes, each a third of D
+# (default 60s; 90, 90s, 10m): hosts talking to the primary directly,
+# through PgBouncer in transaction mode, and to the harness's partition
+# server, some across its network namespace by TCP, others by its Unix
+# socket.  Each host of the first two has its own cuttable proxy (the
+# harness's pglock_test_proxy binary).  Each host loops `pglock run --try`,
+# `run --wait`, `lead`, `run` as an ordinary user whose job goes through a
+# setuid root program (a sudo), and the library's managed hold
+# (hold_host.c, thread and loop mode) on one key; tests/chaos/job.sh writes
+# the CLI jobs' lines.  One fault at a time, at random moments, from a
+# schedule drawn from the seed: the same --seed and --duration replay it.
 #
 # Runs inside tests/harness/harness.sh (starts one when not already in
-# one).  Exit 0 when the checker (check.py) finds nothing; otherwise the
+# one).  As root it adds the partition scene and the sudo jobs (the
+# partition server and setpriv need root); otherwise it says so and runs
+# without them.  Exit 0 when the checker (check.py) finds nothing; otherwise the
 # logs are kept and their directory printed.  --tap prints TAP for
 # tests/run.sh.
 set -uo pipefail
@@ -52,10 +58,12 @@ fi
 
 PGLOCK=$BUILD/pglock
 PROXY=$BUILD/tests/pglock_test_proxy
+HOLD=$BUILD/tests/pglock_test_chaos_hold
 JOB=$SRC/tests/chaos/job.sh
 HARNESS=$PGLOCK_TEST_HARNESS
 KEY=914142                  # pg_locks: classid=0 objid=914142 objsubid=1
 LEASE=3s KILL_AFTER_MS=500  # T_c 2 s; faults that freeze last PAST_LEASE
+LEASE_MS=3000
 PAST_LEASE=4
 D=$BUILD/chaos/seed-$SEED
 rm -rf "$D"
@@ -63,12 +71,29 @@ mkdir -p "$D/live" || exit 70
 mkfifo "$D/sleep.fifo" || exit 70
 exec 9<>"$D/sleep.fifo"     # read -t on it: a pause without a fork
 
+# Sudo jobs: pglock runs as nobody, and its job calls become_root (a
+# minimal sudo, tests/tools/become_root.c) installed setuid root here; so
+# the jobs' files must be nobody's to write too.  Root only.
+BECOME_ROOT=
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    BECOME_ROOT=$D/become_root
+    install -o root -g root -m 4755 "$BUILD/tests/pglock_test_become_root" "$BECOME_ROOT" || exit 70
+    touch "$D/jobs.log" && chmod 666 "$D/jobs.log" "$D/sleep.fifo" &&
+        chmod 777 "$D" "$D/live" || exit 70
+fi
+NETNS=${PGLOCK_TEST_PARTITION_NETNS:-}
+PART_HOSTS=3                # the partition scene's: the last by the socket
+
 say() {
     if [ "$TAP" = 1 ]; then echo "# $*"; else echo "chaos: $*"; fi
 }
-now_us() { echo "${EPOCHREALTIME/./}"; }
+# Timestamps: ${EPOCHREALTIME/./}, µs, without the fork a $(...) would cost
+# (the host loops take one every 100 ms).
 nap() { read -r -t "$1" -u 9 _; }
-psql_q() { "$HARNESS" psql -q -A -t -v ON_ERROR_STOP=1 "$@" </dev/null; }
+# The current scene's server (the primary, or the partition server by its
+# socket, which a partition never cuts).
+SCENE_DB=$PGLOCK_TEST_PRIMARY
+psql_q() { "$PGLOCK_PGCLIENT/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$SCENE_DB" "$@" </dev/null; }
 
 # A process (not a zombie) exists.
 running() {
@@ -101,11 +126,13 @@ where_stuck() {
 
 # ---- hosts ---------------------------------------------------------------
 
-# host_loop NAME CONNINFO STOPFILE: one simulated host, until STOPFILE.
+# host_loop NAME CONNINFO STOPFILE [NETNS]: one simulated host, until
+# STOPFILE; inside network namespace NETNS when given.
 host_loop() {
-    local h=$1 conn=$2 stopfile=$3
-    local r mode beats ign life pid t0 el rc termed hang
-    local -a args
+    local h=$1 conn=$2 stopfile=$3 netns=${4:-}
+    local r mode beats ign life pid t0 el rc termed hang step
+    local -a args cmd pre=()
+    [ -z "$netns" ] || pre=(ip netns exec "$netns")
     RANDOM=$((SEED + $(cksum <<<"$h" | cut -d' ' -f1)))
     while [ ! -e "$stopfile" ]; do
         # Most jobs are short (0.2-1.5 s), a quarter outlive the lease
@@ -113,38 +140,62 @@ host_loop() {
         r=$((RANDOM % 100)) beats=$((4 + RANDOM % 26)) ign=$((RANDOM % 4 == 0 ? 1 : 0))
         [ $((RANDOM % 4)) != 0 ] || beats=$((80 + RANDOM % 120))
         life=20000
-        if [ "$r" -lt 40 ]; then
+        if [ "$r" -lt 30 ]; then
             mode=try args=(run --try --fencing-token)
-        elif [ "$r" -lt 75 ]; then
+        elif [ "$r" -lt 55 ]; then
             mode=wait args=(run --wait=10s --fencing-token)
-        else
+        elif [ "$r" -lt 75 ]; then
             mode=lead args=(lead)
             if [ $((RANDOM % 2)) = 1 ]; then
                 args+=("--restart=$((RANDOM % 200))ms") life=$((1500 + RANDOM % 4000))
             fi
+        elif [ "$r" -lt 90 ]; then
+            # The library's managed hold: steps of 50-250 ms (under the
+            # caller's budget T_s/6), as long in all as a job's beats.
+            mode=lib-thread step=$((50 + RANDOM % 201))
+            [ $((RANDOM % 2)) = 0 ] || mode=lib-loop
+            args=("$((RANDOM % 2 * 10000))")
+        elif [ -n "$BECOME_ROOT" ]; then
+            mode=sudo args=(run --wait=10s --fencing-token)
+        else
+            mode=wait args=(run --wait=10s --fencing-token)
         fi
-        CHAOS_DIR=$D setsid "$PGLOCK" "${args[@]}" --lease "$LEASE" --kill-after "${KILL_AFTER_MS}ms" \
-            -d "$conn" "$KEY" -- "$JOB" "$h" "$mode" "$beats" "$ign" </dev/null 2>>"$D/$h.err" &
+        case $mode in
+        lib-*)
+            cmd=("$HOLD" "$h" "${mode#lib-}" "${args[0]}" "$LEASE_MS" "$step"
+                 "$(((beats * 50 + step - 1) / step))" "$KEY" "$conn") ;;
+        sudo)
+            # pglock as nobody; its job tries to become root (job.sh).
+            cmd=(setpriv --reuid=nobody --regid=nogroup --clear-groups -- env HOME=/nonexistent
+                 "$PGLOCK" "${args[@]}" --lease "$LEASE" --kill-after "${KILL_AFTER_MS}ms"
+                 -d "$conn" "$KEY" -- "$JOB" "$h" "$mode" "$beats" "$ign" "$BECOME_ROOT") ;;
+        *)
+            cmd=("$PGLOCK" "${args[@]}" --lease "$LEASE" --kill-after "${KILL_AFTER_MS}ms"
+                 -d "$conn" "$KEY" -- "$JOB" "$h" "$mode" "$beats" "$ign") ;;
+        esac
+        # (ip netns exec, setsid, setpriv and env exec: $! is the pglock's
+        # or the library host's pid.)
+        CHAOS_DIR=$D "${pre[@]}" setsid "${cmd[@]}" </dev/null 2>>"$D/$h.err" &
         pid=$!
         echo "$pid" >"$D/$h.pglock"
-        t0=$(now_us) termed=0 hang=0
+        t0=${EPOCHREALTIME/./} termed=0 hang=0
         while running "$pid"; do
             nap 0.1
-            el=$((($(now_us) - t0) / 1000))
+            el=$(((${EPOCHREALTIME/./} - t0) / 1000))
             if [ "$termed" = 0 ] && { [ -e "$stopfile" ] || { [ "$mode" = lead ] && [ "$el" -gt "$life" ]; }; }; then
                 kill -TERM "$pid" 2>/dev/null
-                echo "$(now_us) $h $mode $pid" >>"$D/terms.log"
+                echo "${EPOCHREALTIME/./} $h $mode $pid" >>"$D/terms.log"
                 termed=$el
             elif [ "$termed" = 0 ] && [ "$el" -gt 30000 ]; then
-                echo "$(now_us) $h $mode pid $pid still running after 30 s" >>"$D/hangs.log"
+                echo "${EPOCHREALTIME/./} $h $mode pid $pid still running after 30 s" >>"$D/hangs.log"
                 kill -TERM "$pid" 2>/dev/null
-                echo "$(now_us) $h $mode $pid" >>"$D/terms.log"
+                echo "${EPOCHREALTIME/./} $h $mode $pid" >>"$D/terms.log"
                 termed=$el hang=1
             elif [ "$termed" != 0 ] && [ "$hang" != 2 ] && [ $((el - termed)) -gt 20000 ]; then
                 # A job that ignores SIGTERM may run on, lock held, for up
                 # to 10 s (check.py holds pglock to 8 s after it ends):
                 # this only keeps a stuck pglock from stalling the run.
-                echo "$(now_us) $h $mode pid $pid still running 20 s after SIGTERM" >>"$D/hangs.log"
+                echo "${EPOCHREALTIME/./} $h $mode pid $pid still running 20 s after SIGTERM" >>"$D/hangs.log"
                 where_stuck "$pid" >"$D/hang-$pid.txt" 2>&1
                 kill -KILL "$pid" 2>/dev/null
                 hang=2
@@ -152,28 +203,31 @@ host_loop() {
         done
         wait "$pid"
         rc=$?
-        echo "$(now_us) $h $mode $pid $rc" >>"$D/exits.log"
+        echo "${EPOCHREALTIME/./} $h $mode $pid $rc" >>"$D/exits.log"
         [ "$mode" != try ] || [ "$rc" != 75 ] || nap "0.$((1 + RANDOM % 3))"
     done
 }
 
 # ---- faults --------------------------------------------------------------
 
-SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
-CLIENT_KINDS="kill killpg stop stoppg cut syncrep"
+# Kinds whose loss the server causes (check.py bounds the overlap after
+# them); SCENE:KIND only in that scene: a cancel aborts the pooler scene's
+# holding transaction (xact hold), while a session lock survives it.
+SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler pooler:cancel"
+CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
 
 # fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
 # target is the pglock that holds the lock when HOLDER is 1 and one does
 # (the last job to start says which), else HOST's current pglock.
 fault() {
-    local kind=$1 scene=$2 h=$3 pid t0 ok=ok holder
+    local kind=$1 scene=$2 h=$3 pid t0 tend='' ok=ok holder detail=
     holder=$(cat "$D/holder" 2>/dev/null)
     if [ "$4" = 1 ] && [[ $holder = "$scene"* ]] && running "${holder#* }"; then
         h=${holder%% *} pid=${holder#* }
     else
         pid=$(cat "$D/$h.pglock" 2>/dev/null)
     fi
-    t0=$(now_us)
+    t0=${EPOCHREALTIME/./}
     case $kind in
     kill) kill -KILL "$pid" 2>/dev/null ;;
     killpg) kill -KILL -- "-$pid" 2>/dev/null ;;
@@ -182,15 +236,47 @@ fault() {
         [ "$kind" = stop ] || target=-$pid
         kill -STOP -- "$target" 2>/dev/null
         sleep "$PAST_LEASE"
+        # The fault's end: taken just before the SIGCONT (no fork), so
+        # that a library host's run after it is not undercounted.
+        tend=${EPOCHREALTIME/./}
         kill -CONT -- "$target" 2>/dev/null ;;
     cut)
         "$PROXY" --control "$D/$h.ctl" --send cut >/dev/null || ok=failed
         sleep "$PAST_LEASE"
         "$PROXY" --control "$D/$h.ctl" --send heal >/dev/null || ok=failed ;;
+    partition)
+        # Every packet of the namespace's TCP hosts dropped, both ways,
+        # no kernel answering: the socket host gets the lock at T_s.  It
+        # waits up to 3 s for a TCP host to hold the lock (the socket
+        # host's name is the scene's last).
+        local i
+        for ((i = 0; i < 30; i++)); do
+            holder=$(cat "$D/holder" 2>/dev/null)
+            [[ $holder = "$scene"* && $holder != "$scene$PART_HOSTS "* ]] && break
+            nap 0.1
+        done
+        h=${holder%% *} pid=${holder#* } t0=${EPOCHREALTIME/./}
+        "$HARNESS" partition-cut || ok=failed
+        sleep "$PAST_LEASE"
+        "$HARNESS" partition-heal || ok=failed ;;
     terminate)
         psql_q -c "select pg_terminate_backend(pid) from pg_locks
                    where locktype = 'advisory' and granted
                      and classid = 0 and objid = $KEY and objsubid = 1" >/dev/null || ok=failed ;;
+    cancel)
+        # pg_cancel_backend() of whichever backend holds the key, every
+        # millisecond for PAST_LEASE s (paced, not a busy loop, for the
+        # CPU's sake): it ends most heartbeats that are in flight.
+        local n
+        n=$(psql_q -c "create temporary table n as select 0 as n" -c "
+            do \$\$ declare p int; begin
+              while clock_timestamp() < statement_timestamp() + interval '$PAST_LEASE s' loop
+                select pid into p from pg_locks where locktype = 'advisory' and granted
+                  and classid = 0 and objid = $KEY and objsubid = 1 limit 1;
+                if p is not null and pg_cancel_backend(p) then update n set n = n + 1; end if;
+                perform pg_sleep(0.001);
+              end loop; end \$\$" -c "select n from n") || ok=failed
+        detail=" cancels=${n:-0}" ;;
     restart-fast) "$HARNESS" restart-primary || ok=failed ;;
     restart-immediate)
         "$HARNESS" stop-primary immediate || ok=failed
@@ -204,7 +290,7 @@ fault() {
         syncrep_clear || ok=failed ;;
     esac
     # (no pglock on HOST at that moment: the pid column says so, as "-")
-    echo "$t0 $(now_us) $kind $h ${pid:--} $ok" >>"$D/faults.log"
+    echo "$t0 ${tend:-${EPOCHREALTIME/./}} $kind $h ${pid:--} $ok$detail" >>"$D/faults.log"
     [ "$ok" = ok ]
 }
 
@@ -216,7 +302,10 @@ syncrep_clear() {
 
 PROXY_PIDS=() HOST_PIDS=()
 
-# scene NAME TARGET_PORT HOSTS SECONDS KIND...
+# scene NAME TARGET_PORT HOSTS SECONDS KIND...: hosts through proxies of
+# their own to TARGET_PORT; TARGET_PORT "partition": hosts on the
+# partition server, all but the last inside its namespace by TCP, the last
+# by the Unix socket, which the partition does not cut.
 scene() {
     local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback holder
     shift 4
@@ -229,6 +318,42 @@ scene() {
     say "scene $name: $n hosts for ${secs}s, faults: ${kinds[*]}"
     rm -f "$D/holder" "$stopfile"
     PROXY_PIDS=() HOST_PIDS=()
+    SCENE_DB=$PGLOCK_TEST_PRIMARY
+    if [ "$port" = partition ]; then
+        SCENE_DB=$PGLOCK_TEST_PARTITION_SOCKET
+        for ((i = 1; i <= n; i++)); do
+            if [ "$i" -lt "$n" ]; then
+                host_loop "$name$i" "$PGLOCK_TEST_PARTITION_TCP connect_timeout=2" "$stopfile" "$NETNS" \
+                    2>>"$D/hosts.err" &
+            else
+                host_loop "$name$i" "$PGLOCK_TEST_PARTITION_SOCKET connect_timeout=2" "$stopfile" \
+                    2>>"$D/hosts.err" &
+            fi
+            HOST_PIDS+=($!)
+        done
+    else
+        scene_proxies "$name" "$port" "$n" "$stopfile" || return 1
+    fi
+    end=$((SECONDS + secs))
+    local rc=0
+    while :; do
+        # The schedule: drawn from the seed alone, whatever happens at run time.
+        gap=$((500 + RANDOM % 2500)) kind=${kinds[RANDOM % ${#kinds[@]}]}
+        fallback=$name$((1 + RANDOM % n)) holder=$((RANDOM % 5 != 0 ? 1 : 0))
+        nap "$((gap / 1000)).$(printf %03d $((gap % 1000)))"
+        [ $SECONDS -lt $((end - PAST_LEASE - 1)) ] || break
+        fault "$kind" "$name" "$fallback" "$holder" || { say "fault $kind could not be applied"; rc=1; break; }
+    done
+    nap "$((end > SECONDS ? end - SECONDS : 0))"
+    scene_stop "$name"
+    syncrep_clear || rc=1
+    return "$rc"
+}
+
+# scene_proxies NAME TARGET_PORT HOSTS STOPFILE: a proxy per host, and
+# the hosts through them.
+scene_proxies() {
+    local name=$1 port=$2 n=$3 stopfile=$4 i h
     for ((i = 1; i <= n; i++)); do
         h=$name$i
         setsid "$PROXY" --listen 0 --target "$port" --control "$D/$h.ctl" \
@@ -247,19 +372,6 @@ scene() {
 connect_timeout=2" "$stopfile" 2>>"$D/hosts.err" &
         HOST_PIDS+=($!)
     done
-    end=$((SECONDS + secs))
-    local rc=0
-    while :; do
-        # The schedule: drawn from the seed alone, whatever happens at run time.
-        gap=$((500 + RANDOM % 2500)) kind=${kinds[RANDOM % ${#kinds[@]}]}
-        fallback=$name$((1 + RANDOM % n)) holder=$((RANDOM % 5 != 0 ? 1 : 0))
-        nap "$((gap / 1000)).$(printf %03d $((gap % 1000)))"
-        [ $SECONDS -lt $((end - PAST_LEASE - 1)) ] || break
-        fault "$kind" "$name" "$fallback" "$holder" || { say "fault $kind could not be applied"; rc=1; break; }
-    done
-    nap "$((end > SECONDS ? end - SECONDS : 0))"
-    scene_stop "$name"
-    return "$rc"
 }
 
 # Stops a scene's hosts (each TERMs its pglock) and proxies.
@@ -268,7 +380,7 @@ scene_stop() {
     touch "$D/stop-$name"
     for p in "${HOST_PIDS[@]}"; do
         for ((i = 0; i < 400; i++)); do running "$p" || break; nap 0.1; done
-        running "$p" && { echo "$(now_us) host loop $p of scene $name did not stop" >>"$D/hangs.log"; kill -KILL "$p"; }
+        running "$p" && { echo "${EPOCHREALTIME/./} host loop $p of scene $name did not stop" >>"$D/hangs.log"; kill -KILL "$p"; }
         wait "$p" 2>/dev/null
     done
     for p in "${PROXY_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -295,19 +407,21 @@ final_state() {
         nap 0.1
     done
     [ "$held" = 0 ] || echo "lock-held $name $held" >>"$D/final.log"
-    echo "scene-end $name $(now_us)" >>"$D/final.log"
+    echo "scene-end $name ${EPOCHREALTIME/./}" >>"$D/final.log"
 }
 
 cleanup() {
     local f p
     for f in "$D"/stop-*; do [ -e "$f" ] || touch "$f"; done
-    touch "$D/stop-direct" "$D/stop-pooler"
+    touch "$D/stop-direct" "$D/stop-pooler" "$D/stop-partition"
     for f in "$D"/*.pglock; do
         p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && kill -CONT -- "-$p" "$p" 2>/dev/null
     done
     for p in "${HOST_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${PROXY_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    [ -z "$NETNS" ] || "$HARNESS" partition-heal 2>/dev/null
     syncrep_clear 2>/dev/null
+    [ "$SCENE_DB" = "$PGLOCK_TEST_PRIMARY" ] || { SCENE_DB=$PGLOCK_TEST_PRIMARY; syncrep_clear 2>/dev/null; }
 }
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
@@ -321,13 +435,21 @@ RANDOM=$SEED
 PPORT=$PGPORT
 BPORT=${PGLOCK_TEST_POOLER#*port=}
 BPORT=${BPORT%% *}
-half=$((SECS / 2))
 status=0
+[ -n "$BECOME_ROOT" ] || say "no sudo jobs: they need root (setpriv, a setuid helper)"
+[ -n "$NETNS" ] || say "no partition scene: the harness runs no partition server (it needs root)"
+part=0
+[ -z "$NETNS" ] || part=$((SECS / 3))
+first=$(((SECS - part) / 2))
 # shellcheck disable=SC2086  # word lists
-scene direct "$PPORT" 4 "$half" $CLIENT_KINDS terminate restart-fast restart-immediate || status=1
+scene direct "$PPORT" 4 "$first" $CLIENT_KINDS terminate restart-fast restart-immediate || status=1
 # shellcheck disable=SC2086
-scene pooler "$BPORT" 3 "$((SECS - half))" $CLIENT_KINDS $SERVER_KINDS || status=1
-syncrep_clear || status=1
+scene pooler "$BPORT" 3 "$((SECS - part - first))" $CLIENT_KINDS terminate restart-fast restart-immediate \
+    restart-pooler || status=1
+# The partition server has no restart action: its faults are the
+# client's, the partition, a terminate and a cancel storm.
+[ -z "$NETNS" ] || scene partition partition "$PART_HOSTS" "$part" kill killpg stop stoppg syncrep cancel \
+    partition terminate || status=1
 
 python3 -B "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
     "$D" >"$D/summary.txt" 2>&1 || status=1

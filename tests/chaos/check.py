@@ -16,8 +16,16 @@ and proves:
     job's run unless a server-caused fault explains it;
   - an overlap a server-caused fault explains lasts at most
     kill-after + 250 ms; each is reported with its fault;
-  - fencing tokens strictly increase in start order (a pglock lead that
-    restarts its command reuses its token: not an inversion);
+  - a library host (MODE lib-*: hold_host.c) stopped past the lease
+    (stop, stoppg on its own pid) has no watchdog: after the SIGCONT it
+    may finish a step, so its overlap, counted from the SIGCONT (it ran
+    nothing while stopped) to its end line, is at most its step + 250 ms;
+  - fencing tokens strictly increase in start order within a scene (a
+    pglock lead that restarts its command reuses its token: not an
+    inversion, nor when it restarts after a server-caused loss it has not
+    seen yet and another job took a token in between: that overlap is
+    bounded above, and the older token is what fencing rejects; the
+    partition scene's server has a sequence of its own);
   - every pglock exited with a documented status, none hung: each ended
     within 8 s of our SIGTERM, or of its job's end when the job ignores
     SIGTERM (pglock forwards it and keeps the lock while the job runs);
@@ -42,6 +50,8 @@ class Job:
         self.ignores_term = False
         self.alive = {}           # earlier job pid -> last time seen alive
         self.alive_gone = {}      # earlier job pid -> first line it was gone
+        self.step_ms = None       # library hosts: their step
+        self.sudo = None          # sudo jobs: "refused" or "root"
 
 
 def read_lines(path):
@@ -62,6 +72,8 @@ def parse_jobs(path):
             j = Job(host, mode, token, pid, t)
             j.pglock = detail.get("pglock", "-")
             j.ignores_term = detail.get("ignore_term") == "1"
+            j.step_ms = int(detail["step_ms"]) if "step_ms" in detail else None
+            j.sudo = detail.get("sudo")
             jobs.append(j)
             current[pid] = j
         j = current.get(pid)
@@ -81,6 +93,11 @@ def parse_jobs(path):
     return jobs
 
 
+def scene_of(host):
+    """A host's scene: its name without the number (direct3: direct)."""
+    return host.rstrip("0123456789")
+
+
 def ms(us):
     return us / 1000.0
 
@@ -88,10 +105,17 @@ def ms(us):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kill-after-ms", type=int, default=500)
-    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler")
+    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler "
+                    "pooler:cancel", help="KIND, or SCENE:KIND for a kind server-caused in that scene only")
     ap.add_argument("dir")
     a = ap.parse_args()
     server_kinds = set(a.server_kinds.split())
+
+    def server_caused(f):
+        """Whether fault f frees the lock on the server (its host names its scene)."""
+        return f[2] in server_kinds or any(
+            k.partition(":")[2] == f[2] and f[3].startswith(k.partition(":")[0])
+            for k in server_kinds if ":" in k)
     bound_ms = a.kill_after_ms + 250
     d = a.dir
 
@@ -111,6 +135,7 @@ def main():
 
     # Overlaps, from lines and from /proc.
     bounded = []
+    stepped = []      # library hosts after a stop: (overlap, bound, text)
     by_pid_recent = {}
     for i, b in enumerate(jobs):
         for aj in jobs[max(0, i - 50):i]:
@@ -126,7 +151,20 @@ def main():
             what = (f"{b.host}/{b.mode} pid {b.pid} (token {b.token}) started while "
                     f"{aj.host}/{aj.mode} pid {aj.pid} (token {aj.token}) "
                     f"{'ran' if line_overlap else 'still existed'}: {over:.0f} ms")
-            if f is not None and f[2] in server_kinds:
+            if (f is not None and f[2] in ("stop", "stoppg") and aj.step_ms is not None
+                    and f[4] == aj.pglock):
+                # Stopped with its hold: it ran nothing until the SIGCONT,
+                # and stops at its end line (the live file goes with it).
+                after = aj.last if aj.end else end
+                over = ms(after - max(b.first, f[1]))
+                step_bound = aj.step_ms + 250
+                text = (f"{what}; {over:.0f} ms after the SIGCONT of a {f[2]} "
+                        f"at +{ms(f[0] - jobs[0].first) / 1000:.1f}s (step {aj.step_ms} ms)")
+                stepped.append((over, step_bound, text))
+                if over > step_bound:
+                    violations.append(f"library host ran longer than its step + 250 ms "
+                                      f"({step_bound} ms) after a stop: {text}")
+            elif f is not None and server_caused(f):
                 fdesc = f"after {f[2]} at +{ms(f[0] - jobs[0].first) / 1000:.1f}s"
                 bounded.append((over, f[2], f"{what}, {fdesc}"))
                 if over > bound_ms:
@@ -138,15 +176,31 @@ def main():
 
     # Tokens in start order.
     inversions = 0
+    late_restarts = []
     for aj, b in zip(jobs, jobs[1:]):
         if aj.token is None or b.token is None:
             violations.append(f"job without a token: {(aj if aj.token is None else b).pid}")
             continue
+        if scene_of(aj.host) != scene_of(b.host):
+            continue      # the partition scene's server has tokens of its own
         if b.token > aj.token:
             continue
         same_leadership = (aj.mode == b.mode == "lead" and aj.host == b.host
                            and aj.pglock == b.pglock and b.token == aj.token)
-        if not same_leadership:
+        # A lead restarted its command, with its leadership's token, after
+        # a server-caused loss it had not seen yet, and another holder's job
+        # came in between: the overlap is bounded above, and the older
+        # token is what a fenced resource rejects.
+        f = cause_of(aj, b)
+        restarted_late = (b.mode == "lead" and f is not None and server_caused(f) and any(
+            j.mode == "lead" and j.host == b.host and j.pglock == b.pglock and j.token == b.token
+            for j in jobs if j.first < aj.first))
+        if same_leadership:
+            continue
+        if restarted_late:
+            late_restarts.append(f"{b.host}/lead pid {b.pid} restarted with token {b.token} after "
+                                 f"{aj.host}/{aj.mode} took token {aj.token}, after {f[2]}")
+        else:
             inversions += 1
             violations.append(f"token inversion: {aj.host}/{aj.mode} pid {aj.pid} token {aj.token} "
                               f"then {b.host}/{b.mode} pid {b.pid} token {b.token}")
@@ -200,13 +254,27 @@ def main():
           f"ended: {', '.join(f'{e} {n}' for e, n in sorted(ends.items()))}")
     print(f"pglock exits: {', '.join(f'{m}:{rc} x{n}' for (m, rc), n in sorted(codes.items()))}")
     print(f"faults: {sum(kinds.values())} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    storms = [int(x.split("=", 1)[1]) for f in read_lines(os.path.join(d, "faults.log"))
+              for x in f[6:] if x.startswith("cancels=")]
+    if storms:
+        print(f"cancel storms: {len(storms)}, {sum(storms)} cancels sent")
     silent = sum(1 for v in violations if v.startswith("overlap after a silent loss"))
     print(f"overlaps after silent losses: {silent}")
     mx = max((o for o, _, _ in bounded), default=0)
     print(f"overlaps after server-caused losses: {len(bounded)}, max {mx:.0f} ms (bound {bound_ms} ms)")
     for _, _, text in bounded:
         print(f"  {text}")
-    print(f"token inversions: {inversions}")
+    print(f"library hosts' overlaps after a stop: {len(stepped)}" + (
+        f", max {max(o for o, _, _ in stepped):.0f} ms after the SIGCONT, the least margin "
+        f"to its step + 250 ms {min(b - o for o, b, _ in stepped):.0f} ms" if stepped else ""))
+    for _, _, text in stepped:
+        print(f"  {text}")
+    sudo = collections.Counter(j.sudo for j in jobs if j.sudo)
+    print(f"sudo jobs: {sum(sudo.values())} (refused {sudo['refused']}, ran as root {sudo['root']})")
+    print(f"token inversions: {inversions}; lead restarts with an older token after a "
+          f"server-caused loss: {len(late_restarts)}")
+    for text in late_restarts:
+        print(f"  {text}")
     print(f"scenes ended clean: {scenes - sum(1 for v in violations if v.startswith('at the end'))} of {scenes}")
     if violations:
         print(f"VIOLATIONS: {len(violations)}")

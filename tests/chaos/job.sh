@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# job.sh HOST MODE BEATS IGNORE_TERM — the command every chaos host runs
-# under pglock.  It appends to $CHAOS_DIR/jobs.log one line per event:
+# job.sh HOST MODE BEATS IGNORE_TERM [SUDO] — the command every chaos host
+# runs under pglock.  It appends to $CHAOS_DIR/jobs.log one line per event:
 #
 #   TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]
 #
@@ -11,8 +11,15 @@
 # that outlived its lock even while it writes nothing (stopped, killed
 # late).  No forks in the loop: timestamps come from $EPOCHREALTIME and
 # the 50 ms pause is a read with a timeout on a FIFO nobody writes.
+#
+# SUDO (a setuid root program, tests/tools/become_root.c): a job of an
+# ordinary user that runs the rest of itself through it, as root, as a
+# job that calls sudo does.  pglock's job runs with no_new_privs, so the
+# step is refused (become_root exits 1): the job says sudo=refused and
+# goes on as itself.  Had it become root (sudo=root), pglock could not
+# signal it, and the checker would see it outlive the lock.
 set -u
-host=$1 mode=$2 beats=$3 ignore_term=$4
+host=$1 mode=$2 beats=$3 ignore_term=$4 sudo_via=${5:-}
 log=$CHAOS_DIR/jobs.log
 token=${PGLOCK_FENCING_TOKEN:--}
 
@@ -48,14 +55,29 @@ still_alive() {
     echo "$out"
 }
 
+# Our parent is pglock's watchdog, whose parent is pglock (a sudo job's
+# root half is told by its first half).
+pglock=${CHAOS_PGLOCK:--}
+[ "$pglock" != - ] || { read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ pglock _ <<<"$s"; }
+sudo=
+if [ -n "$sudo_via" ]; then
+    if [ "$EUID" = 0 ]; then
+        sudo=" sudo=root"
+    else
+        CHAOS_PGLOCK=$pglock "$sudo_via" "$0" "$@"
+        rc=$?
+        [ "$rc" = 1 ] || exit "$rc"     # it ran as root (to its end)
+        sudo=" sudo=refused"
+    fi
+fi
 me=$(proc_stat $$) || exit 70
 alive=$(still_alive "$CHAOS_DIR"/live/*)
-# Our parent is pglock's watchdog, whose parent is pglock.
-pglock=-
-read -r s 2>/dev/null <"/proc/$PPID/stat" && s=${s##*) } && read -r _ pglock _ <<<"$s"
-line start "pglock=$pglock" "ignore_term=$ignore_term" "alive=${alive:--}"
+# shellcheck disable=SC2086  # $sudo: one word or none
+line start "pglock=$pglock" "ignore_term=$ignore_term" $sudo "alive=${alive:--}"
 echo "${me#* }" >"$CHAOS_DIR/live/$$"
-echo "$host $pglock" >"$CHAOS_DIR/holder"    # the faults' usual target
+# The faults' usual target (renamed into place: another user's file may
+# be there).
+echo "$host $pglock" >"$CHAOS_DIR/holder.$$" && mv -f "$CHAOS_DIR/holder.$$" "$CHAOS_DIR/holder"
 
 if [ "$ignore_term" = 1 ]; then
     trap '' TERM            # pglock must SIGKILL us after kill-after
