@@ -90,13 +90,7 @@ int cli_connect_error(const pglock_error *err, const char *what)
  * PGLOCK_CONNECT_TIMEOUT_S; libpq's "0" (forever) is honoured too. */
 long cli_query_timeout_ms(PGconn *conn)
 {
-    const char *value = NULL;
-    PQconninfoOption *opts = PQconninfo(conn);
-    for (PQconninfoOption *o = opts; o && o->keyword; o++)
-        if (strcmp(o->keyword, "connect_timeout") == 0)
-            value = o->val;
-    long ms = conninfo_timeout_ms(value);
-    PQconninfoFree(opts);
+    long ms = conn_timeout_ms(conn);
     return ms < 0 ? PGLOCK_WAIT_FOREVER : ms;
 }
 

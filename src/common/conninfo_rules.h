@@ -60,4 +60,18 @@ static inline long conninfo_timeout_ms(const char *value)
     return (s < 2 ? 2 : s) * 1000L;
 }
 
+/* conninfo_timeout_ms() of an open connection's connect_timeout
+ * (PGCONNECT_TIMEOUT included). */
+static inline long conn_timeout_ms(PGconn *conn)
+{
+    const char *value = NULL;
+    PQconninfoOption *opts = PQconninfo(conn);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "connect_timeout") == 0)
+            value = o->val;
+    long ms = conninfo_timeout_ms(value);
+    PQconninfoFree(opts);
+    return ms;
+}
+
 #endif

@@ -63,22 +63,6 @@ void pglock__quiet_notices(void *arg, const char *message)
     (void)message; /* e.g. pg_advisory_unlock's "you don't own a lock" */
 }
 
-/* How long the setup query may take: the connection's connect_timeout
- * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever), as
- * the connect itself.  Through a pooler whose pool is full, this query is
- * the one that waits for a server connection. */
-static long setup_timeout_ms(PGconn *conn)
-{
-    const char *value = NULL;
-    PQconninfoOption *opts = PQconninfo(conn);
-    for (PQconninfoOption *o = opts; o && o->keyword; o++)
-        if (strcmp(o->keyword, "connect_timeout") == 0)
-            value = o->val;
-    long ms = conninfo_timeout_ms(value);
-    PQconninfoFree(opts);
-    return ms;
-}
-
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
@@ -88,7 +72,11 @@ static int run_open_query(pglock_client *c)
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
     const char *params[2] = {pid,
                              c->opts.hold == PGLOCK_HOLD_XACT ? "f" : "t"};
-    long timeout_ms = setup_timeout_ms(c->conn);
+    /* As long as the connect may take: the connection's connect_timeout
+     * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever).
+     * Through a pooler whose pool is full, this query is the one that
+     * waits for a server connection. */
+    long timeout_ms = conn_timeout_ms(c->conn);
     if (!PQsendQueryParams(c->conn, sql, 2, NULL, params, NULL, NULL, 0))
         return pglock__fail(c, PGLOCK_ECONNECT,
                             "could not set up the lock connection: %s",
