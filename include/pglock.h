@@ -395,6 +395,13 @@ PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
  * PGLOCK_EPOOLER), and applies the lock connection's settings (in xact
  * hold: transaction-locally, with the first lock).
  *
+ * Bounded: the connect, and then its first query (which, through a full
+ * pooler, is what waits for a server connection), each within
+ * connect_timeout (the conninfo's, else PGCONNECT_TIMEOUT, else
+ * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR soon after
+ * opts->interrupt or interrupt_fd fires.  A refused connection's
+ * SQLSTATE, when the server gave one, is pglock_client_sqlstate()'s.
+ *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
  * pglock_client_error() can tell why; close it with pglock_client_close().
  * opts may be NULL for the defaults; options whose version is zero or
