@@ -414,10 +414,14 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
 static int proved_just_now(pglock_hold *h)
 {
     pglock_client *c = h->c;
-    return h->proved && pglock_now_ms() - h->proved_at < h->heartbeat_ms &&
-           c->conn && !c->heartbeat_busy && PQconsumeInput(c->conn) &&
-           PQstatus(c->conn) == CONNECTION_OK && !PQisBusy(c->conn) &&
-           PQgetResult(c->conn) == NULL;
+    if (!h->proved || pglock_now_ms() - h->proved_at >= h->heartbeat_ms ||
+        !c->conn || c->heartbeat_busy || read_idle(c) != 0 ||
+        PQisBusy(c->conn))
+        return 0;
+    PGresult *stray = PQgetResult(c->conn); /* an error sent since */
+    int quiet = stray == NULL;
+    PQclear(stray);
+    return quiet;
 }
 
 /* ------------------------------------------------------------- stop */

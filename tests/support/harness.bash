@@ -42,8 +42,7 @@ nap() {
 # on its session (a lock, a SET): it would outlive the call.
 qpoll() {
     local line out='' answer
-    if [ -z "${QPOLL_PID:-}" ] || [ -z "${QPOLL[1]:-}" ] ||
-        ! kill -0 "$QPOLL_PID" 2>/dev/null; then
+    if ! qpoll_up; then
         q "$1"
         return
     fi
@@ -75,13 +74,16 @@ qpoll() {
     q "$1"
 }
 
+# qpoll_up: qpoll's session runs and this shell has its pipes.
+qpoll_up() {
+    [ -n "${QPOLL_PID:-}" ] && [ -n "${QPOLL[1]:-}" ] && kill -0 "$QPOLL_PID" 2>/dev/null
+}
+
 # qpoll_open: the session qpoll asks through, in this shell (the polls run
 # in $(...) subshells, which share it).
 qpoll_open() {
     [ -n "${PGLOCK_TEST_PRIMARY:-}" ] || return 0
-    if [ -n "${QPOLL_PID:-}" ] && kill -0 "$QPOLL_PID" 2>/dev/null; then
-        return 0
-    fi
+    ! qpoll_up || return 0
     # It holds none of the shell's other descriptors: a session's fifo
     # (sessions.bash) must see its last writer go when the test closes it.
     coproc QPOLL {
