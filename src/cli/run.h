@@ -2,6 +2,7 @@
  * run.h — what the files of `pglock run` and `pglock lead` share.  Internal
  * to the CLI.  One file per concern:
  *   run_options.c     the options, their defaults and --help
+ *   run_command.c     whether the command can be executed, before the lock
  *   run_session.c     checks, key, lock connection, the job's environment
  *   run_acquire.c     taking the keys, riding out a lost connection
  *   run_retry.c       backoff and pauses between reconnects
@@ -244,6 +245,9 @@ void run_args_init(run_args *a, const run_command *cmd);
 /* Parses the options (cmd's and the shared ones), KEY and COMMAND.  -1
  * to go on, else the exit status (0 after --help). */
 int run_parse_args(int argc, char **argv, run_args *a);
+/* Whether a->argv[0] can be executed, looked up as execvp() will: -1 if
+ * so (or with -c STRING), else 127 or 126 with the error printed. */
+int run_command_check(const run_args *a);
 /* cmd's --help, from the option tables. */
 void run_print_help(const run_command *cmd);
 /* Option values, for a command's option function: -1 when text is valid

@@ -75,6 +75,10 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
 
     if (run_keys_parse(st, key, err, sizeof err) < 0)
         return cli_usage_error(a->command, "%s", err);
+    /* Before the lock: a host that cannot run the command must not win a
+     * --try race it would then lose with 127. */
+    if ((rc = run_command_check(a)) >= 0)
+        return rc;
 
     /* Signals: stop signals interrupt the wait and later go to the job. */
     memset(job, 0, sizeof *job);

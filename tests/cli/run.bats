@@ -135,6 +135,31 @@ teardown() { teardown_run; }
     [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
 }
 
+@test "a command that cannot be executed is refused before the lock: 127 or 126, never 75" {
+    bg h run -d "$DB" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    # A --try race: the host without the program must not win, nor skip.
+    run -127 "$PGLOCK_BIN" run --try -d "$DB" "$K" -- /nonexistent/command
+    [[ "$output" == *'could not execute "/nonexistent/command": No such file or directory; the lock was not taken'* ]]
+    run -127 env PATH="$out" "$PGLOCK_BIN" run --try -d "$DB" "$K" -- true
+    run -126 "$PGLOCK_BIN" run --try -d "$DB" "$K" -- "$out"
+    run -127 "$PGLOCK_BIN" lead -d "$DB" "$K" -- /nonexistent/command
+    # Found along PATH (an empty entry is the current directory): busy.
+    cp /bin/true "$out/true-here"
+    run -75 env PATH=: /bin/sh -c "cd '$out' && exec '$PGLOCK_BIN' run --try -d '$DB' '$K' -- true-here"
+    run -75 "$PGLOCK_BIN" run --try -d "$DB" "$K" -c 'nonexistent-command-xyz'
+    touch "$out/h.release"
+    finish h 10
+    # What only the exec can tell (a script whose interpreter is missing)
+    # still fails after the lock, with the exec's errno, and frees it.
+    printf '#!/nonexistent/interpreter\n' >"$out/script"
+    chmod +x "$out/script"
+    run -127 "$PGLOCK_BIN" run -d "$DB" "$K" -- "$out/script"
+    [[ "$output" == *'could not execute "'"$out"'/script": No such file or directory'* ]]
+    [[ "$output" != *'the lock was not taken'* ]]
+    [ "$(advisory_count "$(name_sql "$K")" t)" -eq 0 ]
+}
+
 @test "COMMAND's own options are not pglock's" {
     run "$PGLOCK_BIN" run -d "$DB" "$K" -- sh -c 'echo "args: $*"' sh -n -w 5 --lease
     [ "$status" -eq 0 ]
