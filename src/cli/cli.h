@@ -151,6 +151,18 @@ void cli_print_version(void);
  * after 64 bytes with "...". */
 void cli_echo_arg(const char *text, int quotes, char *out, size_t outlen);
 
+/* A lock request in words (holder_line.c).  How long it has been held or
+ * waited: "41s to 2m13s" (an idle holder: the lock is older than its last
+ * statement's end and younger than its session), "up to 2m13s" (an upper
+ * bound alone), "1m02s" (a waiter's exact waitstart), "hidden", "unknown". */
+void cli_holder_how_long(const pglock_holder *e, char *buf, size_t len);
+/* Where the session comes from: "10.0.0.5:41234", "[::1]:41234", "local"
+ * (a Unix socket), "hidden", "no session", "prepared transaction". */
+void cli_holder_client(const pglock_holder *e, char *buf, size_t len);
+/* One phrase: pid 812 (user app, client 10.0.0.5:41234, "pglock run K",
+ * held 41s to 2m13s). */
+void cli_holder_describe(const pglock_holder *e, char *buf, size_t len);
+
 /* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
  * ("30").  Strict: no sign, no spaces, no empty string, and at most
  * CLI_DURATION_MAX_MS (PostgreSQL's own timeouts stop there too), so that

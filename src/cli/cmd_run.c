@@ -173,10 +173,11 @@ int cmd_run(int argc, char **argv)
         const char *why = st.client ? pglock_client_error(st.client) : st.error;
         if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
             code = a.conflict_code;
-            cli_notice("lock \"%s\" in database \"%s\" is %s; the command was "
-                       "not run", key_text, db,
-                       rc == PGLOCK_EBUSY ? "held by another session"
-                                          : "still held after the wait");
+            char holder[512];
+            run_busy_holder(&st, &keys[failed], holder, sizeof holder);
+            cli_notice("lock \"%s\" in database \"%s\" is %sheld by %s; the "
+                       "command was not run", key_text, db,
+                       rc == PGLOCK_EBUSY ? "" : "still ", holder);
         } else if (rc == PGLOCK_EINTR && run_stop_signal()) {
             code = 128 + run_stop_signal();
             cli_verbose("interrupted while waiting: the wait was cancelled");

@@ -87,32 +87,15 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     return -1;
 }
 
-/* "41s", "2m13s": enough for a person to recognise a session. */
-static void format_seconds(double s, char *buf, size_t len)
-{
-    long t = (long)s;
-    if (t < 60)
-        snprintf(buf, len, "%lds", t);
-    else if (t < 3600)
-        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-    else
-        snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
-}
-
 /* One holder, on one line of stdout. */
 static void print_holder(const pglock_holder *e)
 {
-    char app[80], user[80], held[32] = "?";
+    char app[80], user[80], held[32] = "?", client[80];
     cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
     cli_echo_arg(e->user ? e->user : "?", 0, user, sizeof user);
     if (e->held_max_s >= 0)
-        format_seconds(e->held_max_s, held, sizeof held);
-    char client[80];
-    if (e->client_addr)
-        snprintf(client, sizeof client, "%s:%d", e->client_addr, e->client_port);
-    else
-        snprintf(client, sizeof client, "%s",
-                 e->client_port == -1 ? "local socket" : "?");
+        cli_format_duration(e->held_max_s, 0, held, sizeof held);
+    cli_holder_client(e, client, sizeof client);
     printf("  pid %d  %s  user %s  from %s  session up %s  \"%s\"\n", e->pid,
            e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared", user, client,
            held, app);

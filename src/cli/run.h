@@ -311,6 +311,13 @@ int run_pause_ms(long ms);
  * open, or, when the connection could not be regained (PGLOCK_ECONNECT,
  * or a refusal for good), st->client NULL and st->error set. */
 int run_acquire(run_state *st, pglock_key *keys, int *failed);
+/* Who holds key, for the busy message: "pid 812 (user app, client
+ * 10.0.0.5:41234, \"pglock run K\", held 41s)" and how many others, read
+ * from pg_locks within RUN_BUSY_HOLDER_MS; "another session" when that
+ * cannot be read in time, or under -q, where nothing is printed. */
+#define RUN_BUSY_HOLDER_MS 500
+void run_busy_holder(const run_state *st, const pglock_key *key, char *buf,
+                     size_t len);
 /* Reopens st->client (closed, NULL), with backoff, until it connects, the
  * budget (deadline) cannot fit another attempt, a stop signal, or a
  * refusal that will not pass.  0, or a PGLOCK_E* code with st->error set

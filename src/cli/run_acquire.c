@@ -86,3 +86,40 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
             return rc;
     }
 }
+
+void run_busy_holder(const run_state *st, const pglock_key *key, char *buf,
+                     size_t len)
+{
+    snprintf(buf, len, "another session");
+    PGconn *conn = st->client ? pglock_client_conn(st->client) : NULL;
+    /* Under -q nobody reads it: spare the server the pg_locks read. */
+    if (cli_quiet || !conn || PQstatus(conn) != CONNECTION_OK)
+        return;
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts != PQTRANS_IDLE && ts != PQTRANS_INTRANS)
+        return;
+    pglock_holders *list = NULL;
+    if (pglock_holders_list(&list, conn, key, 1, 0, RUN_BUSY_HOLDER_MS, NULL) < 0)
+        return;
+    const pglock_holder *first = NULL;
+    int others = 0, self = pglock_client_backend_pid(st->client);
+    for (int i = 0; i < pglock_holders_count(list); i++) {
+        const pglock_holder *e = pglock_holders_get(list, i);
+        if (!e->granted || e->pid == self)
+            continue;
+        if (first)
+            others++;
+        else
+            first = e;
+    }
+    if (first) {
+        char who[400];
+        cli_holder_describe(first, who, sizeof who);
+        if (others)
+            snprintf(buf, len, "%s and %d other session%s", who, others,
+                     others == 1 ? "" : "s");
+        else
+            snprintf(buf, len, "%s", who);
+    }
+    pglock_holders_free(list);
+}

@@ -169,60 +169,22 @@ static void note_hidden(text_pass *p, int pid)
     p->hidden[p->n_hidden++] = pid;
 }
 
-/* How long, in words: "41s to 2m13s" (an idle holder: the lock is older
- * than its last statement's end and younger than its session), "up to
- * 2m13s" (an upper bound alone), "1m02s" (a waiter's exact waitstart).
- * The columns the bounds come from are in --json. */
-static void how_long(strbuf *b, const pglock_holder *e)
-{
-    double upper = e->granted ? e->held_max_s : e->waiting_s;
-    double lower = e->granted ? e->held_min_s : -1;
-    int exact = !e->granted && e->waiting_source &&
-                !strcmp(e->waiting_source, "waitstart");
-    if (upper < 0 || (!e->granted && !e->waiting_source)) {
-        sb_puts(b, e->hidden ? "hidden" : "unknown");
-        return;
-    }
-    char max[32], min[32];
-    cli_format_duration(upper, 0, max, sizeof max);
-    if (lower >= 0) {
-        /* "min to max", or one of them when they read the same */
-        cli_format_duration(lower, 0, min, sizeof min);
-        if (strcmp(min, max)) {
-            sb_puts(b, min);
-            sb_puts(b, " to ");
-        }
-    } else if (!exact) {
-        sb_puts(b, "up to ");
-    }
-    sb_puts(b, max);
-}
-
 static void fill_session_cells(text_pass *p, const pglock_holder *e)
 {
     strbuf *client = &p->cell[COL_CLIENT];
     sb_clean(&p->cell[COL_USER], e->user);
     if (e->application_name)
         sb_clean(&p->cell[COL_APP], e->application_name);
-    if (e->pid == 0) {
-        sb_puts(client, "prepared transaction");
-        sb_puts(&p->cell[COL_HOW_LONG], "unknown");
-        return;
-    }
-    if (e->hidden && !p->writing)
+    char words[80];
+    cli_holder_client(e, words, sizeof words);
+    sb_puts(client, words);
+    if (e->pid != 0 && e->hidden && !p->writing)
         note_hidden(p, e->pid);
-    if (e->hidden || !e->has_session) {
-        sb_puts(client, e->hidden ? "hidden" : "no session");
-    } else if (e->client_port == -1 || !e->client_addr) {
-        sb_puts(client, "local");
-    } else {
-        int v6 = strchr(e->client_addr, ':') != NULL;
-        sb_puts(client, v6 ? "[" : "");
-        sb_puts(client, e->client_addr);
-        sb_puts(client, v6 ? "]:" : ":");
-        sb_putl(client, e->client_port, 1);
-    }
-    how_long(&p->cell[COL_HOW_LONG], e);
+    if (e->pid == 0)
+        snprintf(words, sizeof words, "unknown");
+    else
+        cli_holder_how_long(e, words, sizeof words);
+    sb_puts(&p->cell[COL_HOW_LONG], words);
 }
 
 static void row_begin(text_pass *p)

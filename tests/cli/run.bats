@@ -29,7 +29,7 @@ teardown() { teardown_run; }
         finish "c$i" 10
         case $(status_of "c$i") in
         0) winners=$((winners + 1)) ;;
-        75) busy=$((busy + 1)); grep -q "is held by another session" "$out/c$i.err" ;;
+        75) busy=$((busy + 1)); grep -qE "is held by pid [0-9]+ \\(user postgres, client local, \"pglock run $K\", held [0-9]+s\\); the command was not run" "$out/c$i.err" ;;
         *) echo "c$i exited $(status_of "c$i")"; cat "$out/c$i.err"; false ;;
         esac
     done
@@ -222,6 +222,11 @@ teardown() { teardown_run; }
     run "$PGLOCK_BIN" run -w 300ms -d "$DB" "$K" -- touch "$out/w.ran"
     [ "$status" -eq 75 ]
     [ ! -e "$out/w.ran" ]
+    # The message names the holder, as status would.
+    local pid
+    pid=$(q "select pid from pg_locks where locktype = 'advisory' and granted
+             and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")
+    [[ "$output" == *"lock \"$K\" in database \"postgres\" is still held by pid $pid (user postgres, client local, \"pglock run $K\", held "*"); the command was not run"* ]]
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
     run "$PGLOCK_BIN" run --try --conflict-exit-code=3 -d "$DB" "$K" -- true
     [ "$status" -eq 3 ]
