@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include "database_name.h"
+#include "history.h"
 #include "json.h"
 #include "prefault.h"
 #include "status.h"
@@ -135,6 +136,21 @@ static void name_lock(lock_view *v, const cli_registry *reg)
         if (n) {
             v->name = n;
             v->name_source = "application_name";
+            return;
+        }
+    }
+    /* A recorded run's run lock (history.h) is held by its history
+     * connection, "pglock record KEY": named after the run's key. */
+    static const char record[] = "pglock record ";
+    const pglock_key *k = &v->e[0]->key;
+    if (k->kind != PGLOCK_KEY_PAIR || k->ns != HISTORY_RUN_LOCK_NS)
+        return;
+    for (int i = 0; i < v->n; i++) {
+        const char *app = v->e[i]->application_name;
+        if (app && !strncmp(app, record, sizeof record - 1) &&
+            app[sizeof record - 1]) {
+            v->name = app + sizeof record - 1;
+            v->name_source = "history";
             return;
         }
     }

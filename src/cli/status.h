@@ -17,7 +17,7 @@
 typedef struct lock_view {
     const pglock_holder *const *e;
     const char *name;        /* NULL when unknown */
-    const char *name_source; /* "registry" or "application_name" */
+    const char *name_source; /* "registry", "application_name", "history" */
     int n;                   /* (the ints last: 40 bytes, not 48) */
     int holders, waiters, exclusive;
 } lock_view;

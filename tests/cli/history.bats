@@ -160,6 +160,11 @@ lock_table() {
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = 'pglock run $K'")" ]
+    # status names the run lock after its run, not as a bare pair
+    local id
+    id=$(py 'd[0]["id"]')
+    run -0 "$PGLOCK_BIN" status
+    [[ "$output" == *"$K (history) = key 1885826162:$id: exclusive"* ]]
     touch "$out/a.release"
     finish a 10
     outcome_is "$K" succeeded
