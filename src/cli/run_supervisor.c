@@ -215,11 +215,20 @@ int run_confirm_now(run_state *st, int64_t deadline)
 
 /* Ctrl-Z: stop the job, then pglock itself.  On resume, re-verify
  * ownership before the job may continue; if it cannot be confirmed the
- * job is killed, never resumed. */
+ * job is killed, never resumed.  During --min-hold (the job is gone)
+ * pglock alone stops, and on resume confirms or declares the loss. */
 static void suspend(run_state *st)
 {
-    if (st->lost || !sv.watchdog)
+    if (st->lost)
         return;
+    if (!sv.watchdog) {
+        cli_verbose("suspended");
+        raise(SIGSTOP);
+        cli_verbose("resumed: verifying ownership");
+        if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0)
+            cli_verbose("ownership confirmed: --min-hold goes on");
+        return;
+    }
     send_ctl(RUN_CTL_STOP, 0, 0);
     sv.job_stopped = 1;
     /* Wait (briefly) for the watchdog's answer so the job is stopped

@@ -127,6 +127,20 @@ backend_gone() {
     [ "$(status_of h)" = 0 ]
 }
 
+@test "Ctrl-Z during --min-hold stops pglock; SIGCONT confirms ownership and the hold goes on" {
+    bg h run -v -d "$DB" --lease=10s --min-hold=60s "$K" -- touch "$out/done"
+    wait_until 10 file_exists "$out/done"
+    kill -TSTP "$(pid_of h)"
+    wait_until 5 stopped "$(pid_of h)"
+    kill -CONT "$(pid_of h)"
+    wait_until 5 grep -q "ownership confirmed: --min-hold goes on" "$out/h.err"
+    held "$K"
+    kill -TERM "$(pid_of h)"
+    finish h 10
+    [ "$(status_of h)" = 143 ]
+    wait_until 5 not_held "$K"
+}
+
 @test "--lost-exit-code replaces 74" {
     bg h run -d "$DB" --lease=3s --lost-exit-code=9 "$K" -c "echo \$PGLOCK_BACKEND_PID > $out/backend; $(stamp_job h)"
     wait_until 10 file_exists "$out/h.start"
