@@ -196,8 +196,8 @@ static void a_terminated_backend_stops_the_work_at_once(void **s)
     int64_t stopped_at = work_until_lost(hold);
     assert_true(pt_waiter_granted(&b, 3 * LEASE_MS));
     /* The server frees the lock at once, so the two may overlap, by the
-     * time the socket's close takes to reach the hold (DESIGN.md: bounded
-     * and measured, here printed). */
+     * time the socket's close takes to reach the hold (pglock.h, "The
+     * caller's budget": told at once; measured, here printed). */
     printf("# pg_terminate_backend, lease %ld ms: loss notice %lld ms after,"
            " work stopped at %lld ms, second holder got the lock at %lld ms;"
            " overlap %lld ms (%s)\n", LEASE_MS, (long long)(n.at - kill_at),
