@@ -365,11 +365,9 @@ typedef struct pglock_options {
     long cancel_timeout_ms;
     /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*,
      * tcp_user_timeout and client_connection_check_interval derive from the
-     * lease: with a lease T_s no kernel ends a session that holds a lock
-     * before T_s (tcp_user_timeout = T_s; keepalives idle T_s/3, probes
-     * T_s/9 apart until idle + count * interval >= T_s), and the server
-     * checks for a vanished client every T_s/3, which ends a silent
-     * waiter's wait after about T_s.  With no lease from this (ms): a dead
+     * lease, so that no kernel ends a session that holds a lock before the
+     * lease, while a silent waiter's wait ends after about the lease
+     * (figures: pglock(1), LEASES).  With no lease from this (ms): a dead
      * peer is noticed within about 2/3 of it.  0: the default (10000). */
     long dead_peer_ms;
     /* How locks are held; PGLOCK_HOLD_AUTO by default, as pglock run and
@@ -572,22 +570,12 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * A managed hold keeps a client's lease alive while the caller works, and
  * tells the caller the moment it is lost, so the work can stop in time.
  *
- * Lease arithmetic (the same as `pglock run`): with the client's lease
- * T_s = opts.lease_ms (without a lease: opts.dead_peer_ms), a heartbeat
- * is sent every T_s/6, and the lease counts as lost when no heartbeat
- * sent within the last T_c = 2*T_s/3 has been confirmed.  A heartbeat
- * that fails on a session that goes on (a query cancel) is no loss: it is
- * sent again at once (then every T_s/60 while the error persists), and
- * only T_c decides.  That leaves T_s/6 for the caller to stop its work
- * after the notice, and T_s/6 of margin, before the server can end the
- * silent session and hand the lock to someone else:
- * T_c + stop + margin <= T_s.  Nothing on the server ends a silent
- * holder's session before T_s: not idle_session_timeout, not the
- * kernels' keepalives or tcp_user_timeout (see dead_peer_ms).  A loss the
- * server causes (pg_terminate_backend, restart, failover, an aborted
- * holding transaction) frees the lock at once; it is noticed at the next
- * heartbeat's answer or socket error (so within T_s/6 plus the round
- * trip, or at once when the socket closes).
+ * The lease: with T_s = opts.lease_ms (without a lease:
+ * opts.dead_peer_ms), a heartbeat every T_s/6, and the lease counts as
+ * lost when no heartbeat sent within the last T_c = 2*T_s/3 has been
+ * confirmed; a heartbeat cancelled on a session that goes on is sent
+ * again, and is no loss.  The whole arithmetic, the same as `pglock
+ * run`'s, and the server settings that keep it are in pglock(1), LEASES.
  *
  * The rule: the lock's connection is closed only after the caller says
  * the work has stopped (pglock_hold_stop(), then pglock_client_close()), or
@@ -597,9 +585,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * The caller's budget.  After a notice for a loss the client declares (no
  * confirmation by T_c: a cut or silent network, a frozen server) the lock
  * may still be held, and it stays held until stop or the server's lease
- * end.  The caller has T_s - T_c - margin = T_s/6 (5 s of a 30 s lease)
- * from the notice to stop its work; after that, another holder may get
- * the lock.  A loss the server causes (pg_terminate_backend, a restart, a
+ * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
+ * stop its work; after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
  * failover, an aborted holding transaction in xact hold) has already
  * freed the lock: it is told at once, when the heartbeat's answer or the
  * socket's close reaches the client (within T_s/6 plus a round trip), and

@@ -21,11 +21,13 @@
  * Bounds: the --wait budget (the gate wait has what is left of it, the
  * watchers too, and past it they are stopped); a stop signal interrupts
  * every wait at once (run_interrupt_fd() is every client's interrupt fd).
- * While the head waits, its gate connection is idle: it is heartbeaten so
- * that the lease does not end it (that would let a second head in, which
- * costs connections, not safety: the slots alone bound the holders).
+ * While the head waits, its gate connection is idle: the library's
+ * managed hold keeps its lease, so that the server does not end it (that
+ * would let a second head in, which costs connections, not safety: the
+ * slots alone bound the holders).
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -144,23 +146,81 @@ static int failed_of(slot_wait *sw)
     return f;
 }
 
-/* Waits until a watcher wins or every started one has ended,
- * heartbeating the gate's connection, and stopping the watchers at the
- * deadline or as soon as one fails on its own: its slot is no longer
- * watched, so waiting on would hold the gate, and the queue, for slots
- * that may never free while that one is free. */
+/*
+ * The gate's lease while the head waits, kept by the library's managed
+ * hold in loop mode, the lease engine of the job's lock too: its steps
+ * never block, so a winner is seen at once, and a heartbeat cancelled on
+ * the server is sent again.  The gate only orders the waiters, so a lost
+ * gate is no loss: it is said (-v) and left to the server's lease, which
+ * lets a second head in (it costs connections, not safety).  NULL when
+ * the hold could not start: the gate is then left to the lease too.
+ */
+static pglock_hold *gate_hold_start(run_state *st)
+{
+    pglock_hold_options o;
+    pglock_hold_options_init(&o, PGLOCK_HOLD_OPTIONS_VERSION);
+    o.drive = PGLOCK_HOLD_LOOP;
+    pglock_hold *h = NULL;
+    if (pglock_hold_start(&h, st->client, &o) != 0) {
+        cli_verbose("the gate's connection: %s",
+                    pglock_client_error(st->client));
+        return NULL;
+    }
+    return h;
+}
+
+/* Ends the gate's hold before the gate is given back (with its
+ * connection, or unlocked): a hold that lost its lease drops the
+ * connection, and the gate with it. */
+static void gate_hold_stop(run_state *st, pglock_hold *h)
+{
+    if (h && pglock_hold_stop(h) != 0)
+        cli_verbose("the gate's connection: %s",
+                    pglock_client_error(st->client));
+}
+
+/* poll()'s timeout from now until `until` (INT64_MAX: none). */
+static int poll_timeout(int64_t now, int64_t until)
+{
+    if (until == INT64_MAX)
+        return -1;
+    if (until <= now)
+        return 0;
+    return until - now < INT_MAX ? (int)(until - now) : INT_MAX;
+}
+
+/* Waits until a watcher wins or every started one has ended, keeping
+ * the gate's lease, and stopping the watchers at the deadline or as soon
+ * as one fails on its own: its slot is no longer watched, so waiting on
+ * would hold the gate, and the queue, for slots that may never free while
+ * that one is free. */
 static void await_watchers(run_state *st, slot_wait *sw, int started)
 {
     int ended = 0, stopped = 0;
-    int64_t next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
+    pglock_hold *gate = gate_hold_start(st);
+    int64_t step_at = 0;  /* the hold's next step: at once */
     while (ended < started && winner_of(sw) < 0) {
         int64_t now = pglock_now_ms();
-        int64_t until = next_hb;
+        if (gate && now >= step_at) {
+            long t;
+            if (pglock_hold_step(gate, &t) != 0) {
+                char why[512];
+                pglock_hold_loss(gate, why, sizeof why);
+                cli_verbose("the gate's connection: %s", why);
+                step_at = INT64_MAX;
+            } else {
+                step_at = now + (t > 0 ? t : 1);
+            }
+        }
+        int64_t until = gate ? step_at : INT64_MAX;
         if (sw->deadline && !stopped && sw->deadline < until)
             until = sw->deadline;
-        struct pollfd p = {sw->done_pipe[0], POLLIN, 0};
-        int n = poll(&p, 1, until > now ? (int)(until - now) : 0);
-        if (n > 0) {
+        struct pollfd p[2] = {{sw->done_pipe[0], POLLIN, 0},
+                              {gate ? pglock_hold_fd(gate) : -1, POLLIN, 0}};
+        int n = poll(p, 2, poll_timeout(now, until));
+        if (n > 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+            step_at = 0;  /* the server spoke: step now */
+        if (n > 0 && (p[0].revents & POLLIN)) {
             char buf[RUN_MAX_SLOTS];
             ssize_t r = read(sw->done_pipe[0], buf, sizeof buf);
             if (r > 0)
@@ -169,25 +229,13 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
                 stop_watchers(sw, -1);
                 stopped = 1;
             }
-            continue;
         }
-        now = pglock_now_ms();
-        if (sw->deadline && !stopped && now >= sw->deadline) {
+        if (sw->deadline && !stopped && pglock_now_ms() >= sw->deadline) {
             stop_watchers(sw, -1);  /* the budget is spent */
             stopped = 1;
         }
-        if (now >= next_hb) {
-            /* the gate only orders the waiters: a lost gate is no loss.
-             * After a failure (one unanswered stays in flight) it is left
-             * to the server's lease. */
-            next_hb = pglock_now_ms() + st->lease.heartbeat_ms;
-            if (pglock_heartbeat(st->client, st->lease.heartbeat_ms) < 0) {
-                cli_verbose("the gate's connection: %s",
-                            pglock_client_error(st->client));
-                next_hb = INT64_MAX;
-            }
-        }
     }
+    gate_hold_stop(st, gate);
 }
 
 void run_slots_wait_end(void)

@@ -26,7 +26,7 @@ teardown_run() {
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# name_sql NAME: DESIGN.md's SQL for a text key's bigint.
+# name_sql NAME: docs/keys.md's SQL for a text key's bigint.
 name_sql() {
     printf "('x' || substr(encode(sha256(convert_to('%s', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint" "$1"
 }

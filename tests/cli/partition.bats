@@ -57,6 +57,26 @@ assert_no_overlap() {
     [ "$before" -gt 0 ] || { echo "the holder's job ran $((-before)) ms after the waiter's started"; false; }
 }
 
+# cut_under_stubborn_holder CMD [OPTION]...: `pglock CMD OPTION...` holds
+# $K from inside the namespace (TCP, lease 6 s) with a stubborn_job h; a
+# waiter's run queues through the socket, then the partition is cut.
+# Returns once the waiter's job ran and exited 0 and the holder's job is
+# gone, the two in the order assert_no_overlap demands; the cut stays.
+cut_under_stubborn_holder() {
+    local cmd=$1
+    shift
+    bg_partition h "$cmd" "$@" -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on_partition "$K"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    wait_until 20 job_gone h
+    assert_no_overlap "$cmd"
+}
+
 @test "partition: the harness's cut is real: the holder's TCP is dark, the socket still answers" {
     run "$PGLOCK_TEST_HARNESS" partition-exec psql -X -A -t "$PGLOCK_TEST_PARTITION_TCP" -c 'select 2'
     [ "$output" = 2 ]
@@ -71,32 +91,14 @@ assert_no_overlap() {
 }
 
 @test "partition: run's job that ignores SIGTERM last ran before a waiter's job started" {
-    bg_partition h run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
-    wait_until 20 file_exists "$out/h.start"
-    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
-    wait_until 10 waiting_on_partition "$K"
-    date +%s%N >"$out/cut"
-    partition_cmd cut
-    finish w 30
-    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
-    wait_until 20 job_gone h
-    assert_no_overlap run
+    cut_under_stubborn_holder run
     partition_cmd heal
     finish h 30
     [ "$(status_of h)" = 74 ]
 }
 
 @test "partition: lead's job that ignores SIGTERM last ran before a waiter's job started" {
-    bg_partition h lead -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
-    wait_until 20 file_exists "$out/h.start"
-    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
-    wait_until 10 waiting_on_partition "$K"
-    date +%s%N >"$out/cut"
-    partition_cmd cut
-    finish w 30
-    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
-    wait_until 20 job_gone h
-    assert_no_overlap lead
+    cut_under_stubborn_holder lead -v
     grep -q "leadership lost" "$out/h.err"
     # lead contends again for ever; stop it before the heal, so that it
     # cannot lead (and stamp) again.

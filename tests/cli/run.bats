@@ -38,7 +38,7 @@ teardown() { teardown_run; }
     [ "$(wc -l <"$out/ran")" -eq 1 ]
 }
 
-@test "a text key is the same lock as DESIGN.md's SQL expression" {
+@test "a text key is the same lock as docs/keys.md's SQL expression" {
     bg h run -d "$DB" nightly-billing-$K -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
     wait_until 10 file_exists "$out/started"
     [ "$(q "select pg_try_advisory_lock($(name_sql "nightly-billing-$K"))")" = f ]

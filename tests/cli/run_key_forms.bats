@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# pglock run takes the same lock as SQL for every key form of DESIGN.md:
+# pglock run takes the same lock as SQL for every key form of docs/keys.md:
 # hashtext:NAME and hashtextextended:SEED:NAME (computed by the server),
 # text:123 (the name "123", not the integer), pair:NS:ID, int:-N, and a
 # bare registry name (hashed by the published rule).  Each is checked from

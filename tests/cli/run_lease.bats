@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # pglock run: leases.  A lost lock stops the job; the job never runs while
 # someone else holds the lock, except for the measured window after a loss
-# the server itself causes (DESIGN.md, "What is guaranteed, honestly").
+# the server itself causes (pglock(1), "WHAT IS GUARANTEED, HONESTLY").
 # Leases are 3 s (T_c 2 s, T_h 500 ms, kill-after 500 ms); the bounds
 # below allow 2 s of scheduling slack on a loaded machine.
 

@@ -164,6 +164,33 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     wait_until 10 nothing_left
 }
 
+# gate_holder: the backend pid that holds the gate of $K (empty: none).
+gate_holder() {
+    qpoll "select pid from pg_locks where locktype = 'advisory' and objsubid = 1 and granted
+         and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$KID#gate")"
+}
+
+@test "the head keeps the gate past its lease while it waits on the slots: one head, then a slot" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --lease=1s --slots=1 --wait=30s "$K" -c "echo \$PGLOCK_SLOT > $out/w.slot"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    local head
+    head=$(gate_holder)
+    [ -n "$head" ]
+    # three leases: only the gate's heartbeats keep idle_session_timeout
+    # from ending the head's session (and letting a second head in)
+    sleep 3
+    [ "$(gate_holder)" = "$head" ]
+    touch "$out/release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { cat "$out/w.err"; false; }
+    [ "$(cat "$out/w.slot")" = 0 ]
+    wait_until 10 nothing_left
+}
+
 @test "a watcher that cannot connect ends the head's wait with its reason, gate given back" {
     # A role allowed 4 connections: 2 holders, the head's own, and one of
     # its 2 watchers; the other watcher is refused.  Waiting on would hold

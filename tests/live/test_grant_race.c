@@ -1,5 +1,5 @@
 /*
- * The forced grant-at-cancel race (DESIGN.md): the holder runs
+ * The forced grant-at-cancel race (pglock(3), "Session locks"): the holder runs
  * SELECT pg_advisory_unlock(k), pg_cancel_backend(<waiter>) so that the
  * server may grant the lock in the same instant the waiter's statement is
  * cancelled.  Whatever the outcome, what the library reports must be what

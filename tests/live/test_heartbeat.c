@@ -23,10 +23,8 @@ static void heartbeat_confirms_and_moves_confirmed_at(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
     pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_client *c = pt_client_holding(primary, NULL, &k, NULL, NULL);
     int64_t before = pglock_now_ms();
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_true(pglock_client_confirmed_at(c) >= before);
@@ -51,12 +49,10 @@ static void heartbeat_notices_a_terminated_backend(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
-    PGconn *obs = pt_connect(primary);
     pglock_key k;
-    pglock_key_int64(&k, pt_unique_key());
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    int pid = pglock_client_backend_pid(c);
+    int pid;
+    pglock_client *c = pt_client_holding(primary, NULL, &k, NULL, &pid);
+    PGconn *obs = pt_connect(primary);
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
     assert_true(pt_wait_backend_gone(obs, pid, 10000));
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
@@ -95,13 +91,11 @@ static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = pt_open_client(primary, NULL);
-    PGconn *obs = pt_connect(primary);
-    int64_t id = pt_unique_key();
     pglock_key k;
-    pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    int pid = pglock_client_backend_pid(c);
+    int64_t id;
+    int pid;
+    pglock_client *c = pt_client_holding(primary, NULL, &k, &id, &pid);
+    PGconn *obs = pt_connect(primary);
     storm st = {primary, pid, 0, 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, storm_main, &st), 0);
@@ -142,11 +136,17 @@ static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
     PQfinish(obs);
 }
 
-static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+static pglock_options hold_opts(pglock_hold_mode hold)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.hold = hold;
+    return o;
+}
+
+static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+{
+    pglock_options o = hold_opts(hold);
     return pt_open_client(conninfo, &o);
 }
 
@@ -210,12 +210,10 @@ static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_options o = hold_opts(PGLOCK_HOLD_XACT);
+    int64_t id;
+    pglock_client *c = pt_client_holding(primary, &o, NULL, &id, NULL);
     PGconn *obs = pt_connect(primary);
-    int64_t id = pt_unique_key();
-    pglock_key k;
-    pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     assert_false(pt_key_free(obs, id));
     /* a stray statement on the client's connection fails */
     PQclear(PQexec(pglock_client_conn(c), "SELECT 1/0"));

@@ -13,7 +13,6 @@
  * are printed ("# ...") for the record, only their order is asserted.
  */
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,45 +22,6 @@
 #include "support.h"
 
 #define LEASE_MS 3000L
-
-/* ------------------------------------------------ the second holder */
-
-typedef struct second {
-    PGconn *conn;
-    int64_t key;
-    int64_t got_at;  /* when pg_advisory_lock() returned */
-    volatile sig_atomic_t done;
-} second;
-
-static void *second_main(void *arg)
-{
-    second *b = arg;
-    char sql[96];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
-             (long long)b->key);
-    PGresult *r = PQexec(b->conn, sql);
-    b->got_at = pglock_now_ms();
-    PQclear(r);
-    b->done = 1;
-    return NULL;
-}
-
-static int second_done(void *arg)
-{
-    return ((second *)arg)->done;
-}
-
-/* Starts b waiting for key on a direct connection; returns once the
- * server shows it waiting. */
-static void second_start(second *b, pthread_t *t, const char *primary,
-                         PGconn *obs, int64_t key)
-{
-    b->conn = pt_connect(primary);
-    b->key = key;
-    int pid = PQbackendPID(b->conn);
-    pthread_create(t, NULL, second_main, b);
-    assert_true(pt_wait_backend_waiting(obs, pid, 10000));
-}
 
 /* ------------------------------------------------- the first holder */
 
@@ -184,9 +144,8 @@ static void a_cut_network_stops_the_work_before_a_second_holder_starts(
     notice n = {0};
     pglock_hold *hold;
     pglock_client *c = first_holds(proxy, id, &hold, &n);
-    second b = {0};
-    pthread_t t;
-    second_start(&b, &t, primary, obs, id);
+    pt_waiter b;
+    pt_waiter_start(&b, primary, obs, id);
 
     /* Several heartbeats pass while the network is up: the lease holds. */
     struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
@@ -199,8 +158,7 @@ static void a_cut_network_stops_the_work_before_a_second_holder_starts(
     char why[512];
     assert_int_equal(pglock_hold_loss(hold, why, sizeof why),
                      PGLOCK_ECONNLOST);
-    assert_true(pt_wait_until(second_done, &b, 3 * LEASE_MS));
-    pthread_join(t, NULL);
+    assert_true(pt_waiter_granted(&b, 3 * LEASE_MS));
     pt_proxy_heal();
 
     printf("# cut network, lease %ld ms: loss notice %lld ms after the cut,"
@@ -230,18 +188,16 @@ static void a_terminated_backend_stops_the_work_at_once(void **s)
     pglock_hold *hold;
     pglock_client *c = first_holds(primary, id, &hold, &n);
     int pid = pglock_client_backend_pid(c);
-    second b = {0};
-    pthread_t t;
-    second_start(&b, &t, primary, obs, id);
+    pt_waiter b;
+    pt_waiter_start(&b, primary, obs, id);
 
     int64_t kill_at = pglock_now_ms();
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
     int64_t stopped_at = work_until_lost(hold);
-    assert_true(pt_wait_until(second_done, &b, 3 * LEASE_MS));
-    pthread_join(t, NULL);
+    assert_true(pt_waiter_granted(&b, 3 * LEASE_MS));
     /* The server frees the lock at once, so the two may overlap, by the
-     * time the socket's close takes to reach the hold (DESIGN.md: bounded
-     * and measured, here printed). */
+     * time the socket's close takes to reach the hold (pglock.h, "The
+     * caller's budget": told at once; measured, here printed). */
     printf("# pg_terminate_backend, lease %ld ms: loss notice %lld ms after,"
            " work stopped at %lld ms, second holder got the lock at %lld ms;"
            " overlap %lld ms (%s)\n", LEASE_MS, (long long)(n.at - kill_at),
@@ -444,9 +400,8 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
      * on a loaded machine (a 3 s lease left 1 s). */
     pglock_client *c = first_holds_lease(primary, id, 6000, &hold, &n);
     int pid = pglock_client_backend_pid(c);
-    second b = {0};
-    pthread_t t;
-    second_start(&b, &t, primary, obs, id);
+    pt_waiter b;
+    pt_waiter_start(&b, primary, obs, id);
 
     int64_t froze_at = pglock_now_ms();
     assert_int_equal(kill((pid_t)pid, SIGSTOP), 0);
@@ -470,8 +425,7 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
     int second_early = b.done;
     int64_t stop_at = pglock_now_ms();
     assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
-    assert_true(pt_wait_until(second_done, &b, 3 * 6000));
-    pthread_join(t, NULL);
+    assert_true(pt_waiter_granted(&b, 3 * 6000));
     printf("# backend frozen, lease %ld ms: loss notice %lld ms after the "
            "freeze; resumed at %lld ms, lock %s at %lld ms; stop at %lld ms;"
            " second holder got the lock at %lld ms (%s)\n", 6000L,

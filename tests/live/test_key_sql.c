@@ -1,7 +1,7 @@
 /*
  * Keys against a real server (PGLOCK_TEST_PRIMARY, a conninfo; skipped
  * when unset):
- *   - the C name rule equals DESIGN.md's SQL expression for 10,000+ names
+ *   - the C name rule equals docs/keys.md's SQL expression for 10,000+ names
  *     (empty, long, non-ASCII, quotes and backslashes);
  *   - hashtext / hashtextextended keys resolve to what the server locks;
  *   - the SQL from pglock_key_sql(), run on one connection, takes the lock
@@ -150,7 +150,7 @@ static void test_c_rule_equals_sql_expression_for_10000_names(void **state)
     for (int from = 0; from < NAMES; from += BATCH) {
         char *arr = array_literal(names, from, from + BATCH);
         const char *params[1] = {arr};
-        /* The expression exactly as DESIGN.md publishes it; octet_length
+        /* The expression exactly as docs/keys.md publishes it; octet_length
          * proves the server hashed the very bytes we did. */
         PGresult *r = exec_ok(
             c,

@@ -14,7 +14,6 @@
  * their order is asserted, the figures are printed.
  */
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include "support.h"
@@ -22,31 +21,6 @@
 #define LEASE_MS 6000L
 /* The stop the caller takes after the notice: T_s/6 less 250 ms. */
 #define STOP_MS (LEASE_MS / 6 - 250)
-
-typedef struct second {
-    PGconn *conn;
-    int64_t key;
-    int64_t got_at;
-    volatile sig_atomic_t done;
-} second;
-
-static void *second_main(void *arg)
-{
-    second *b = arg;
-    char sql[96];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
-             (long long)b->key);
-    PGresult *r = PQexec(b->conn, sql);
-    b->got_at = pglock_now_ms();
-    PQclear(r);
-    b->done = 1;
-    return NULL;
-}
-
-static int second_done(void *arg)
-{
-    return ((second *)arg)->done;
-}
 
 /* Works in 20 ms steps until the loss fd is readable, then takes STOP_MS
  * to stop (a step that must finish, within the budget).  Returns when the
@@ -102,11 +76,8 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
     /* static: if the second holder never gets the lock, its thread is
      * left running (it cannot be joined), and must not write into a
      * stack frame that is gone. */
-    static second b;
-    b = (second){.conn = pt_connect(sock), .key = id};
-    pthread_t t;
-    pthread_create(&t, NULL, second_main, &b);
-    assert_true(pt_wait_backend_waiting(obs, PQbackendPID(b.conn), 10000));
+    static pt_waiter b;
+    pt_waiter_start(&b, sock, obs, id);
 
     /* A few heartbeats while the network is up: the lease holds. */
     struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
@@ -118,10 +89,8 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
     int64_t stopped_at = work_then_stop(hold, &notice_at);
     char why[512];
     int loss = pglock_hold_loss(hold, why, sizeof why);
-    int got = pt_wait_until(second_done, &b, 3 * LEASE_MS);
+    int got = pt_waiter_granted(&b, 3 * LEASE_MS);
     pt_partition_heal();
-    if (got)
-        pthread_join(t, NULL);
 
     printf("# partition, lease %ld ms: notice at +%lld ms, work stopped at"
            " +%lld ms, second holder got the lock at +%lld ms (%lld ms"

@@ -94,6 +94,64 @@ pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts)
     return c;
 }
 
+pglock_client *pt_client_holding(const char *conninfo,
+                                 const pglock_options *opts, pglock_key *k,
+                                 int64_t *id, int *pid)
+{
+    pglock_client *c = pt_open_client(conninfo, opts);
+    int64_t key = pt_unique_key();
+    pglock_key own;
+    pglock_key_int64(&own, key);
+    int rc = pglock_lock(c, &own, PGLOCK_EXCLUSIVE, PGLOCK_TRY);
+    if (rc != 0)
+        fail_msg("lock %lld: %s: %s", (long long)key, pglock_strerror(rc),
+                 pglock_client_error(c));
+    if (k)
+        *k = own;
+    if (id)
+        *id = key;
+    if (pid)
+        *pid = pglock_client_backend_pid(c);
+    return c;
+}
+
+static void *waiter_main(void *arg)
+{
+    pt_waiter *w = arg;
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
+             (long long)w->key);
+    PGresult *r = PQexec(w->conn, sql);
+    w->got_at = pglock_now_ms();
+    PQclear(r);
+    w->done = 1;
+    return NULL;
+}
+
+static int waiter_done(void *arg)
+{
+    return ((pt_waiter *)arg)->done;
+}
+
+void pt_waiter_start(pt_waiter *w, const char *conninfo, PGconn *observer,
+                     int64_t key)
+{
+    *w = (pt_waiter){.conn = pt_connect(conninfo), .key = key};
+    if (pthread_create(&w->thread, NULL, waiter_main, w) != 0)
+        fail_msg("pthread_create failed");
+    if (!pt_wait_backend_waiting(observer, PQbackendPID(w->conn), 10000))
+        fail_msg("the second holder (backend %d) is not waiting for %lld",
+                 PQbackendPID(w->conn), (long long)key);
+}
+
+int pt_waiter_granted(pt_waiter *w, long timeout_ms)
+{
+    if (!pt_wait_until(waiter_done, w, timeout_ms))
+        return 0;
+    pthread_join(w->thread, NULL);
+    return 1;
+}
+
 PGconn *pt_connect_holding(const char *conninfo, int64_t key)
 {
     PGconn *conn = pt_connect(conninfo);

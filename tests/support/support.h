@@ -9,7 +9,9 @@
 #ifndef PGLOCK_TEST_SUPPORT_H
 #define PGLOCK_TEST_SUPPORT_H
 
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +52,35 @@ pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts);
 /* A bigint advisory key unique to this process and call, so that tests
  * sharing a server stay apart. */
 int64_t pt_unique_key(void);
+
+/* Opens a pglock client on conninfo with opts (NULL: defaults) and takes
+ * a fresh pt_unique_key() exclusively (try), asserting both; the key goes
+ * to *k, its value to *id and the client's backend pid to *pid (each may
+ * be NULL).  pglock_client_close() it. */
+pglock_client *pt_client_holding(const char *conninfo,
+                                 const pglock_options *opts, pglock_key *k,
+                                 int64_t *id, int *pid);
+
+/* A second holder: a connection of its own whose thread waits in
+ * pg_advisory_lock(key).  got_at is when the server granted it, on
+ * pglock_now_ms()'s clock; done is set once it was. */
+typedef struct pt_waiter {
+    PGconn *conn;
+    int64_t key;
+    int64_t got_at;
+    volatile sig_atomic_t done;
+    pthread_t thread;
+} pt_waiter;
+
+/* Connects w to conninfo and starts its thread waiting for key; returns
+ * once observer sees it waiting (asserted, within 10 s). */
+void pt_waiter_start(pt_waiter *w, const char *conninfo, PGconn *observer,
+                     int64_t key);
+
+/* Waits up to timeout_ms for w's grant: 1 with its thread joined, else 0
+ * with the thread left waiting (w must then outlive it: make it static).
+ * PQfinish(w->conn) after either. */
+int pt_waiter_granted(pt_waiter *w, long timeout_ms);
 
 /* Calls pg_cancel_backend(pid) as fast as the server can for ms, in one
  * statement on a connection of its own, the way an admin tool or a script

@@ -39,7 +39,7 @@ static void test_bigint_locktags_decode_with_sign(void **state)
         {4294967295u, 4294967291u, -5, "-5"},
         {0x80000000u, 0, INT64_MIN, "-9223372036854775808"},
         {0x7FFFFFFFu, 0xFFFFFFFFu, INT64_MAX, "9223372036854775807"},
-        /* nightly-billing by the SHA-256 rule (DESIGN.md) */
+        /* nightly-billing by the SHA-256 rule (docs/keys.md) */
         {3595566995u, 1535581631u, -3003901418071974465LL, "-3003901418071974465"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
