@@ -41,7 +41,7 @@ ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_
 # major since 9.6 stalls alike) and of our tooling and packaging (the
 # harness and the bench's smoke run, the installed library); and the 60 s
 # chaos run, which `make check` runs on 15 and `make chaos` at length.
-VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats)$'
+VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats)$'
 
 # Two servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
 # two lanes (PGLOCK_TEST_JOBS): one server's run ends with its longest
