@@ -150,7 +150,7 @@ lock_table() {
     [ "$(py 'len(d)')" -eq 3 ]
     [ "$(py '[r["host"] for r in d if r["outcome"] == "succeeded"]')" = "['$winner']" ]
     [ "$(py 'sorted(r["host"] for r in d if r["outcome"] == "skipped")')" = \
-        "$(printf '%s\n' h1 h2 h3 | grep -vx "$winner" | python3 -c 'import sys; print(sorted(sys.stdin.read().split()))')" ]
+        "$(printf '%s\n' h1 h2 h3 | grep -vx "$winner" | python3 -S -c 'import sys; print(sorted(sys.stdin.read().split()))')" ]
     [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "succeeded"][0]')" = "$(cat "$out/token")" ]
     [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "skipped"]')" = "[None, None]" ]
 }
@@ -373,7 +373,7 @@ lock_table() {
     for k in "7:-$RANDOM" "int:-$RANDOM$RANDOM" "hashtext:$K"; do
         run "$PGLOCK_BIN" run --record "$k" -c "\"$PGLOCK_BIN\" history --json '$k' >$out/h.json"
         [ "$status" -eq 0 ]
-        [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
+        [ "$(python3 -S -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
         outcome_is "$k" succeeded
     done
 }
