@@ -5,9 +5,14 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
+# The history table, once for the file (a pglock and a backend fewer per
+# test): no test drops it from $DB, only from $PGLOCK_TEST_OTHER_DB.
+setup_file() {
+    [ -z "${PGLOCK_TEST_PRIMARY:-}" ] || [ -z "${PGLOCK_BIN:-}" ] ||
+        "$PGLOCK_BIN" init -q -d "$PGLOCK_TEST_PRIMARY"
+}
 setup() {
     setup_run
-    "$PGLOCK_BIN" init -q -d "$DB"
 }
 teardown() {
     teardown_run
