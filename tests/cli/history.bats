@@ -5,9 +5,14 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
+# The history table, once for the file (a pglock and a backend fewer per
+# test): no test drops it from $DB, only from $PGLOCK_TEST_OTHER_DB.
+setup_file() {
+    [ -z "${PGLOCK_TEST_PRIMARY:-}" ] || [ -z "${PGLOCK_BIN:-}" ] ||
+        "$PGLOCK_BIN" init -q -d "$PGLOCK_TEST_PRIMARY"
+}
 setup() {
     setup_run
-    "$PGLOCK_BIN" init -q -d "$DB"
 }
 teardown() {
     teardown_run
@@ -150,7 +155,7 @@ lock_table() {
     [ "$(py 'len(d)')" -eq 3 ]
     [ "$(py '[r["host"] for r in d if r["outcome"] == "succeeded"]')" = "['$winner']" ]
     [ "$(py 'sorted(r["host"] for r in d if r["outcome"] == "skipped")')" = \
-        "$(printf '%s\n' h1 h2 h3 | grep -vx "$winner" | python3 -c 'import sys; print(sorted(sys.stdin.read().split()))')" ]
+        "$(printf '%s\n' h1 h2 h3 | grep -vx "$winner" | python3 -S -c 'import sys; print(sorted(sys.stdin.read().split()))')" ]
     [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "succeeded"][0]')" = "$(cat "$out/token")" ]
     [ "$(py '[r["fencing_token"] for r in d if r["outcome"] == "skipped"]')" = "[None, None]" ]
 }
@@ -378,7 +383,7 @@ lock_table() {
     for k in "7:-$RANDOM" "int:-$RANDOM$RANDOM" "hashtext:$K"; do
         run "$PGLOCK_BIN" run --record "$k" -c "\"$PGLOCK_BIN\" history --json '$k' >$out/h.json"
         [ "$status" -eq 0 ]
-        [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
+        [ "$(python3 -S -c 'import json,sys; print(json.load(sys.stdin)[0]["outcome"])' <"$out/h.json")" = running ]
         outcome_is "$k" succeeded
     done
 }

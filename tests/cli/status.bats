@@ -64,7 +64,7 @@ held_by_role() {
     [ "$(py '[w["pid"] for w in d["locks"][0]["waiters"]]')" = "[$w1, $w2]" ]
     [ "$(py '[w["parent_pid"] for w in d["locks"][0]["waiters"]]')" = "[$h, $w1]" ]
     [ "$(py 'd["locks"][0]["waiters"][0]["blocked_by"]')" = "[$h]" ]
-    [ "$(py 'sorted(d["locks"][0]["waiters"][1]["blocked_by"])')" = "$(python3 -c "print(sorted([$h, $w1]))")" ]
+    [ "$(py 'sorted(d["locks"][0]["waiters"][1]["blocked_by"])')" = "$(python3 -S -c "print(sorted([$h, $w1]))")" ]
     [ "$(py 'd["locks"][0]["waiters"][0]["waiting_source"]')" = waitstart ]
     [ "$(py 'd["locks"][0]["waiters"][0]["application_name"]')" = st_w1 ]
 }
@@ -85,7 +85,7 @@ held_by_role() {
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 42:9
     [ "$(py 'd["locks"][0]["key"], d["locks"][0]["kind"], d["locks"][0]["mode"], d["locks"][0]["holder_count"]')" = "42:9 pair shared 2" ]
-    [ "$(py 'sorted(h["pid"] for h in d["locks"][0]["holders"])')" = "$(python3 -c "print(sorted([$(backend st_s1), $(backend st_s2)]))")" ]
+    [ "$(py 'sorted(h["pid"] for h in d["locks"][0]["holders"])')" = "$(python3 -S -c "print(sorted([$(backend st_s1), $(backend st_s2)]))")" ]
     [ "$(py 'd["locks"][0]["waiters"][0]["mode"]')" = exclusive ]
 }
 
