@@ -38,7 +38,7 @@ roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
     proxy_cmd reset >/dev/null
     run "$PGLOCK_BIN" lead -d "$PGLOCK_TEST_PROXY" "$K" -- true
     [ "$status" -eq 0 ] || { echo "$output"; false; }
-    echo "$(proxy_cmd count)"
+    proxy_cmd count
     [ "$(roundtrips)" -eq 4 ]
     run ! held "$K"
 }
