@@ -61,8 +61,8 @@ with tempfile.TemporaryDirectory() as tmp:
         add("the try-lock (1 round trip)", answers[2] - answers[1])
         add("start the watchdog, which starts the command", exec_true[0] - answers[2])
         add("the command (`true`) runs", job_exit - exec_true[0])
-        add("command gone to the confirm query sent", after[0] - job_exit)
-        add("confirm, pg_advisory_unlock_all, exit", end - after[0])
+        add("command gone to the release sent", after[0] - job_exit)
+        add("the release (its answer the last ownership check), exit", end - after[0])
         add("total (under strace)", end - t0)
 
 print("strace -f, %d runs, median ms per phase (strace inflates every system call):\n" % runs)

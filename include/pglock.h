@@ -90,6 +90,9 @@ extern "C" {
 #define PGLOCK_HAS_VERSIONED_STRUCTS 1
 /* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
 #define PGLOCK_HAS_MANAGED_HOLD 1
+/* pglock_hold_release(): the last heartbeat and the release in one round
+ * trip. */
+#define PGLOCK_HAS_HOLD_RELEASE 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -631,7 +634,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * client's connection is closed by stop, not before: call it once the
  * work has stopped, then close the client).  So stop +
  * pglock_client_close() take at most cancel_timeout_ms + 5 s, even on a
- * dead network.
+ * dead network.  pglock_hold_release() ends the hold and releases the
+ * locks in one round trip, the release's answer being the last word.
  */
 typedef struct pglock_hold pglock_hold;
 
@@ -707,6 +711,23 @@ PGLOCK_EXPORT int pglock_hold_confirm(pglock_hold *hold, long timeout_ms);
 
 /* Ends the hold and frees it (NULL is ok: 0); see "Stop" above. */
 PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);
+
+/* Ends the hold as pglock_hold_stop() does, and releases every lock of
+ * the client, in one round trip where stop + pglock_client_close() take
+ * two: the release is the last heartbeat, and its answer the last word.
+ * Session hold: pg_advisory_unlock_all(), run only when the statement
+ * reaches the holding backend, which answers; xact hold: the heartbeat's
+ * check inside the holding transaction (open, not failed, still counting
+ * every lock statement) and ROLLBACK, in one message.  A heartbeat in
+ * flight is answered first; all of it within timeout_ms (none of T_c's
+ * doing, as pglock_hold_confirm()).  Returns 0 when the locks were held
+ * up to their release: they are free now, and the client is the
+ * caller's again, holding nothing (pglock_client_close() then sends
+ * nothing).  Else the loss code, the connection closed, as stop gives it.
+ * PGLOCK_EINVAL (NULL, or a negative timeout_ms) leaves the hold running.
+ * Call it once the work has stopped, in place of stop, when the locks are
+ * not needed after it. */
+PGLOCK_EXPORT int pglock_hold_release(pglock_hold *hold, long timeout_ms);
 
 /* ------------------------------------------------ transaction locks */
 

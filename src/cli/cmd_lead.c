@@ -167,9 +167,12 @@ static int lead_term(run_state *st, run_job *job)
             return 128 + run_stop_signal();
         if (a->restart_ms < 0) {
             /* The command ended by itself: prove it ran as leader to the
-             * end, as pglock run does. */
-            if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
-                                        st->lease.client_ms) < 0)
+             * end, as pglock run does: with the release, unless --record's
+             * end row is still to be written under the lock. */
+            int64_t by = pglock_client_confirmed_at(st->client) +
+                         st->lease.client_ms;
+            if ((a->record ? run_confirm_now(st, by)
+                           : run_release_now(st, by)) < 0)
                 return cli_error(a->lost_code, "leadership of \"%s\" lost while "
                                  "the command ran: %s", st->key_label,
                                  st->lost_reason);

@@ -246,15 +246,21 @@ static int run_locked(run_state *st, run_job *job)
                          st->key_label, st->lost_reason);
     } else {
         code = run_term_status(st);
-        /* The command ran to its end: prove the lock was still ours. */
+        /* The command ran to its end: prove the lock was still ours, with
+         * the release itself unless the lock is still needed: a --min-hold
+         * left to wait, or --record's end row, written under the lock. */
+        int64_t by = pglock_client_confirmed_at(st->client) +
+                     st->lease.client_ms;
+        int min_left = a->min_hold_ms > 0 &&
+                       pglock_now_ms() < st->acquired_at + a->min_hold_ms;
+        int hold_on = a->record || min_left;
         if (st->fatal || st->exec_errno) {
             /* it did not run, or the watchdog died: already reported */
-        } else if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
-                                st->lease.client_ms) < 0) {
+        } else if ((hold_on ? run_confirm_now(st, by)
+                            : run_release_now(st, by)) < 0) {
             code = cli_error(a->lost_code, "lock \"%s\" lost while the command ran: %s",
                              st->key_label, st->lost_reason);
-        } else if (a->min_hold_ms > 0 &&
-                   pglock_now_ms() < st->acquired_at + a->min_hold_ms) {
+        } else if (min_left) {
             cli_verbose("holding until --min-hold ends");
             run_supervise(st, st->acquired_at + a->min_hold_ms);
             if (run_hold_end(st) < 0)

@@ -353,6 +353,11 @@ int run_term_status(run_state *st);
 void run_supervise(run_state *st, int64_t hold_until);
 /* Proves ownership now (by deadline); 0, or -1 and the lock is lost. */
 int run_confirm_now(run_state *st, int64_t deadline);
+/* Once no process of the job remains and the lock is needed no more:
+ * ends the hold and releases, the release's answer proving ownership up
+ * to it (one round trip, by deadline).  0, or -1 and the lock is lost
+ * (the connection closed).  st->client is left to close. */
+int run_release_now(run_state *st, int64_t deadline);
 /* Once no process of the job remains: stops the hold, whose last
  * confirmation (none right after run_confirm_now()) may still find the
  * lock lost; a lost hold closes the connection.  0, or -1 when the lock

@@ -213,6 +213,24 @@ int run_confirm_now(run_state *st, int64_t deadline)
     return 0;
 }
 
+/* The job is gone: proves ownership up to the release and releases, in
+ * one round trip (the release's answer is the proof), by deadline.  The
+ * hold ends either way.  0 when confirmed (nothing is held any more);
+ * else the lock is declared lost, the connection closed. */
+int run_release_now(run_state *st, int64_t deadline)
+{
+    if (st->lost || hold_begin(st) < 0)
+        return -1;
+    int64_t left = deadline - pglock_now_ms();
+    int rc = pglock_hold_release(sv.hold, left > 0 ? (long)left : 0);
+    sv.hold = NULL;
+    if (rc != 0) {
+        lose(st, "%s", pglock_client_error(st->client));
+        return -1;
+    }
+    return 0;
+}
+
 /* Ctrl-Z: stop the job, then pglock itself.  On resume, re-verify
  * ownership before the job may continue; if it cannot be confirmed the
  * job is killed, never resumed.  During --min-hold (the job is gone)

@@ -332,9 +332,10 @@ void pglock_client_close(pglock_client *c)
                  * stranger's session locks.  Ending the transaction frees
                  * ours, now. */
                 pglock__xact_hold_end(c, left);
-            } else {
+            } else if (!c->released || c->nholds != 0) {
                 /* A bare PQfinish frees the locks a moment later, when the
-                 * backend notices; waiting for this answer frees them now. */
+                 * backend notices; waiting for this answer frees them now.
+                 * (Not needed when pglock_hold_release() just did so.) */
                 PGresult *res = pglock__exec_bounded(
                     c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
                 PQclear(res);

@@ -19,11 +19,14 @@ void pglock__client_drop(pglock_client *c)
     pglock__holds_clear(c);
     c->heartbeat_busy = 0;
     c->heartbeat_error = 0;
+    c->releasing = 0;
+    c->released = 0;
     c->in_xact = 0;
 }
 
 int pglock__client_ready(pglock_client *c)
 {
+    c->released = 0; /* a call after the release may take a lock again */
     if (!c->conn)
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the lock connection is closed: it was lost "

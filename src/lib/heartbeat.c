@@ -21,6 +21,16 @@
  *
  * The query takes no transaction id and, in the simple protocol, keeps no
  * snapshot after it answers.
+ *
+ * The release is the last heartbeat, in the same round trip: its answer
+ * is the proof, as a heartbeat's is.  Session hold: pg_advisory_unlock_all()
+ * runs in the statement that returns pg_backend_pid(), and only when that
+ * is the holding backend (so never on a backend a pooler lent); the same
+ * backend answering proves the session, and with it the locks, lasted up
+ * to the unlock.  Xact hold: the heartbeat's check and ROLLBACK travel in
+ * one Query message; the check runs inside the holding transaction (an
+ * error there skips the ROLLBACK and leaves it failed), and its count is
+ * transaction-local, so a check that passes ran in that transaction.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -28,21 +38,39 @@
 #include <string.h>
 #include "internal.h"
 
+#define BEAT_XACT_SQL \
+    "SELECT pg_backend_pid(), current_setting('" PGLOCK__LOCKS_SETTING \
+    "', true)"
 static const char beat_sql[] = "SELECT pg_backend_pid()";
-static const char beat_xact_sql[] =
-    "SELECT pg_backend_pid(), current_setting('" PGLOCK__LOCKS_SETTING
-    "', true)";
+static const char beat_xact_sql[] = BEAT_XACT_SQL;
+static const char release_sql[] =
+    "SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() = $1::int"
+    " THEN pg_advisory_unlock_all() END";
+static const char release_xact_sql[] = BEAT_XACT_SQL "; ROLLBACK";
 
-int pglock_heartbeat_send(pglock_client *c)
+/* Sends the heartbeat's query (release: the release's). */
+static int send_query(pglock_client *c, int release)
 {
-    if (!c)
-        return PGLOCK_EINVAL;
+    if (!release)
+        return PQsendQuery(c->conn, c->in_xact ? beat_xact_sql : beat_sql);
+    if (c->in_xact)
+        return PQsendQuery(c->conn, release_xact_sql);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", c->backend_pid);
+    const char *params[1] = {pid};
+    return PQsendQueryParams(c->conn, release_sql, 1, NULL, params, NULL,
+                             NULL, 0);
+}
+
+static int send_beat(pglock_client *c, int release)
+{
     int ready = pglock__client_ready(c);
     if (ready)
         return ready;
     int64_t now = pglock_now_ms();
-    if (!PQsendQuery(c->conn, c->in_xact ? beat_xact_sql : beat_sql)) {
-        pglock__fail_result(c, NULL, "could not send the heartbeat");
+    if (!send_query(c, release)) {
+        pglock__fail_result(c, NULL, release ? "could not send the release"
+                                             : "could not send the heartbeat");
         if (PQstatus(c->conn) == CONNECTION_OK)
             return PGLOCK_ESERVER; /* the session may hold on: see below */
         pglock__client_drop(c);
@@ -50,8 +78,19 @@ int pglock_heartbeat_send(pglock_client *c)
     }
     c->heartbeat_busy = 1;
     c->heartbeat_error = 0;
+    c->releasing = release;
     c->heartbeat_sent_at = now;
     return 0;
+}
+
+int pglock_heartbeat_send(pglock_client *c)
+{
+    return c ? send_beat(c, 0) : PGLOCK_EINVAL;
+}
+
+int pglock__release_send(pglock_client *c)
+{
+    return send_beat(c, 1);
 }
 
 /* The heartbeat proved the locks gone (another backend, a failed or
@@ -110,7 +149,7 @@ static int statement_failed(pglock_client *c)
 static int check_answer(pglock_client *c, const PGresult *r, long *taken)
 {
     int pid = atoi(PQgetvalue(r, 0, 0));
-    *taken = PQnfields(r) == 2 && !PQgetisnull(r, 0, 1) &&
+    *taken = c->in_xact && PQnfields(r) == 2 && !PQgetisnull(r, 0, 1) &&
                      *PQgetvalue(r, 0, 1)
                  ? strtol(PQgetvalue(r, 0, 1), NULL, 10)
                  : -1;
@@ -129,11 +168,17 @@ static int check_answer(pglock_client *c, const PGresult *r, long *taken)
  * transaction, which has not failed (an error frees a transaction's locks
  * at once, before any ROLLBACK) nor ended, and which still counts every
  * lock statement we sent (a ROLLBACK TO SAVEPOINT frees the locks taken
- * after the savepoint and puts the count back). */
-static int check_xact(pglock_client *c, long taken)
+ * after the savepoint and puts the count back).  The release: the check
+ * passed inside it (the count is transaction-local), and then its own
+ * ROLLBACK (ended: answered) ended it. */
+static int check_xact(pglock_client *c, long taken, int ended)
 {
     PGTransactionStatusType ts = PQtransactionStatus(c->conn);
-    if (ts != PQTRANS_INTRANS)
+    if (c->releasing && (!ended || ts != PQTRANS_IDLE))
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the release did not end the holding "
+                            "transaction; the connection was closed");
+    if (!c->releasing && ts != PQTRANS_INTRANS)
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the holding transaction %s, which freed its "
                             "locks", ts == PQTRANS_INERROR ? "failed"
@@ -145,6 +190,20 @@ static int check_xact(pglock_client *c, long taken)
                             "statements (a rollback to a savepoint undid "
                             "the others)", taken, c->xact_locks);
     return 0;
+}
+
+/* The release answered as a heartbeat does: the locks were held up to
+ * it, and it freed them all. */
+static void released(pglock_client *c)
+{
+    c->releasing = 0;
+    pglock__holds_clear(c);
+    if (c->in_xact) {
+        c->in_xact = 0;
+        c->backend_pid = 0;
+    } else {
+        c->released = 1;
+    }
 }
 
 int pglock_heartbeat_poll(pglock_client *c)
@@ -166,13 +225,19 @@ int pglock_heartbeat_poll(pglock_client *c)
             return PGLOCK_ESERVER;
         return lost(c);
     }
-    int confirmed = 0;
+    int confirmed = 0, ended = 0;
     long taken = -1;
     while (!PQisBusy(c->conn)) {
         PGresult *r = PQgetResult(c->conn);
         if (!r) {
             c->heartbeat_busy = 0;
             break;
+        }
+        if (c->releasing && c->in_xact && confirmed && !ended &&
+            PQresultStatus(r) == PGRES_COMMAND_OK) {
+            ended = 1; /* the release's ROLLBACK, after the check */
+            PQclear(r);
+            continue;
         }
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
             note_failure(c, r);
@@ -198,11 +263,13 @@ int pglock_heartbeat_poll(pglock_client *c)
         return statement_failed(c);
     if (!confirmed)
         return pglock__fail(c, PGLOCK_ESERVER, "heartbeat got no answer");
-    if (c->in_xact && check_xact(c, taken) != 0)
+    if (c->in_xact && check_xact(c, taken, ended) != 0)
         return lost(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
     c->confirmed_at = c->heartbeat_sent_at;
+    if (c->releasing)
+        released(c);
     return 0;
 }
 

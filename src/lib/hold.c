@@ -340,9 +340,10 @@ int pglock_hold_step(pglock_hold *h, long *timeout_ms)
  * the same session.  One that fails on a session that goes on (a cancel)
  * is sent again, at once, then paced while the error persists; T_c plays
  * no part (a late answer on the same session still proves the locks were
- * held throughout).  0, or PGLOCK_ECONNLOST with the client's message
- * set; the loss is not declared here. */
-static int prove(pglock_hold *h, long bound_ms, const char *when)
+ * held throughout).  release: that heartbeat is the release of every
+ * lock (pglock__release_send()).  0, or PGLOCK_ECONNLOST with the
+ * client's message set; the loss is not declared here. */
+static int prove(pglock_hold *h, long bound_ms, const char *when, int release)
 {
     pglock_client *c = h->c;
     int64_t deadline = pglock_now_ms() + (bound_ms > 0 ? bound_ms : 0);
@@ -354,7 +355,8 @@ static int prove(pglock_hold *h, long bound_ms, const char *when)
             return PGLOCK_ECONNLOST;
         int64_t now = pglock_now_ms();
         if (!c->heartbeat_busy && now >= next_send) {
-            int rc = pglock_heartbeat_send(c);
+            int rc = release ? pglock__release_send(c)
+                             : pglock_heartbeat_send(c);
             if (rc == PGLOCK_ESERVER)
                 next_send = now + lease_retry_ms(h->lease_ms, ++failures + 1);
             else if (rc != 0)
@@ -398,7 +400,7 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
     int code = loss_code(h);
     if (code)
         return code;
-    if (prove(h, timeout_ms, "when asked") != 0)
+    if (prove(h, timeout_ms, "when asked", 0) != 0)
         return declare_lost(h, h->c->message, 1);
     h->failures = 0;
     h->next_beat = h->c->confirmed_at + h->heartbeat_ms;
@@ -427,12 +429,11 @@ static int proved_just_now(pglock_hold *h)
 /* ------------------------------------------------------------- stop */
 
 /* The caller has stopped the work: a lease that holds gives the client
- * back with its locks; a lost one (or one that cannot be confirmed now)
+ * back, with its locks or (release) with every lock released by the
+ * last word itself; a lost one (or one that cannot be confirmed now)
  * closes the connection, which frees whatever it still held. */
-int pglock_hold_stop(pglock_hold *h)
+static int hold_end(pglock_hold *h, int release, long bound_ms)
 {
-    if (!h)
-        return 0;
     if (h->has_thread) {
         pthread_mutex_lock(&h->mu);
         h->stopping = 1;
@@ -443,18 +444,37 @@ int pglock_hold_stop(pglock_hold *h)
     }
     h->c->hold_running = 0;
     int rc = loss_code(h);
-    /* The last word: a heartbeat sent now, answered within the client's
-     * cancel_timeout_ms, proves the same session held the locks all
-     * along; no answer in time gives the connection up.  A confirmation
-     * the caller asked for just now, with no step since, is that word
-     * already. */
-    if (rc == 0 && !proved_just_now(h) &&
-        prove(h, h->c->opts.cancel_timeout_ms, "when the hold stopped") != 0)
-        rc = declare_lost(h, h->c->message, 0);
+    /* The last word: a heartbeat sent now, answered within bound_ms,
+     * proves the same session held the locks all along; no answer in
+     * time gives the connection up.  A confirmation the caller asked for
+     * just now, with no step since, is that word already, unless the
+     * release must travel (it is the last word then). */
+    if (rc == 0) {
+        int proved = release ? prove(h, bound_ms, "when the locks were "
+                                     "released", 1)
+                     : proved_just_now(h) ? 0
+                     : prove(h, bound_ms, "when the hold stopped", 0);
+        if (proved != 0)
+            rc = declare_lost(h, h->c->message, 0);
+    }
     if (rc != 0) {
         pglock__client_drop(h->c);
         pglock__fail(h->c, rc, "%s", h->message);
     }
     hold_free(h);
     return rc;
+}
+
+int pglock_hold_stop(pglock_hold *h)
+{
+    return h ? hold_end(h, 0, h->c->opts.cancel_timeout_ms) : 0;
+}
+
+/* The release's own answer is the last word: one round trip where stop
+ * and close take two. */
+int pglock_hold_release(pglock_hold *h, long timeout_ms)
+{
+    if (!h || timeout_ms < 0)
+        return PGLOCK_EINVAL;
+    return hold_end(h, 1, timeout_ms > INT_MAX ? INT_MAX : timeout_ms);
 }

@@ -58,6 +58,12 @@ struct pglock_client {
     /* The heartbeat in flight got an error: 1, or 2 when it ends the
      * session (FATAL); decided on once its answer is complete. */
     int heartbeat_error;
+    /* The heartbeat in flight is the release (pglock__release_send()). */
+    int releasing;
+    /* Session hold: the release answered, so the session holds nothing,
+     * and no call has been made on the client since (close then sends
+     * no pg_advisory_unlock_all()). */
+    int released;
     int hold_running;      /* a managed hold owns the client (hold.c) */
     /* Session hold: the lock_timeout (ms) the session has now, as far as
      * the client knows, or -1: unknown.  A wait sends set_config() only
@@ -104,6 +110,18 @@ int pglock__key_version_ok(const pglock_key *key);
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
 void pglock__first_line(char *buf, size_t len, const char *msg);
+
+/* ---- the release as the last heartbeat (heartbeat.c) */
+
+/* Sends, as a heartbeat that pglock_heartbeat_poll() reads, the release
+ * of every lock whose answer is also the proof that they were held up to
+ * it: session hold, pg_advisory_unlock_all() run only if the statement
+ * reaches the holding backend; xact hold, the heartbeat's check and a
+ * ROLLBACK in one Query message.  A poll that returns 0 has released
+ * them all; PGLOCK_ESERVER (session hold only: a statement error on a
+ * session that goes on) may be sent again.  Codes as
+ * pglock_heartbeat_send(). */
+int pglock__release_send(pglock_client *c);
 
 /* ---- the client's state (client_state.c) */
 

@@ -5,7 +5,8 @@
  * kind, over many calls, so no SET ever travels on its own; a wait that
  * lasts is still one round trip (the server wakes the waiter, nobody
  * polls); lock inside a transaction and begin+lock are one round trip;
- * a heartbeat and unlock-all are one each.
+ * a heartbeat and unlock-all are one each, and so is a hold's last
+ * heartbeat with the release of every lock (pglock_hold_release()).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -152,6 +153,67 @@ static void transaction_locks_are_one_round_trip_each(void **state)
     PQfinish(c);
 }
 
+/* pglock_hold_release(): the last heartbeat and the release of every
+ * lock are one round trip, in both hold modes and both drives; the locks
+ * are free when it returns, and closing the client then sends nothing.
+ * A heartbeat left in flight by a step is answered first (its own round
+ * trip, sent before the call). */
+static void a_hold_release_is_one_round_trip(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
+    PGconn *obs = pt_connect(primary);
+    const pglock_hold_mode modes[] = {PGLOCK_HOLD_SESSION, PGLOCK_HOLD_XACT};
+    const pglock_hold_drive drives[] = {PGLOCK_HOLD_LOOP, PGLOCK_HOLD_THREAD};
+    for (int i = 0; i < 4; i++) {
+        pglock_options o;
+        pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+        o.hold = modes[i % 2];
+        o.lease_ms = 30000; /* a heartbeat every 5 s: none of the hold's
+                               own in the count */
+        pglock_client *c = pt_open_client(proxy, &o);
+        int64_t id = pt_unique_key(), id2 = pt_unique_key();
+        pglock_key k, k2;
+        pglock_key_int64(&k, id);
+        pglock_key_int64(&k2, id2);
+        assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+        assert_int_equal(pglock_lock(c, &k2, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+        pglock_hold_options ho;
+        pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
+        ho.drive = drives[i / 2];
+        pglock_hold *h;
+        assert_int_equal(pglock_hold_start(&h, c, &ho), 0);
+        assert_false(pt_key_free(obs, id));
+        pt_proxy_reset();
+        assert_int_equal(pglock_hold_release(h, 5000), 0);
+        expect_counts(1, -1, "hold release", i);
+        /* free at once, both of them, and nothing left to send */
+        assert_true(pt_key_free(obs, id));
+        assert_true(pt_key_free(obs, id2));
+        assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+        pglock_client_close(c);
+        expect_counts(0, -1, "close after the release", i);
+    }
+    /* A lock taken after a release is released by close, as ever. */
+    pglock_client *c = pt_open_client(proxy, NULL);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    pglock_hold *h;
+    assert_int_equal(pglock_hold_start(&h, c, NULL), 0);
+    assert_int_equal(pglock_hold_release(h, 5000), 0);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    assert_false(pt_key_free(obs, id));
+    pt_proxy_reset();
+    pglock_client_close(c);
+    expect_counts(1, -1, "close with a lock taken after the release", 0);
+    assert_true(pt_key_free(obs, id));
+    PQfinish(obs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +221,7 @@ int main(void)
         cmocka_unit_test(a_busy_try_is_one_round_trip),
         cmocka_unit_test(a_long_wait_is_one_round_trip),
         cmocka_unit_test(transaction_locks_are_one_round_trip_each),
+        cmocka_unit_test(a_hold_release_is_one_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
