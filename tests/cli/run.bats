@@ -29,7 +29,10 @@ teardown() { teardown_run; }
         finish "c$i" 10
         case $(status_of "c$i") in
         0) winners=$((winners + 1)) ;;
-        75) busy=$((busy + 1)); grep -qE "is held by pid [0-9]+ \\(user postgres, client local, \"pglock run $K\", held [0-9]+s\\); the command was not run" "$out/c$i.err" ;;
+        # (the holder is named when pg_locks answers within 500 ms, which
+        # six contenders under ASan on a busy machine may not: the --wait
+        # test below asserts the name)
+        75) busy=$((busy + 1)); grep -qE "is held by (pid [0-9]+ \\(user postgres, client local, \"pglock run $K\", held [^)]*\\)|another session); the command was not run" "$out/c$i.err" || { cat "$out/c$i.err"; false; } ;;
         *) echo "c$i exited $(status_of "c$i")"; cat "$out/c$i.err"; false ;;
         esac
     done
