@@ -7,14 +7,19 @@
  * in clock ticks), beside the wall time.  Variants run in interleaved
  * rounds, forwards then backwards (A B C … C B A …), so that a machine
  * that drifts weighs on all of them alike; the report gives per variant
- * the median and min–max over rounds, and the median of the per-round
- * ratios to the first variant (raw libpq, the limit).
+ * the median and min–max over rounds, and the median and 10th–90th
+ * percentiles of the per-round ratios to the first variant (raw libpq,
+ * the limit).  Many short rounds interleave finer than a few long ones.
  *
  *   bench_sql_variants --conninfo CONNINFO [--iters N] [--rounds N] [--pin]
+ *                      [--only I,J,...]
  *
  * --pin puts the client and its backend on one CPU (as the contention
  * benchmarks do), so that every round of every variant crosses the same
- * way.  The server must be on this machine (its backend's /proc entries).
+ * way.  --only runs the listed variants (numbered from 0; the ratios are
+ * then to the first listed), e.g. two to compare closely, or one alone to
+ * profile its backend, whose pid goes to stderr first (perf record -g -p
+ * PID).  The server must be on this machine (its backend's /proc entries).
  */
 #include "bench.h"
 
@@ -25,7 +30,7 @@
 #include <unistd.h>
 
 #define INT8OID 20
-#define MAX_ROUNDS 200
+#define MAX_ROUNDS 400
 
 /* How a statement goes to the server. */
 typedef enum how {
@@ -91,6 +96,9 @@ static const variant variants[] = {
      {EXT("SELECT NULL, pg_try_advisory_lock($1::int8)", 1), UNLOCK_NOW}},
     {"try, no NULL column: `SELECT pg_try_advisory_lock($1::int8)` + unlock",
      {EXT("SELECT pg_try_advisory_lock($1::int8)", 0), UNLOCK_NOW}},
+    {"proposed: int8 declared (paramTypes), no cast, no NULL column; try + unlock",
+     {{"SELECT pg_try_advisory_lock($1)", EXT_TYPED, 1, 0, 0},
+      {"SELECT pg_advisory_unlock($1)", EXT_TYPED, 1, 0, 0}}},
     {"two `SELECT 1` (simple): the floor of two round trips",
      {{"SELECT 1", SIMPLE, 0, 0, 0}, {"SELECT 1", SIMPLE, 0, 0, 0}}},
     {"heartbeat, as pglock sends it: `SELECT pg_backend_pid()` (simple), one",
@@ -265,22 +273,37 @@ static double median(const double *v, size_t n)
 int main(int argc, char **argv)
 {
     const char *conninfo = NULL;
-    int iters = 2000, rounds = 15, pin = 0;
+    int iters = 500, rounds = 81, pin = 0;
+    size_t sel[NVARIANTS], nsel = NVARIANTS;
+    for (size_t v = 0; v < NVARIANTS; v++)
+        sel[v] = v;
     static const struct option longopts[] = {
         {"conninfo", required_argument, NULL, 'd'},
         {"iters", required_argument, NULL, 'i'},
         {"rounds", required_argument, NULL, 'r'},
         {"pin", no_argument, NULL, 'p'},
+        {"only", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0}};
     for (int o; (o = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
         if (o == 'd') conninfo = optarg;
         else if (o == 'i') iters = atoi(optarg);
         else if (o == 'r') rounds = atoi(optarg);
         else if (o == 'p') pin = 1;
-        else bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin]");
+        else if (o == 'o') {
+            nsel = 0;
+            for (char *p = optarg; *p && nsel < NVARIANTS; p += *p == ',') {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 0 || v >= (long)NVARIANTS || (*end && *end != ','))
+                    bench_die("--only: invalid variant list %s", optarg);
+                sel[nsel++] = (size_t)v;
+                p = end;
+            }
+        }
+        else bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
     }
-    if (!conninfo || iters < 1 || rounds < 1 || rounds > MAX_ROUNDS)
-        bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin]");
+    if (!conninfo || iters < 1 || rounds < 1 || rounds > MAX_ROUNDS || nsel == 0)
+        bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
 
     conn_state cs = {bench_connect(conninfo), 0};
     cs.pid = PQbackendPID(cs.conn);
@@ -289,16 +312,17 @@ int main(int argc, char **argv)
     if (pin && (bench_pin(0, 0) != 0 || bench_pin(cs.pid, 0) != 0))
         bench_die("could not pin the client and backend %d to one CPU", cs.pid);
     prepare_all(cs.conn);
+    fprintf(stderr, "bench_sql_variants: backend pid %d\n", cs.pid);
 
     /* Warm up: plans cached, the prepared statements past their custom
      * plans, the backend's caches filled. */
-    for (size_t v = 0; v < NVARIANTS; v++)
-        run_variant(&cs, v, iters / 10 + 10);
+    for (size_t k = 0; k < nsel; k++)
+        run_variant(&cs, sel[k], iters / 10 + 10);
 
     static sample s[NVARIANTS][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++)
-        for (size_t k = 0; k < NVARIANTS; k++) {
-            size_t v = r % 2 == 0 ? k : NVARIANTS - 1 - k;
+        for (size_t k = 0; k < nsel; k++) {
+            size_t v = sel[r % 2 == 0 ? k : nsel - 1 - k];
             s[v][r] = run_variant(&cs, v, iters);
         }
     if (pin) {
@@ -307,23 +331,31 @@ int main(int argc, char **argv)
     }
     PQfinish(cs.conn);
 
-    printf("| variant | backend CPU µs per iteration, median (min–max) | ÷ raw, median of rounds "
+    printf("| variant | backend CPU µs per iteration, median (min–max) "
+           "| ÷ first row, median (10th–90th pct) of rounds "
            "| utime+stime µs | wall µs per iteration |\n|---|---|---|---|---|\n");
-    for (size_t v = 0; v < NVARIANTS; v++) {
+    size_t base = sel[0];
+    for (size_t k = 0; k < nsel; k++) {
+        size_t v = sel[k];
         double cpu[MAX_ROUNDS], tick[MAX_ROUNDS], wall[MAX_ROUNDS], ratio[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) {
             cpu[r] = s[v][r].cpu_us;
             tick[r] = s[v][r].tick_us;
             wall[r] = s[v][r].wall_us;
-            ratio[r] = s[0][r].cpu_us > 0 ? s[v][r].cpu_us / s[0][r].cpu_us : -1;
+            ratio[r] = s[base][r].cpu_us > 0 ? s[v][r].cpu_us / s[base][r].cpu_us : -1;
         }
-        char a[64], b[64], c[64], d[64];
+        char a[64], b[64], c[64], d[80];
         spread(a, sizeof a, cpu, (size_t)rounds);
         spread(b, sizeof b, tick, (size_t)rounds);
         spread(c, sizeof c, wall, (size_t)rounds);
         double rq = median(ratio, (size_t)rounds);
-        snprintf(d, sizeof d, rq > 0 ? "%.3f ×" : "n/a", rq);
-        printf("| %s | %s | %s | %s | %s |\n", variants[v].name, a, d, b, c);
+        double r10 = bench_quantile(ratio, (size_t)rounds, 0.1);
+        double r90 = bench_quantile(ratio, (size_t)rounds, 0.9);
+        if (rq > 0)
+            snprintf(d, sizeof d, "%.3f × (%.3f–%.3f)", rq, r10, r90);
+        else
+            snprintf(d, sizeof d, "n/a");
+        printf("| %zu. %s | %s | %s | %s | %s |\n", v, variants[v].name, a, d, b, c);
     }
     printf("\n%d rounds of %d iterations per variant%s; backend pid %d.\n", rounds, iters,
            pin ? ", client and backend pinned to one CPU" : "", cs.pid);
