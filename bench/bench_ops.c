@@ -83,19 +83,26 @@ static void raw_heartbeat_sql(ctx *c, int64_t key)
 
 /* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand.  The
  * session's lock_timeout already has the value the wait needs (the client
- * sends set_config() only when it must change), so the statement carries a
- * NULL in its place. */
-static void raw_pglock_sql_lock(ctx *c, int64_t key, const char *fn)
+ * sends set_config() only when it must change), so the statement is the
+ * lock call alone, its key declared int8. */
+static void raw_pglock_sql_exec(ctx *c, const char *sql, int64_t key)
 {
-    char text[24], sql[128];
+    static const Oid int8[1] = {20};
+    char text[24];
     const char *values[1] = {text};
     snprintf(text, sizeof text, "%lld", (long long)key);
-    snprintf(sql, sizeof sql, "SELECT NULL, %s($1::int8)", fn);
-    PGresult *res = PQexecParams(c->conn, sql, 1, NULL, values, NULL, NULL, 0);
+    PGresult *res = PQexecParams(c->conn, sql, 1, int8, values, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK)
         bench_die("%s: %s", sql, PQerrorMessage(c->conn));
     PQclear(res);
-    bench_exec(c->conn, "SELECT pg_advisory_unlock($1::int8)", &key, PGRES_TUPLES_OK);
+}
+
+static void raw_pglock_sql_lock(ctx *c, int64_t key, const char *fn)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT %s($1)", fn);
+    raw_pglock_sql_exec(c, sql, key);
+    raw_pglock_sql_exec(c, "SELECT pg_advisory_unlock($1)", key);
 }
 
 static void raw_pglock_sql_lock_unlock(ctx *c, int64_t key)

@@ -24,7 +24,7 @@ HARNESS=${PGLOCK_BENCH_HARNESS:-$ROOT/tests/harness/harness.sh}
 say() { echo "bench: $*" >&2; }
 fail() { say "error: $*"; exit 1; }
 
-for p in bench_ops bench_contend bench_scale bench_trylock bench_pairs; do
+for p in bench_ops bench_contend bench_scale bench_trylock bench_pairs bench_sql_variants; do
     [ -x "$B/$p" ] || fail "$B/$p is not built (run: make, or cmake --build $BUILD)"
 done
 
@@ -104,6 +104,7 @@ if [ "$SMOKE" = 1 ]; then
     STATUS_REPS=1
     RECORD_RUNS=3
     HANDOFF_RUNS=2
+    VARIANTS="--iters 20 --rounds 2 --pin"
 else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 7 --slices 5 --pin"
@@ -120,6 +121,7 @@ else
     STATUS_REPS=9
     RECORD_RUNS=30
     HANDOFF_RUNS=30
+    VARIANTS="--iters 3000 --rounds 21 --pin"
 fi
 REDIS_ARG=()
 [ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
@@ -336,6 +338,18 @@ out "watchers (one connection per slot) cancelled and joined before the job is f
 out ""
 say "semaphore handoff"
 "$ROOT/bench/slots_handoff.sh" "$BUILD" "$HANDOFF_RUNS" >>"$REPORT"
+out ""
+
+out "## 11. What each form of the lock statement costs the server (issue 31)"
+out ""
+out "One connection, no contention, raw libpq sending each form by hand: per iteration (a lock and"
+out "its unlock, or one heartbeat) the backend's CPU time (/proc/PID/schedstat; utime+stime from"
+out "/proc/PID/stat beside it, in 10 ms ticks), and the wall time. Variants run in interleaved rounds"
+out "(forwards, then backwards); median (min–max) over rounds, and the median of the per-round ratios"
+out "of backend CPU to the first row's."
+out ""
+say "statement variants"
+"$B/bench_sql_variants" --conninfo "$PGLOCK_TEST_PRIMARY" $VARIANTS >>"$REPORT"
 out ""
 
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -152,8 +152,9 @@ int pglock__hold_granted(pglock_client *c, const pglock_key *key,
  * be sent, the connection failed, or a cancel was not confirmed within
  * cancel_timeout_ms. */
 int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
-                              const char *const *params, int64_t deadline,
-                              PGresult **res, int *nres, int *cancelled);
+                              const Oid *types, const char *const *params,
+                              int64_t deadline, PGresult **res, int *nres,
+                              int *cancelled);
 /* After a failed session-lock statement (grant_race.c): which key of a
  * set this backend was granted anyway, in mode (pg_locks has the last
  * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
@@ -196,15 +197,21 @@ typedef enum pglock__op {
 } pglock__op;
 
 /* pglock__call_make() fills it: the function call for key with
- * parameters starting at $first, e.g. "pg_advisory_lock_shared($2::int8)";
- * the parameter values (pointing into vbuf or at the key's name) and
- * their number, at most 2; and, for an unresolved legacy key, the
- * expression for its bigint over the same parameters, so that the answer
- * can resolve it ("" for every other key). */
+ * parameters starting at $first, e.g. "pg_advisory_lock_shared($2)"; the
+ * parameter values (pointing into vbuf or at the key's name), their
+ * declared types and their number, at most 2; and, for an unresolved
+ * legacy key, the expression for its bigint over the same parameters, so
+ * that the answer can resolve it ("" for every other key).  A number key's
+ * parameters are declared int8 or int4 (types) rather than cast in the
+ * SQL: the same exact match of the catalog's function, for less of the
+ * server's parsing (issue 31, bench section 11). */
+#define PGLOCK__INT8OID 20
+#define PGLOCK__INT4OID 23
 typedef struct pglock__call {
     char fn[160];
     char value_expr[96];   /* "" unless legacy */
     const char *params[2];
+    Oid types[2];          /* 0: the server infers it (a legacy key's) */
     char vbuf[2][24];
     int nparams;
 } pglock__call;
@@ -344,6 +351,11 @@ void pglock__clear_results(PGresult **res, int nres);
 PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
                                const char *const *params, long timeout_ms,
                                pglock__wait_end *end);
+/* The same with the parameters' types declared (NULL or 0: inferred). */
+PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
+                                     int nparams, const Oid *types,
+                                     const char *const *params,
+                                     long timeout_ms, pglock__wait_end *end);
 
 /* ---- connecting (connect.c) */
 

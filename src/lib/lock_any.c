@@ -118,7 +118,7 @@ static int session_try(pglock_client *c, const char *sql, const char *ids,
 {
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
-    int rc = pglock__session_statement(c, sql, 0, NULL, -1, res, &nres,
+    int rc = pglock__session_statement(c, sql, 0, NULL, NULL, -1, res, &nres,
                                        &cancelled);
     if (rc)
         return rc;

@@ -62,10 +62,11 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
     case PGLOCK_KEY_PAIR:
         snprintf(out->vbuf[0], sizeof out->vbuf[0], "%" PRId32, key->ns);
         snprintf(out->vbuf[1], sizeof out->vbuf[1], "%" PRId32, key->nsid);
-        snprintf(out->fn, sizeof out->fn, "%s($%d::int4, $%d::int4)", fn,
-                 first, first + 1);
+        snprintf(out->fn, sizeof out->fn, "%s($%d, $%d)", fn, first,
+                 first + 1);
         out->params[0] = out->vbuf[0];
         out->params[1] = out->vbuf[1];
+        out->types[0] = out->types[1] = PGLOCK__INT4OID;
         out->nparams = 2;
         return;
     case PGLOCK_KEY_HASHTEXT:
@@ -89,8 +90,9 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
     case PGLOCK_KEY_TEXT:
     default:
         snprintf(out->vbuf[0], sizeof out->vbuf[0], "%" PRId64, key->id);
-        snprintf(out->fn, sizeof out->fn, "%s($%d::int8)", fn, first);
+        snprintf(out->fn, sizeof out->fn, "%s($%d)", fn, first);
         out->params[0] = out->vbuf[0];
+        out->types[0] = PGLOCK__INT8OID;
         out->nparams = 1;
         return;
     }

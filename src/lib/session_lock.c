@@ -8,6 +8,12 @@
  * lock_timeout when the wait starts.  It is sent only when the session's
  * value must change, since even an unused set_config() costs the server
  * measurable time when many clients contend for one key (bench/).
+ *
+ * The statements are the cheapest forms that keep those guarantees
+ * (bench/bench_sql_variants.c, issue 31): the key's parameter types are
+ * declared rather than cast, and there is no placeholder column when the
+ * setting is not sent; what is left over raw libpq's own statement is the
+ * server's parse and plan of any unnamed statement.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -157,10 +163,11 @@ static int held_on_server(pglock_client *c, pglock_key *key, pglock_mode mode)
 /* ---------------------------------------------------------- statement */
 
 int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
-                              const char *const *params, int64_t deadline,
-                              PGresult **res, int *nres, int *cancelled)
+                              const Oid *types, const char *const *params,
+                              int64_t deadline, PGresult **res, int *nres,
+                              int *cancelled)
 {
-    if (!PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL,
+    if (!PQsendQueryParams(c->conn, sql, nparams, types, params, NULL, NULL,
                            0)) {
         pglock__fail_result(c, NULL, "could not send the lock request");
         pglock__client_drop(c);
@@ -250,13 +257,15 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
                       0, set_timeout ? 2 : 1);
     char sql[400], lock_timeout[24];
     snprintf(lock_timeout, sizeof lock_timeout, "%ld", wanted);
-    /* Column 0 is the setting (or NULL), 1 the lock call, 2 a legacy
-     * key's value: one shape for every form. */
-    snprintf(sql, sizeof sql, "SELECT %s, %s%s%s",
-             set_timeout ? "set_config('lock_timeout', $1, false)" : "NULL",
+    /* The setting's column when it is sent, then the lock call's
+     * (column lock_col), then a legacy key's value. */
+    int lock_col = set_timeout ? 1 : 0;
+    snprintf(sql, sizeof sql, "SELECT %s%s%s%s",
+             set_timeout ? "set_config('lock_timeout', $1, false), " : "",
              call.fn, *call.value_expr ? ", " : "", call.value_expr);
     const char *params[3] = {lock_timeout, call.params[0], call.params[1]};
-    const char *const *first_param = set_timeout ? params : params + 1;
+    const Oid types[3] = {0, call.types[0], call.types[1]};
+    int skip = set_timeout ? 0 : 1;
     int nparams = (set_timeout ? 1 : 0) + call.nparams;
     if (set_timeout)
         c->lock_timeout_ms = -1; /* known again only once it succeeds */
@@ -265,18 +274,19 @@ static int session_acquire(pglock_client *c, pglock_key *key_io,
     int nres = 0, cancelled = 0;
     int64_t deadline =
         try ? -1 : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS);
-    rc = pglock__session_statement(c, sql, nparams, first_param, deadline,
-                                   res, &nres, &cancelled);
+    rc = pglock__session_statement(c, sql, nparams, types + skip,
+                                   params + skip, deadline, res, &nres,
+                                   &cancelled);
     if (rc)
         return rc;
     PGresult *r = res[nres - 1];
 
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        int got = try ? PQgetvalue(r, 0, 1)[0] == 't' : 1;
+        int got = try ? PQgetvalue(r, 0, lock_col)[0] == 't' : 1;
         if (set_timeout)
             c->lock_timeout_ms = wanted;
         if (*call.value_expr) {
-            key.id = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+            key.id = strtoll(PQgetvalue(r, 0, lock_col + 1), NULL, 10);
             key.resolved = 1;
         }
         pglock__clear_results(res, nres);
@@ -384,8 +394,9 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     snprintf(sql, sizeof sql, "SELECT %s", call.fn);
     pglock__wait_end end;
     /* The kernel's tcp_user_timeout bounds this on a dead network. */
-    PGresult *res = pglock__exec_bounded(c->conn, sql, call.nparams,
-                                         call.params, -1, &end);
+    PGresult *res = pglock__exec_bounded_typed(c->conn, sql, call.nparams,
+                                               call.types, call.params, -1,
+                                               &end);
     if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
         PQntuples(res) != 1) {
         rc = pglock__fail_result(c, res, "could not release the lock");

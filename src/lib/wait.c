@@ -243,10 +243,20 @@ PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
                                const char *const *params, long timeout_ms,
                                pglock__wait_end *end)
 {
+    return pglock__exec_bounded_typed(conn, sql, nparams, NULL, params,
+                                      timeout_ms, end);
+}
+
+PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
+                                     int nparams, const Oid *types,
+                                     const char *const *params,
+                                     long timeout_ms, pglock__wait_end *end)
+{
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
 
-    if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
+    if (!PQsendQueryParams(conn, sql, nparams, types, params, NULL, NULL,
+                           0)) {
         *end = PGLOCK__WAIT_CONNLOST;
         return NULL;
     }
