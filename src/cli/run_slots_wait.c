@@ -329,10 +329,24 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
     sw->s = s;
     rc = watch_slots(st, sw);
     if (rc == 0) {
+        /* The winner declares N before the gate's connection, which
+         * declares it now, goes: no instant without a declaration, when
+         * a user of another N would see none. */
+        pglock_client *won = sw->w[sw->winner].client;
+        rc = pglock_lock(won, &s->decls[s->n - 1], PGLOCK_SHARED, PGLOCK_TRY);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "could not declare --slots="
+                     "%d on slot %d's connection: %s", s->n, sw->winner,
+                     pglock_client_error(won));
+            pglock_client_close(won);
+            sw->w[sw->winner].client = NULL;
+            run_slots_wait_end();
+            return rc;
+        }
         /* the winner's connection holds the slot; the gate's goes, and
          * the gate with it */
         pglock_client_close(st->client);
-        st->client = sw->w[sw->winner].client;
+        st->client = won;
         st->slot = sw->winner;
         /* its interrupt flag from now on means only what it says */
         watcher_stop[sw->winner] = 0;

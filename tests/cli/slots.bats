@@ -32,7 +32,17 @@ slot_locks() {
     qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
          and granted = '$1' and ((classid::bigint << 32) | objid::bigint) in ($ids)"
 }
-nothing_left() { [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ]; }
+# decl_locks: granted declarations "<KEY_ID>#n=<M>" of $K, M in 1..4.
+decl_locks() {
+    local ids m
+    ids=$(name_sql "$KID#n=1")
+    for m in 2 3 4; do ids="$ids, $(name_sql "$KID#n=$m")"; done
+    qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+         and granted and ((classid::bigint << 32) | objid::bigint) in ($ids)"
+}
+nothing_left() {
+    [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ] && [ "$(decl_locks)" = 0 ]
+}
 count_files() { find "$out" -maxdepth 1 -name "$1" | wc -l; }
 files_at_least() { [ "$(count_files "$1")" -ge "$2" ]; }
 
@@ -78,10 +88,14 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     for i in 0 1 2; do
         [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
     done
-    # and no backend of theirs holds more than one lock (a try takes one)
+    # and no backend of theirs holds more than one slot (a try takes one),
+    # besides its declaration of N
     [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
             where l.locktype = 'advisory' and a.application_name = 'pglock run $K'
+              and ((l.classid::bigint << 32) | l.objid::bigint)
+                  <> $(name_sql "$KID#n=3")
             group by l.pid order by 1 desc limit 1")" = 1 ]
+    [ "$(decl_locks)" = 3 ]
     touch "$out/release"
     for i in 1 2 3 4; do
         [ "j$i" = "$busy" ] && continue
@@ -321,8 +335,9 @@ idle_in_xact() {
     for i in 0 1; do
         [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
     done
-    # each slot is a transaction lock of an open, idle transaction
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    # each slot is a transaction lock of an open, idle transaction (with
+    # its declaration of N)
+    [ "$(q "select count(distinct pid) from pg_locks l join pg_stat_activity a using (pid)
             where l.locktype = 'advisory' and l.granted
               and a.state like 'idle in transaction%'")" = 2 ]
     touch "$out/release"
@@ -403,4 +418,87 @@ idle_in_xact() {
     [ "$status" -eq 69 ]
     [[ "$stderr" == *"pglock: hint: Use --mode=auto or --mode=xact"* ]]
     [ ! -e "$out/ran" ]
+}
+
+@test "another N for a name in use is refused: 64, one line naming the N in use, nothing of it left" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 3)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 3)"
+    wait_until 15 files_at_least '*.started' 2
+    # a slot is free for a --slots=3 user (slot 2): it must not get it
+    local mode
+    for mode in --try --wait=30s; do
+        run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=3 "$mode" "$K" -c "$(slot_job x 3 0.1)"
+        [ "$status" -eq 64 ]
+        [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; the command was not run" ]
+        [ ! -e "$out/x.started" ]
+    done
+    # a waiter of --slots=1 behind them is refused too, and queues nowhere
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=1 "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == *"is in use with --slots=2;"* ]]
+    [ "$(slot_locks f)" = 0 ]
+    [ "$(slot_locks t)" = 2 ]
+    # the two holders' declarations only
+    [ "$(decl_locks)" = 2 ]
+    # the same N still gets the free... none: both slots are held
+    run "$PGLOCK_BIN" run -d "$DB" --slots=2 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 75 ]
+    [ ! -e "$out/ran" ]
+    touch "$out/release"
+    finish h1 15
+    finish h2 15
+    [ "$(status_of h1)" = 0 ]
+    [ "$(status_of h2)" = 0 ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    # once nobody uses the name, another N is free to
+    run "$PGLOCK_BIN" run -d "$DB" --slots=3 --try "$K" -c 'echo "slot $PGLOCK_SLOT"'
+    [ "$status" -eq 0 ]
+    [ "$output" = "slot 0" ]
+    nothing_left
+}
+
+@test "a waiter's N counts while it waits, and a head's winning watcher keeps it: another N is refused" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --slots=1 --wait=30s "$K" -c "$(slot_job w 1)"
+    # the head waits on slot 0
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    kill -KILL "$(pid_of h)"
+    wait_until 15 file_exists "$out/w.started"
+    # the waiter won on its watcher's connection, which declares N
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == *"is in use with --slots=1;"* ]]
+    [ ! -e "$out/ran" ]
+    [ "$(decl_locks)" = 1 ]
+    touch "$out/release"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+}
+
+@test "two first users with different N at once: never both run; a refused one says the other's N" {
+    local round
+    for round in 1 2 3 4 5 6; do
+        rm -f "$out"/a.* "$out"/b.* "$out/release"
+        bg a run -d "$DB" --slots=2 --try "$K" -c "$(slot_job a 3)"
+        bg b run -d "$DB" --slots=3 --try "$K" -c "$(slot_job b 3)"
+        # each either runs or is refused; never both run
+        wait_until 15 eval "{ [ -e $out/a.started ] || gone \$(pid_of a); } &&
+                            { [ -e $out/b.started ] || gone \$(pid_of b); }"
+        [ "$(count_files '*.started')" -le 1 ]
+        touch "$out/release"
+        finish a 15
+        finish b 15
+        if [ ! -e "$out/a.started" ]; then
+            [ "$(status_of a)" = 64 ]
+            grep -qx "pglock: error: --slots=2 given, but lock \"$K\" is in use with --slots=3; the command was not run" "$out/a.err"
+        fi
+        if [ ! -e "$out/b.started" ]; then
+            [ "$(status_of b)" = 64 ]
+            grep -qx "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; the command was not run" "$out/b.err"
+        fi
+        wait_until 10 nothing_left
+    done
 }
