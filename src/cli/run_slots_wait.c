@@ -100,7 +100,16 @@ static void *watch(void *arg)
     watcher *me = arg;
     slot_wait *sw = me->sw;
     pglock_client *c = NULL;
-    int rc = run_open_client(sw->st, NULL, &watcher_stop[me->index],
+    /* Setup has the wait's budget (forever without one), not the default
+     * connect_timeout: through a full pooler its first query waits for a
+     * server connection, which a holder's end frees; the stop flag and
+     * run_interrupt_fd() end it sooner. */
+    char ct[24];
+    long left = budget_left(sw->deadline);
+    long secs = left == PGLOCK_WAIT_FOREVER ? 0 : (left + 999) / 1000;
+    snprintf(ct, sizeof ct, "%ld", left == PGLOCK_WAIT_FOREVER ? 0
+                                   : secs < 2 ? 2 : secs);
+    int rc = run_open_client(sw->st, ct, &watcher_stop[me->index],
                              run_interrupt_fd(), &c);
     if (rc == 0)
         rc = watcher_stop[me->index]

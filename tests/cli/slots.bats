@@ -502,3 +502,44 @@ idle_in_xact() {
         wait_until 10 nothing_left
     done
 }
+
+# pool_waiting: a client of PgBouncer waits for a server connection.
+pool_waiting() {
+    [ "$(q 'SHOW POOLS' "$PGLOCK_TEST_POOLER_ADMIN" | awk -F'|' '{s += $4} END {print s + 0}')" -ge 1 ]
+}
+
+@test "through a full PgBouncer: the head's watcher waits for a server connection within --wait, past connect_timeout, then runs in a slot" {
+    need PGLOCK_TEST_POOLER PGLOCK_TEST_POOLER_ADMIN
+    local P=$PGLOCK_TEST_POOLER
+    # connect_timeout 2 s: the watcher's setup must not be bounded by it
+    export PGCONNECT_TIMEOUT=2
+    # The pool's three server connections: the holder of slot 0, another
+    # lock's holder, and the waiter's gate.
+    bg h run -d "$P" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg b run -d "$P" "$K-other" -c "touch $out/b.started
+        while [ ! -e $out/pool_full ]; do sleep 0.02; done; sleep 4"
+    wait_until 15 file_exists "$out/b.started"
+    bg w run -d "$P" --slots=1 --wait=60s "$K" -c "$(slot_job w 1 0.1)"
+    # the head's watcher waits inside PgBouncer
+    wait_until 15 pool_waiting
+    # the other holder gives its server connection back 4 s from now,
+    # past connect_timeout: the watcher gets it and waits on slot 0
+    touch "$out/pool_full"
+    finish b 20
+    [ "$(status_of b)" = 0 ]
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ] || gone \$(pid_of w)"
+    alive "$(pid_of w)"
+    [ ! -e "$out/w.started" ]
+    touch "$out/release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ -e "$out/w.started" ]
+    [ ! -s "$out/w.err" ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+}
