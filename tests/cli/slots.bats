@@ -543,3 +543,67 @@ pool_waiting() {
     nothing_left
     wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
 }
+
+@test "status NAME shows a semaphore by its name without --slots (N from its users), the head and the queue listed" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w1 run -d "$DB" --slots=2 --wait=30s "$K" -c "true"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    bg w2 run -d "$DB" --slots=2 --wait=30s "$K" -c "true"
+    wait_until 15 waiting_on "$KID#gate"
+    run --separate-stderr "$PGLOCK_BIN" status -d "$DB" "$K"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "$K ($KID): semaphore of 2 slots, 2 held, 0 free, 2 waiting" ]
+    [[ "${lines[1]}" =~ ^\ \ slot\ [01]\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [[ "${lines[3]}" =~ ^\ \ head\ \ \ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [[ "${lines[4]}" =~ ^\ \ queued\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [ "${#lines[@]}" -eq 5 ]
+    # the queued one is the backend that waits on the gate
+    local queued
+    queued=$(q "select pid from pg_locks where locktype = 'advisory' and not granted
+                and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$KID#gate")")
+    [[ "${lines[4]}" == *"pid $queued "* ]]
+    for opt in "" --slots=2; do
+        run "$PGLOCK_BIN" status -d "$DB" $opt --json "$K"
+        [ "$status" -eq 0 ]
+        [ "$(py 'd["semaphore"]["slots"], d["semaphore"]["waiting"]')" = "2 2" ]
+        [ "$(py '[w["head"] for w in d["semaphore"]["waiters"]]')" = "[True, False]" ]
+        [ "$(py 'd["semaphore"]["waiters"][1]["pid"]')" = "$queued" ]
+    done
+    # --slots with another N than the one in use: 64, naming it
+    run --separate-stderr "$PGLOCK_BIN" status -d "$DB" --slots=3 "$K"
+    [ "$status" -eq 64 ]
+    [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2" ]
+    touch "$out/release"
+    local j
+    for j in h1 h2 w1 w2; do
+        finish "$j" 15
+        [ "$(status_of "$j")" = 0 ]
+    done
+    nothing_left
+    # nobody uses it: a plain lock's answer again
+    run "$PGLOCK_BIN" status -d "$DB" "$K"
+    [ "$status" -eq 1 ]
+    [[ "$output" != *semaphore* ]]
+}
+
+@test "plain status names a semaphore's slots, gate and declaration after NAME, not as bare keys" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --slots=1 --wait=30s "$K" -c "true"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    run "$PGLOCK_BIN" status -d "$DB" --json
+    [ "$status" -eq 0 ]
+    [ "$(py "sorted((l['semaphore_part'], l['name_source']) for l in d['locks'] if l['name'] == '$K')")" = \
+      "[('--slots=1', 'application_name'), ('gate', 'application_name'), ('slot 0', 'application_name')]" ]
+    run "$PGLOCK_BIN" status -d "$DB"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"$K slot 0 (application_name) = key "* ]]
+    [[ "$output" == *"$K gate (application_name) = key "* ]]
+    touch "$out/release"
+    finish h 15
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+}
