@@ -588,6 +588,38 @@ pool_waiting() {
     [[ "$output" != *semaphore* ]]
 }
 
+@test "terminate NAME --slots=N ends the holders of its slots (74 each), never a waiter; another N is 64" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w run -d "$DB" --slots=2 --wait=30s "$K" -c "$(slot_job w 2)"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    run --separate-stderr "$PGLOCK_BIN" terminate -d "$DB" --slots=3 --yes "$K"
+    [ "$status" -eq 64 ]
+    [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; nothing was terminated" ]
+    alive "$(pid_of h1)"
+    alive "$(pid_of h2)"
+    run --separate-stderr "$PGLOCK_BIN" terminate -d "$DB" --slots=2 --yes "$K"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "the slots of lock \"$K\" in database \"$(q 'select current_database()')\" are held by:" ]
+    # one line per holder, naming its slot (in key order)
+    [ "$(printf '%s\n' "${lines[1]}" "${lines[2]}" | cut -c1-14 | sort | tr '\n' ,)" = "  slot 0  pid ,  slot 1  pid ," ]
+    [ "$(grep -c '^terminated pid ' <<<"$output")" = 2 ]
+    finish h1 15
+    finish h2 15
+    [ "$(status_of h1)" = 74 ]
+    [ "$(status_of h2)" = 74 ]
+    # the waiter was not ended: it runs in a freed slot
+    wait_until 15 file_exists "$out/w.started"
+    touch "$out/release"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+    run "$PGLOCK_BIN" terminate -d "$DB" --slots=2 --yes "$K"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"no slot of lock \"$K\" is held; nothing to terminate"* ]]
+}
+
 @test "plain status names a semaphore's slots, gate and declaration after NAME, not as bare keys" {
     bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
     wait_until 15 file_exists "$out/h.started"
