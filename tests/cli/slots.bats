@@ -479,8 +479,8 @@ idle_in_xact() {
 }
 
 @test "two first users with different N at once: never both run; a refused one says the other's N" {
-    local round
-    for round in 1 2 3 4 5 6; do
+    local _
+    for _ in 1 2 3 4 5 6; do
         rm -f "$out"/a.* "$out"/b.* "$out/release"
         bg a run -d "$DB" --slots=2 --try "$K" -c "$(slot_job a 3)"
         bg b run -d "$DB" --slots=3 --try "$K" -c "$(slot_job b 3)"
@@ -637,5 +637,23 @@ pool_waiting() {
     finish h 15
     finish w 15
     [ "$(status_of w)" = 0 ]
+    nothing_left
+}
+
+roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
+
+@test "the --try path's cost: two round trips more than one key's (the declaration, then the read for another N)" {
+    need PGLOCK_TEST_PROXY PGLOCK_TEST_PROXY_CTL
+    proxy_cmd reset >/dev/null
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PROXY" --try "$K-plain" -- true
+    [ "$status" -eq 0 ]
+    local plain slots
+    plain=$(roundtrips)
+    proxy_cmd reset >/dev/null
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PROXY" --slots=3 --try "$K" -- true
+    [ "$status" -eq 0 ]
+    slots=$(roundtrips)
+    report "run --try: $plain round trips; run --slots=3 --try: $slots"
+    [ "$slots" -eq $((plain + 2)) ]
     nothing_left
 }
