@@ -64,7 +64,9 @@ static const cli_opt status_opts[] = {
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
      "KEY is a semaphore of N slots (run --slots=N):\n"
-     "show it as one entry; 0 when every slot is held"},
+     "show it as one entry even when nobody uses it\n"
+     "(one in use is shown so without --slots); 0 when\n"
+     "every slot is held"},
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
      "print errors only; the exit status answers"},
     CLI_OPT_END};
