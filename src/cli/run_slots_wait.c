@@ -342,6 +342,9 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
          * declares it now, goes: no instant without a declaration, when
          * a user of another N would see none. */
         pglock_client *won = sw->w[sw->winner].client;
+        /* its interrupt flag from now on means only what it says (a stop
+         * at the deadline may have set it: the slot is won all the same) */
+        watcher_stop[sw->winner] = 0;
         rc = pglock_lock(won, &s->decls[s->n - 1], PGLOCK_SHARED, PGLOCK_TRY);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "could not declare --slots="
@@ -357,8 +360,6 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
         pglock_client_close(st->client);
         st->client = won;
         st->slot = sw->winner;
-        /* its interrupt flag from now on means only what it says */
-        watcher_stop[sw->winner] = 0;
     }
     return rc;
 }
