@@ -283,8 +283,14 @@ static int slots_not_taken(run_state *st, int rc, const char *db)
 {
     const run_args *a = st->args;
     int code;
-    const char *why = st->client ? pglock_client_error(st->client) : st->error;
-    if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
+    /* st->error: a watcher's failure, a declaration's, a reconnect's */
+    const char *why = st->error[0] || !st->client
+                          ? st->error : pglock_client_error(st->client);
+    if (st->slots_in_use) {
+        code = cli_error(CLI_EXIT_USAGE, "--slots=%d given, but lock \"%s\" "
+                         "is in use with --slots=%d; the command was not run",
+                         a->slots, st->key_label, st->slots_in_use);
+    } else if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
         code = a->conflict_code;
         cli_notice("all %d slots of lock \"%s\" in database \"%s\" are %s; "
                    "the command was not run", a->slots, st->key_label, db,

@@ -64,7 +64,9 @@ static const cli_opt status_opts[] = {
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
      "KEY is a semaphore of N slots (run --slots=N):\n"
-     "show it as one entry; 0 when every slot is held"},
+     "show it as one entry even when nobody uses it\n"
+     "(one in use is shown so without --slots); 0 when\n"
+     "every slot is held"},
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
      "print errors only; the exit status answers"},
     CLI_OPT_END};
@@ -97,8 +99,11 @@ void status_key_text(const pglock_key *key, char *buf, size_t len)
 /* The name in a pglock application_name ("pglock run NAME"), believed
  * only if it hashes back to key: application_name is cut at 63 bytes and
  * non-ASCII bytes arrive as '?', which changes the hash. */
-static const char *name_from_application(const char *app, const pglock_key *key,
-                                         const cli_registry *reg)
+/* The key named by a "pglock run NAME" or "pglock lead NAME"
+ * application_name, into *out, and NAME (borrowed from app); NULL when
+ * app names none. */
+static const char *app_key(const char *app, const cli_registry *reg,
+                           pglock_key *out)
 {
     static const char *const prefixes[] = {"pglock run ", "pglock lead "};
     if (!app)
@@ -108,19 +113,60 @@ static const char *name_from_application(const char *app, const pglock_key *key,
         if (strncmp(app, prefixes[i], len) != 0)
             continue;
         const char *rest = app + len;
-        pglock_key parsed;
         if (rest[0] == '@') {
             const pglock_key *k = cli_registry_lookup(reg, rest + 1);
-            if (k && cli_same_lock(k, key))
-                return rest + 1;
-            return NULL;
+            if (!k)
+                return NULL;
+            *out = *k;
+            return rest + 1;
         }
-        if (pglock_key_parse(&parsed, rest, NULL, 0) != PGLOCK_OK ||
-            parsed.kind != PGLOCK_KEY_TEXT || !cli_same_lock(&parsed, key))
+        if (pglock_key_parse(out, rest, NULL, 0) != PGLOCK_OK ||
+            out->kind != PGLOCK_KEY_TEXT)
             return NULL;
-        return parsed.name;
+        return out->name;
     }
     return NULL;
+}
+
+static const char *name_from_application(const char *app, const pglock_key *key,
+                                         const cli_registry *reg)
+{
+    pglock_key named;
+    const char *name = app_key(app, reg, &named);
+    return name && cli_same_lock(&named, key) ? name : NULL;
+}
+
+/* Which part of the semaphore of name_key (run --slots) key is, in part
+ * ("slot 2", "gate", "--slots=3": a user's declaration of N); 0 when
+ * none.  The keys of the last name looked at are kept: a semaphore's
+ * locks come one after another's application_name. */
+static int semaphore_part(const pglock_key *name_key, const pglock_key *key,
+                          char *part, size_t len)
+{
+    static run_slots s;
+    static pglock_key last;
+    static int have;
+    if (!have || !cli_same_lock(&last, name_key)) {
+        have = run_slots_make(&s, name_key, RUN_MAX_SLOTS) == 0;
+        last = *name_key;
+        if (!have)
+            return 0;
+    }
+    if (cli_same_lock(key, &s.gate)) {
+        snprintf(part, len, "gate");
+        return 1;
+    }
+    for (int i = 0; i < RUN_MAX_SLOTS; i++) {
+        if (cli_same_lock(key, &s.keys[i])) {
+            snprintf(part, len, "slot %d", i);
+            return 1;
+        }
+        if (cli_same_lock(key, &s.decls[i])) {
+            snprintf(part, len, "--slots=%d", i + 1);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static void name_lock(lock_view *v, const cli_registry *reg)
@@ -134,6 +180,18 @@ static void name_lock(lock_view *v, const cli_registry *reg)
     for (int i = 0; i < v->n; i++) {
         n = name_from_application(v->e[i]->application_name, &v->e[i]->key, reg);
         if (n) {
+            v->name = n;
+            v->name_source = "application_name";
+            return;
+        }
+    }
+    /* a semaphore's slot, gate or declaration, named after the name its
+     * users give in their application_name */
+    for (int i = 0; i < v->n; i++) {
+        pglock_key named;
+        n = app_key(v->e[i]->application_name, reg, &named);
+        if (n && semaphore_part(&named, &v->e[i]->key, v->part,
+                                sizeof v->part)) {
             v->name = n;
             v->name_source = "application_name";
             return;
@@ -240,12 +298,29 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     pglock_holders *list = NULL;
     pglock_error perr;
     pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
-    int rc = pglock_holders_list(&list, conn, o->filter, o->n_filter,
+    /* One KEY may name a semaphore: its slots, gate and declarations are
+     * read in the same statement, and a declaration in use shows it as
+     * one entry (status_slots.c). */
+    static run_slots sem;
+    pglock_key keys[1 + STATUS_SLOTS_NKEYS];
+    int semaphore = o->n_filter == 1 && !o->all_databases &&
+                    status_slots_keys(&sem, &o->filter[0], keys + 1) > 0;
+    if (semaphore)
+        keys[0] = o->filter[0];
+    int rc = pglock_holders_list(&list, conn, semaphore ? keys : o->filter,
+                                 semaphore ? 1 + STATUS_SLOTS_NKEYS : o->n_filter,
                                  o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
                                  cli_query_timeout_ms(conn), &perr);
     if (rc) {
         snprintf(err, errlen, "%s", perr.message);
         return rc;
+    }
+    int in_use = semaphore ? status_slots_declared(list, &sem) : 0;
+    if (in_use) {
+        *held = status_slots_render(out, list, &sem, in_use, o->slot_name,
+                                    o->json);
+        pglock_holders_free(list);
+        return PGLOCK_OK;
     }
     int n = pglock_holders_count(list);
     const pglock_holder **e = calloc((size_t)n + 1, sizeof *e);
@@ -254,9 +329,14 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     prefault(views, ((size_t)n + 1) * sizeof *views);
     rc = e && views ? PGLOCK_OK : PGLOCK_ENOMEM;
     if (rc == PGLOCK_OK) {
-        for (int i = 0; i < n; i++)
-            e[i] = pglock_holders_get(list, i);
-        int nv = group_locks(e, n, reg, views);
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+            const pglock_holder *h = pglock_holders_get(list, i);
+            /* not a semaphore: KEY's own requests only */
+            if (!semaphore || cli_same_lock(&h->key, &o->filter[0]))
+                e[kept++] = h;
+        }
+        int nv = group_locks(e, kept, reg, views);
         *held = all_held(o, views, nv);
         status_scene s = {views, nv, o->all_databases, o->n_filter > 0,
                           conn, reg};

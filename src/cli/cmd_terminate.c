@@ -10,14 +10,20 @@
  * signalled: a holder that released in between, or a pooled server
  * connection now serving someone else without KEY, is never terminated,
  * and a waiter never is (only granted rows count).
+ *
+ * With --slots=N, KEY names a semaphore (`run --slots=N KEY`): its N slot
+ * keys (run_slots.c) are looked at together, every holder of one is
+ * shown, and all of them are ended; an N other than the one in use (the
+ * users' declarations, read in the same look) is refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "run.h"
 
-enum { OPT_YES = 256, OPT_ALL, OPT_KEYS };
+enum { OPT_YES = 256, OPT_ALL, OPT_KEYS, OPT_SLOTS };
 
 static const cli_opt terminate_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
@@ -25,6 +31,9 @@ static const cli_opt terminate_opts[] = {
      "do not ask (needed when stdin is not a terminal)"},
     {OPT_ALL, 0, "all", CLI_OPT_NO_VALUE, NULL,
      "end every holder when several hold KEY (shared)"},
+    {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
+     "KEY is a semaphore of N slots (run --slots=N):\n"
+     "end the holders of its slots"},
     {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
      "key registry for @NAME keys (or PGLOCK_KEYS)"},
     CLI_OPT_END};
@@ -41,14 +50,17 @@ static void print_help(void)
     cli_opt_help(stdout, terminate_tables);
     printf("\nPrivilege: superuser, or membership in pg_signal_backend, or the\n"
            "holder's own role; only a superuser may end a superuser's session.\n"
+           "With --slots=N every holder of the semaphore's slots is ended.\n"
            "Exit status: 0 terminated, 1 nobody held KEY, 64 usage (several\n"
-           "holders without --all, no terminal and no --yes), 69 could not\n"
-           "connect or not allowed to signal the holder.\n");
+           "holders without --all, no terminal and no --yes, --slots=N while\n"
+           "another N is in use), 69 could not connect or not allowed to\n"
+           "signal the holder.\n");
 }
 
 typedef struct terminate_options {
     cli_conn conn;
     int yes, all;
+    int slots;           /* --slots=N, or 0 */
     const char *keys_path;
     const char *key_text;
 } terminate_options;
@@ -69,6 +81,12 @@ static int parse_options(int argc, char **argv, terminate_options *o)
         case OPT_YES: o->yes = 1; break;
         case OPT_ALL: o->all = 1; break;
         case OPT_KEYS: o->keys_path = value; break;
+        case OPT_SLOTS:
+            if (!(o->slots = run_slots_parse(value)))
+                return cli_usage_error("terminate", "invalid value for "
+                                       "--slots: \"%s\" (expected 1 to %d)",
+                                       value, RUN_MAX_SLOTS);
+            break;
         case 'V':
             cli_print_version();
             return 0;
@@ -87,8 +105,8 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     return -1;
 }
 
-/* One holder, on one line of stdout. */
-static void print_holder(const pglock_holder *e)
+/* One holder (of slot `slot`, or -1), on one line of stdout. */
+static void print_holder(const pglock_holder *e, int slot)
 {
     char app[80], user[80], held[32] = "?", client[80];
     cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
@@ -96,19 +114,26 @@ static void print_holder(const pglock_holder *e)
     if (e->held_max_s >= 0)
         cli_format_duration(e->held_max_s, 0, held, sizeof held);
     cli_holder_client(e, client, sizeof client);
+    if (slot >= 0)
+        printf("  slot %d", slot);
     printf("  pid %d  %s  user %s  from %s  session up %s  \"%s\"\n", e->pid,
            e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared", user, client,
            held, app);
 }
 
-/* The holders in list (granted rows with a backend), into pids. */
-static int find_holders(const pglock_holders *list, int *pids,
-                        const pglock_holder **rows, int max)
+/* The holders of the nkeys keys in list (granted rows with a backend),
+ * into pids. */
+static int find_holders(const pglock_holders *list, const pglock_key *keys,
+                        int nkeys, int *pids, const pglock_holder **rows,
+                        int max)
 {
     int n = 0;
     for (int i = 0; i < pglock_holders_count(list) && n < max; i++) {
         const pglock_holder *e = pglock_holders_get(list, i);
-        if (e->granted && e->pid > 0) {
+        int mine = 0;
+        for (int k = 0; k < nkeys && !mine; k++)
+            mine = cli_same_lock(&e->key, &keys[k]);
+        if (mine && e->granted && e->pid > 0) {
             rows[n] = e;
             pids[n++] = e->pid;
         }
@@ -150,28 +175,46 @@ static const char terminate_sql[] =
     " LEFT JOIN pg_roles r ON r.oid = a.usesysid"
     " WHERE l.locktype = 'advisory' AND l.granted"
     "  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    "  AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = $3::int2"
+    "  AND (l.classid, l.objid, l.objsubid) IN"
+    "      (SELECT * FROM unnest($1::oid[], $2::oid[], $3::int2[]))"
     "  AND l.pid = ANY ($4::int[]))"
     " SELECT pid, usename, may,"
     "  CASE WHEN bool_and(may) OVER () THEN %s END"
     " FROM target";
 
-/* Runs the statement; rows in *out (caller PQclear()s), or NULL with err. */
-static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *key,
-                                         const int *pids, int n, char *err,
-                                         size_t errlen)
+/* "{a,b,...}": the locktags' classid, objid or objsubid (part 0, 1, 2) of
+ * the nkeys keys. */
+static void tag_array(char *buf, size_t len, const pglock_key *keys,
+                      int nkeys, int part)
+{
+    size_t used = (size_t)snprintf(buf, len, "{");
+    for (int i = 0; i < nkeys && used < len; i++) {
+        uint32_t classid, objid;
+        int objsubid;
+        pglock_key_locktag(&keys[i], &classid, &objid, &objsubid);
+        unsigned long v = part == 0 ? classid : part == 1 ? objid
+                                                          : (unsigned long)objsubid;
+        used += (size_t)snprintf(buf + used, len - used, "%s%lu", i ? "," : "", v);
+    }
+    if (used < len)
+        snprintf(buf + used, len - used, "}");
+}
+
+/* Runs the statement for the nkeys keys; rows in *out (caller
+ * PQclear()s), or NULL with err. */
+static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *keys,
+                                         int nkeys, const int *pids, int n,
+                                         char *err, size_t errlen)
 {
     char sql[sizeof terminate_sql + 64];
     snprintf(sql, sizeof sql, terminate_sql,
              PQserverVersion(conn) >= 140000 ? "pg_terminate_backend(pid, 5000)"
                                              : "pg_terminate_backend(pid)");
-    uint32_t classid, objid;
-    int objsubid;
-    pglock_key_locktag(key, &classid, &objid, &objsubid);
-    char c[16], o[16], s[8], arr[16 * 64 + 4];
-    snprintf(c, sizeof c, "%u", classid);
-    snprintf(o, sizeof o, "%u", objid);
-    snprintf(s, sizeof s, "%d", objsubid);
+    char c[12 * RUN_MAX_SLOTS + 4], o[12 * RUN_MAX_SLOTS + 4],
+        s[3 * RUN_MAX_SLOTS + 4], arr[16 * 64 + 4];
+    tag_array(c, sizeof c, keys, nkeys, 0);
+    tag_array(o, sizeof o, keys, nkeys, 1);
+    tag_array(s, sizeof s, keys, nkeys, 2);
     size_t used = (size_t)snprintf(arr, sizeof arr, "{");
     for (int i = 0; i < n; i++)
         used += (size_t)snprintf(arr + used, sizeof arr - used, "%s%d", i ? "," : "", pids[i]);
@@ -247,23 +290,58 @@ static int terminate(PGconn *conn, const terminate_options *o,
     pglock_error perr;
     pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
     pglock_holders *list = NULL;
-    if (pglock_holders_list(&list, conn, key, 1, 0, 15000, &perr) < 0)
+    /* --slots=N: the N slots, then every declaration of N */
+    static run_slots sem;
+    pglock_key keys[2 * RUN_MAX_SLOTS];
+    int nkeys = 1, nlook = 1;
+    if (o->slots) {
+        if (run_slots_make(&sem, key, o->slots) < 0)
+            return cli_usage_error("terminate", "cannot derive the slots of "
+                                   "\"%s\"", o->key_text);
+        memcpy(keys, sem.keys, sizeof keys[0] * (size_t)o->slots);
+        memcpy(keys + o->slots, sem.decls, sizeof keys[0] * RUN_MAX_SLOTS);
+        nkeys = o->slots;
+        nlook = o->slots + RUN_MAX_SLOTS;
+    } else {
+        keys[0] = *key;
+    }
+    if (pglock_holders_list(&list, conn, keys, nlook, 0, 15000, &perr) < 0)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
+    int in_use = o->slots ? run_slots_in_use(&sem, list, o->slots) : 0;
+    if (in_use) {
+        pglock_holders_free(list);
+        return cli_error(CLI_EXIT_USAGE, "--slots=%d given, but lock \"%s\" "
+                         "is in use with --slots=%d; nothing was terminated",
+                         o->slots, o->key_text, in_use);
+    }
     int pids[64];
     const pglock_holder *rows[64];
-    int n = find_holders(list, pids, rows, 64);
+    int n = find_holders(list, keys, nkeys, pids, rows, 64);
     if (n == 0) {
         pglock_holders_free(list);
-        cli_notice("lock \"%s\" is not held; nothing to terminate", o->key_text);
+        if (o->slots)
+            cli_notice("no slot of lock \"%s\" is held; nothing to terminate",
+                       o->key_text);
+        else
+            cli_notice("lock \"%s\" is not held; nothing to terminate",
+                       o->key_text);
         return CLI_EXIT_PROBLEM;
     }
-    printf("lock \"%s\" in database \"%s\" is held by:\n", o->key_text,
-           rows[0]->database ? rows[0]->database : "?");
-    for (int i = 0; i < n; i++)
-        print_holder(rows[i]);
+    printf("%s \"%s\" in database \"%s\" %s held by:\n",
+           o->slots ? "the slots of lock" : "lock", o->key_text,
+           rows[0]->database ? rows[0]->database : "?",
+           o->slots ? "are" : "is");
+    for (int i = 0; i < n; i++) {
+        int slot = -1;
+        for (int k = 0; o->slots && k < nkeys && slot < 0; k++)
+            if (cli_same_lock(&rows[i]->key, &keys[k]))
+                slot = k;
+        print_holder(rows[i], slot);
+    }
     fflush(stdout);
     pglock_holders_free(list);
-    if (n > 1 && !o->all) {
+    /* the holders of a semaphore's slots are named together */
+    if (n > 1 && !o->all && !o->slots) {
         cli_error(CLI_EXIT_USAGE, "%d sessions hold lock \"%s\"; nothing was "
                   "terminated", n, o->key_text);
         cli_hint("Use --all to terminate all of them.");
@@ -275,7 +353,8 @@ static int terminate(PGconn *conn, const terminate_options *o,
         cli_error(CLI_EXIT_USAGE, "not a terminal: --yes is needed to terminate");
         return cli_try_help("terminate");
     }
-    PGresult *res = terminate_still_holding(conn, key, pids, n, err, sizeof err);
+    PGresult *res = terminate_still_holding(conn, keys, nkeys, pids, n, err,
+                                            sizeof err);
     if (!res)
         return strcmp(err, "42501") == 0 ? not_allowed(o->key_text, NULL)
                                          : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);

@@ -238,6 +238,7 @@ typedef struct run_state {
     int fatal;                /* internal error: exit 70 */
 
     int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
+    int slots_in_use;         /* --slots: another N found in use, or 0 */
 } run_state;
 
 /* Defaults for cmd. */
@@ -385,6 +386,11 @@ typedef struct run_slots {
     pglock_key keys[RUN_MAX_SLOTS];
     char gate_name[48];
     pglock_key gate;
+    /* The declarations: decls[m - 1] is the text key "<KEY_ID>#n=<m>",
+     * held shared by every user of the name with --slots=m for as long as
+     * it uses the name (run_slots_declare()). */
+    char decl_names[RUN_MAX_SLOTS][48];
+    pglock_key decls[RUN_MAX_SLOTS];
 } run_slots;
 
 /* N in 1..RUN_MAX_SLOTS from canonical digits, else 0. */
@@ -398,6 +404,19 @@ int run_slots_check(const run_args *a);
 /* The slot keys and the gate of key (a resolved key).  0, or -1 (a key
  * with no format: legacy and unresolved). */
 int run_slots_make(run_slots *s, const pglock_key *key, int n);
+/* Declares N on client (a shared lock on decls[N - 1], taken unless
+ * held), then reads pg_locks for a declaration of another M: the check is
+ * race-free because each user's declaration is granted before its own
+ * read, so of two first users with different N at least one sees the
+ * other.  0 when N is the only one in use; RUN_SLOTS_OTHER_N with
+ * *in_use = M; else a PGLOCK_E* code with the message in err. */
+#define RUN_SLOTS_OTHER_N 1
+/* The first M other than except whose declaration list (holders of
+ * s->decls) shows granted, or 0. */
+int run_slots_in_use(const run_slots *s, const pglock_holders *list,
+                     int except);
+int run_slots_declare(pglock_client *client, const run_slots *s,
+                      int *in_use, char *err, size_t errlen);
 /* Takes a free slot on st->client, waiting as a->timeout_ms says: a try
  * is one statement; a wait queues on the gate, and the head of the queue
  * waits on every slot at once (run_slots_wait.c).  0 with st->slot set

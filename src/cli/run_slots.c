@@ -7,8 +7,13 @@
  * as pglock prints it (PGLOCK_KEY_ID: "123" or "42:9"), so two spellings
  * of one lock share their slots.  Each slot is held exclusively by one
  * job, which is what bounds the holders to N; the gate "<KEY_ID>#gate"
- * only queues the waiters (run_slots_wait.c).  Every user of a name must
- * give the same N.
+ * only queues the waiters (run_slots_wait.c).
+ *
+ * Every user of a name must give the same N, and a user with another N
+ * is refused (N=2 and N=3 users together would let 3 in): each user
+ * holds the declaration "<KEY_ID>#n=<N>" shared while it holds or waits,
+ * and looks for any other N's declaration only after its own is granted
+ * (run_slots_declare()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,15 +66,81 @@ int run_slots_make(run_slots *s, const pglock_key *key, int n)
         if (pglock_key_text(&s->keys[i], s->names[i]) < 0)
             return -1;
     }
+    for (int m = 1; m <= RUN_MAX_SLOTS; m++) {
+        snprintf(s->decl_names[m - 1], sizeof s->decl_names[m - 1], "%s#n=%d",
+                 id, m);
+        if (pglock_key_text(&s->decls[m - 1], s->decl_names[m - 1]) < 0)
+            return -1;
+    }
     snprintf(s->gate_name, sizeof s->gate_name, "%s#gate", id);
     return pglock_key_text(&s->gate, s->gate_name) < 0 ? -1 : 0;
+}
+
+/* The M of a declaration key of s, or 0 when key is none of them. */
+static int declared_n(const run_slots *s, const pglock_key *key)
+{
+    uint32_t c, o, ck, ok;
+    int sub, subk;
+    if (pglock_key_locktag(key, &c, &o, &sub) < 0)
+        return 0;
+    for (int m = 1; m <= RUN_MAX_SLOTS; m++)
+        if (pglock_key_locktag(&s->decls[m - 1], &ck, &ok, &subk) == 0 &&
+            ck == c && ok == o && subk == sub)
+            return m;
+    return 0;
+}
+
+int run_slots_in_use(const run_slots *s, const pglock_holders *list, int except)
+{
+    for (int i = 0; i < pglock_holders_count(list); i++) {
+        const pglock_holder *h = pglock_holders_get(list, i);
+        int m = h->granted ? declared_n(s, &h->key) : 0;
+        if (m && m != except)
+            return m;
+    }
+    return 0;
+}
+
+int run_slots_declare(pglock_client *client, const run_slots *s,
+                      int *in_use, char *err, size_t errlen)
+{
+    const pglock_key *mine = &s->decls[s->n - 1];
+    *in_use = 0;
+    /* shared, and nobody takes it exclusive: a try is always granted */
+    int rc = pglock_held(client, mine, PGLOCK_SHARED)
+                 ? 0 : pglock_lock(client, mine, PGLOCK_SHARED, PGLOCK_TRY);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", pglock_client_error(client));
+        return rc;
+    }
+    /* only now: our declaration is in the lock table before we read it */
+    PGconn *conn = pglock_client_conn(client);
+    pglock_holders *list = NULL;
+    pglock_error perr;
+    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    rc = pglock_holders_list(&list, conn, s->decls, RUN_MAX_SLOTS, 0,
+                             cli_query_timeout_ms(conn), &perr);
+    if (rc < 0) {
+        snprintf(err, errlen, "could not read who uses the slots: %s",
+                 perr.message);
+        return rc;
+    }
+    *in_use = run_slots_in_use(s, list, s->n);
+    pglock_holders_free(list);
+    return *in_use ? RUN_SLOTS_OTHER_N : 0;
 }
 
 /* A try, then (unless --try) the wait; one attempt on one connection. */
 static int take_slot(run_state *st, run_slots *s, int64_t deadline)
 {
+    int rc = run_slots_declare(st->client, s, &st->slots_in_use, st->error,
+                               sizeof st->error);
+    if (rc == RUN_SLOTS_OTHER_N)
+        return PGLOCK_EINVAL;  /* st->slots_in_use says why */
+    if (rc < 0)
+        return rc;
     /* one statement, whatever N: a free slot, or none */
-    int rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
+    rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
                              &st->slot);
     if (rc != PGLOCK_EBUSY || st->args->timeout_ms == PGLOCK_TRY)
         return rc;

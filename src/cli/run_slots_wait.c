@@ -100,7 +100,16 @@ static void *watch(void *arg)
     watcher *me = arg;
     slot_wait *sw = me->sw;
     pglock_client *c = NULL;
-    int rc = run_open_client(sw->st, NULL, &watcher_stop[me->index],
+    /* Setup has the wait's budget (forever without one), not the default
+     * connect_timeout: through a full pooler its first query waits for a
+     * server connection, which a holder's end frees; the stop flag and
+     * run_interrupt_fd() end it sooner. */
+    char ct[24];
+    long left = budget_left(sw->deadline);
+    long secs = left == PGLOCK_WAIT_FOREVER ? 0 : (left + 999) / 1000;
+    snprintf(ct, sizeof ct, "%ld", left == PGLOCK_WAIT_FOREVER ? 0
+                                   : secs < 2 ? 2 : secs);
+    int rc = run_open_client(sw->st, ct, &watcher_stop[me->index],
                              run_interrupt_fd(), &c);
     if (rc == 0)
         rc = watcher_stop[me->index]
@@ -329,13 +338,28 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
     sw->s = s;
     rc = watch_slots(st, sw);
     if (rc == 0) {
+        /* The winner declares N before the gate's connection, which
+         * declares it now, goes: no instant without a declaration, when
+         * a user of another N would see none. */
+        pglock_client *won = sw->w[sw->winner].client;
+        /* its interrupt flag from now on means only what it says (a stop
+         * at the deadline may have set it: the slot is won all the same) */
+        watcher_stop[sw->winner] = 0;
+        rc = pglock_lock(won, &s->decls[s->n - 1], PGLOCK_SHARED, PGLOCK_TRY);
+        if (rc < 0) {
+            snprintf(st->error, sizeof st->error, "could not declare --slots="
+                     "%d on slot %d's connection: %s", s->n, sw->winner,
+                     pglock_client_error(won));
+            pglock_client_close(won);
+            sw->w[sw->winner].client = NULL;
+            run_slots_wait_end();
+            return rc;
+        }
         /* the winner's connection holds the slot; the gate's goes, and
          * the gate with it */
         pglock_client_close(st->client);
-        st->client = sw->w[sw->winner].client;
+        st->client = won;
         st->slot = sw->winner;
-        /* its interrupt flag from now on means only what it says */
-        watcher_stop[sw->winner] = 0;
     }
     return rc;
 }

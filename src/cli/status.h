@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <libpq-fe.h>
 #include "cli.h"
+#include "run.h"
 
 /* One key's requests: a run of the list's entries with the same key. */
 typedef struct lock_view {
@@ -20,6 +21,8 @@ typedef struct lock_view {
     const char *name_source; /* "registry", "application_name", "history" */
     int n;                   /* (the ints last: 40 bytes, not 48) */
     int holders, waiters, exclusive;
+    char part[16];           /* of name's semaphore: "slot 2", "gate",
+                                "--slots=3" (a declaration); "" */
 } lock_view;
 
 /* What the renderers need to know besides the locks. */
@@ -46,9 +49,25 @@ int status_render_text(FILE *out, const status_scene *s);
 void status_render_json(FILE *out, const status_scene *s);
 /* `status --slots=N KEY` (status_slots.c): the semaphore as one entry,
  * text or JSON (nothing with --quiet).  The exit status: 0 when every
- * slot is held, 1 when one is free, 64/69 (printed). */
+ * slot is held, 1 when one is free, 64 (another N in use) or 69
+ * (printed). */
 int status_slots(PGconn *conn, const pglock_key *key, const char *name,
                  int n, int json);
+/* What one look at a semaphore reads: its RUN_MAX_SLOTS possible slots,
+ * the gate and the RUN_MAX_SLOTS declarations of N. */
+#define STATUS_SLOTS_NKEYS (2 * RUN_MAX_SLOTS + 1)
+/* The gate's requests listed by name, the rest counted. */
+#define STATUS_SLOTS_MAX_WAITERS 32
+/* Fills s (all RUN_MAX_SLOTS slots) and keys (STATUS_SLOTS_NKEYS) for
+ * key.  STATUS_SLOTS_NKEYS, or -1 (a key with no format). */
+int status_slots_keys(run_slots *s, const pglock_key *key, pglock_key *keys);
+/* The N in use by the list's declarations (a list of status_slots_keys()'
+ * keys, or more), or 0: not a semaphore in use. */
+int status_slots_declared(const pglock_holders *list, const run_slots *s);
+/* Renders the semaphore of n slots of s from list to out.  1 when every
+ * slot is held, else 0. */
+int status_slots_render(FILE *out, const pglock_holders *list,
+                        const run_slots *s, int n, const char *name, int json);
 /* --slots's value: N, or 0 when invalid. */
 int status_slots_count(const char *value);
 

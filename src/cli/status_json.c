@@ -80,6 +80,7 @@ static void json_lock(json_writer *w, const lock_view *v)
     json_int(w, "objsubid", objsubid);
     json_string(w, "name", v->name);
     json_string(w, "name_source", v->name_source);
+    json_string(w, "semaphore_part", v->part[0] ? v->part : NULL);
     json_string(w, "database", v->e[0]->database);
     json_string(w, "mode", v->holders == 0 ? NULL : v->exclusive ? "exclusive" : "shared");
     json_int(w, "holder_count", v->holders);

@@ -1,10 +1,14 @@
 /*
- * `pglock status --slots=N NAME`: a semaphore as one entry.  The server
- * knows only advisory keys, not that N of them make a semaphore, so N is
- * given (as to `pglock run --slots=N`); the slot keys and the gate are
- * derived by run_slots_make() and looked at in one pglock_holders_list()
- * call: which slots are held and by whom, how many are free, and how many
- * jobs wait (the gate's holder, the head of the queue, and its waiters).
+ * A semaphore (`pglock run --slots=N NAME`) in `pglock status`, as one
+ * entry: which slots are held and by whom, how many are free, and who
+ * waits (the gate's holder, the head of the queue, and its queue).
+ *
+ * N is learnt from the declarations "<KEY_ID>#n=<N>" that every user of
+ * the name holds (run_slots.c): one pglock_holders_list() call reads the
+ * 64 possible slots, the gate and the 64 declarations at once, so that
+ * `status NAME` stays one round trip and tells a semaphore from a plain
+ * lock by what it reads.  `--slots=N` given with another N in use is a
+ * usage error, as for `run`.
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +19,8 @@
 typedef struct slots_view {
     int n, held, waiters;
     const pglock_holder *holder[RUN_MAX_SLOTS]; /* NULL: free */
+    const pglock_holder *waiter[STATUS_SLOTS_MAX_WAITERS]; /* the gate's */
+    int listed;                                 /* waiters in waiter[] */
 } slots_view;
 
 static int same_tag(const pglock_key *a, const pglock_key *b)
@@ -26,18 +32,38 @@ static int same_tag(const pglock_key *a, const pglock_key *b)
            oa == ob && sa == sb;
 }
 
-static void tally(const pglock_holders *list, const run_slots *s,
+int status_slots_keys(run_slots *s, const pglock_key *key, pglock_key *keys)
+{
+    if (run_slots_make(s, key, RUN_MAX_SLOTS) < 0)
+        return -1;
+    memcpy(keys, s->keys, sizeof keys[0] * RUN_MAX_SLOTS);
+    keys[RUN_MAX_SLOTS] = s->gate;
+    memcpy(keys + RUN_MAX_SLOTS + 1, s->decls, sizeof keys[0] * RUN_MAX_SLOTS);
+    return STATUS_SLOTS_NKEYS;
+}
+
+int status_slots_declared(const pglock_holders *list, const run_slots *s)
+{
+    return run_slots_in_use(s, list, 0);
+}
+
+/* The list's requests for the n slots and the gate of s.  Holders come
+ * before waiters for one key, waiters in the order they began to wait
+ * (pglock_holders_list()), so the gate's holder, the head, is first. */
+static void tally(const pglock_holders *list, const run_slots *s, int n,
                   slots_view *v)
 {
     memset(v, 0, sizeof *v);
-    v->n = s->n;
+    v->n = n;
     for (int i = 0; i < pglock_holders_count(list); i++) {
         const pglock_holder *h = pglock_holders_get(list, i);
         if (same_tag(&h->key, &s->gate)) {
             v->waiters++;  /* the head (granted) and the queue */
+            if (v->listed < STATUS_SLOTS_MAX_WAITERS)
+                v->waiter[v->listed++] = h;
             continue;
         }
-        for (int k = 0; k < s->n; k++)
+        for (int k = 0; k < n; k++)
             if (h->granted && same_tag(&h->key, &s->keys[k]) && !v->holder[k]) {
                 v->holder[k] = h;
                 v->held++;
@@ -45,22 +71,44 @@ static void tally(const pglock_holders *list, const run_slots *s,
     }
 }
 
-static void render_text(const char *name, const char *id, const slots_view *v)
+static const char *app_of(const pglock_holder *h)
 {
-    printf("%s (%s): semaphore of %d slots, %d held, %d free, %d waiting\n",
-           name, id, v->n, v->held, v->n - v->held, v->waiters);
+    return h->application_name ? h->application_name : "?";
+}
+
+static void render_text(FILE *out, const char *name, const char *id,
+                        const slots_view *v)
+{
+    fprintf(out, "%s (%s): semaphore of %d slots, %d held, %d free, "
+            "%d waiting\n", name, id, v->n, v->held, v->n - v->held,
+            v->waiters);
     for (int k = 0; k < v->n; k++) {
         const pglock_holder *h = v->holder[k];
         if (h)
-            printf("  slot %d  pid %d  %s\n", k, h->pid,
-                   h->application_name ? h->application_name : "?");
+            fprintf(out, "  slot %d  pid %d  %s\n", k, h->pid, app_of(h));
     }
+    for (int i = 0; i < v->listed; i++) {
+        const pglock_holder *h = v->waiter[i];
+        fprintf(out, "  %-6s  pid %d  %s\n", h->granted ? "head" : "queued",
+                h->pid, app_of(h));
+    }
+    if (v->waiters > v->listed)
+        fprintf(out, "  ... and %d more waiting\n", v->waiters - v->listed);
 }
 
-static void render_json(const char *name, const char *id, const slots_view *v)
+static void json_app(json_writer *w, const pglock_holder *h)
+{
+    if (h->application_name)
+        json_string(w, "application_name", h->application_name);
+    else
+        json_null(w, "application_name");
+}
+
+static void render_json(FILE *out, const char *name, const char *id,
+                        const slots_view *v)
 {
     json_writer w;
-    json_init(&w, stdout);
+    json_init(&w, out);
     json_object_begin(&w, NULL);
     json_int(&w, "format", 1);
     json_object_begin(&w, "semaphore");
@@ -77,10 +125,17 @@ static void render_json(const char *name, const char *id, const slots_view *v)
         json_object_begin(&w, NULL);
         json_int(&w, "slot", k);
         json_int(&w, "pid", v->holder[k]->pid);
-        if (v->holder[k]->application_name)
-            json_string(&w, "application_name", v->holder[k]->application_name);
-        else
-            json_null(&w, "application_name");
+        json_app(&w, v->holder[k]);
+        json_object_end(&w);
+    }
+    json_array_end(&w);
+    /* the head (it holds the gate) first, then the queue in order */
+    json_array_begin(&w, "waiters");
+    for (int i = 0; i < v->listed; i++) {
+        json_object_begin(&w, NULL);
+        json_int(&w, "pid", v->waiter[i]->pid);
+        json_bool(&w, "head", v->waiter[i]->granted);
+        json_app(&w, v->waiter[i]);
         json_object_end(&w);
     }
     json_array_end(&w);
@@ -89,33 +144,48 @@ static void render_json(const char *name, const char *id, const slots_view *v)
     json_end(&w);
 }
 
+int status_slots_render(FILE *out, const pglock_holders *list,
+                        const run_slots *s, int n, const char *name, int json)
+{
+    /* the name's key id: the gate name's part before '#' */
+    char id[24];
+    snprintf(id, sizeof id, "%.*s", (int)strcspn(s->gate_name, "#"),
+             s->gate_name);
+    slots_view v;
+    tally(list, s, n, &v);
+    if (json)
+        render_json(out, name, id, &v);
+    else
+        render_text(out, name, id, &v);
+    return v.held == v.n;
+}
+
 int status_slots(PGconn *conn, const pglock_key *key, const char *name,
                  int n, int json)
 {
-    run_slots s;
-    char id[24];
-    if (pglock_key_format(key, id, sizeof id) < 0 || run_slots_make(&s, key, n) < 0)
+    static run_slots s; /* 9 kB */
+    pglock_key keys[STATUS_SLOTS_NKEYS];
+    if (status_slots_keys(&s, key, keys) < 0)
         return cli_error(CLI_EXIT_USAGE, "cannot derive the slots of \"%s\"", name);
-    pglock_key keys[RUN_MAX_SLOTS + 1];
-    memcpy(keys, s.keys, sizeof keys[0] * (size_t)n);
-    keys[n] = s.gate;
     pglock_holders *list = NULL;
     pglock_error err;
     pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    if (pglock_holders_list(&list, conn, keys, n + 1, 0,
+    if (pglock_holders_list(&list, conn, keys, STATUS_SLOTS_NKEYS, 0,
                             cli_query_timeout_ms(conn), &err))
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);
-    slots_view v;
-    tally(list, &s, &v);
-    if (!cli_quiet) {
-        if (json)
-            render_json(name, id, &v);
-        else
-            render_text(name, id, &v);
+    int in_use = status_slots_declared(list, &s);
+    if (in_use && in_use != n) {
+        pglock_holders_free(list);
+        return cli_error(CLI_EXIT_USAGE, "--slots=%d given, but lock \"%s\" "
+                         "is in use with --slots=%d", n, name, in_use);
     }
+    FILE *out = cli_quiet ? fopen("/dev/null", "w") : stdout;
+    int full = out ? status_slots_render(out, list, &s, n, name, json) : 0;
+    if (out && out != stdout)
+        fclose(out);
     pglock_holders_free(list);
     /* as for a lock: 0 when a new job would have to wait */
-    return v.held == v.n ? 0 : 1;
+    return full ? 0 : 1;
 }
 
 int status_slots_count(const char *value)

@@ -272,6 +272,10 @@ static void add_title(text_pass *p, const lock_view *v, int all_databases)
     strbuf *o = &p->out;
     if (v->name) {
         sb_clean(o, v->name);
+        if (v->part[0]) {
+            sb_puts(o, " ");
+            sb_puts(o, v->part);
+        }
         sb_puts(o, " (");
         sb_puts(o, v->name_source);
         sb_puts(o, ") = ");

@@ -32,7 +32,17 @@ slot_locks() {
     qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
          and granted = '$1' and ((classid::bigint << 32) | objid::bigint) in ($ids)"
 }
-nothing_left() { [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ]; }
+# decl_locks: granted declarations "<KEY_ID>#n=<M>" of $K, M in 1..4.
+decl_locks() {
+    local ids m
+    ids=$(name_sql "$KID#n=1")
+    for m in 2 3 4; do ids="$ids, $(name_sql "$KID#n=$m")"; done
+    qpoll "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1
+         and granted and ((classid::bigint << 32) | objid::bigint) in ($ids)"
+}
+nothing_left() {
+    [ "$(slot_locks t)" = 0 ] && [ "$(slot_locks f)" = 0 ] && [ "$(decl_locks)" = 0 ]
+}
 count_files() { find "$out" -maxdepth 1 -name "$1" | wc -l; }
 files_at_least() { [ "$(count_files "$1")" -ge "$2" ]; }
 
@@ -78,10 +88,14 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     for i in 0 1 2; do
         [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
     done
-    # and no backend of theirs holds more than one lock (a try takes one)
+    # and no backend of theirs holds more than one slot (a try takes one),
+    # besides its declaration of N
     [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
             where l.locktype = 'advisory' and a.application_name = 'pglock run $K'
+              and ((l.classid::bigint << 32) | l.objid::bigint)
+                  <> $(name_sql "$KID#n=3")
             group by l.pid order by 1 desc limit 1")" = 1 ]
+    [ "$(decl_locks)" = 3 ]
     touch "$out/release"
     for i in 1 2 3 4; do
         [ "j$i" = "$busy" ] && continue
@@ -321,8 +335,9 @@ idle_in_xact() {
     for i in 0 1; do
         [ "$(advisory_count "$(slot_sql "$i")" t)" = 1 ]
     done
-    # each slot is a transaction lock of an open, idle transaction
-    [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+    # each slot is a transaction lock of an open, idle transaction (with
+    # its declaration of N)
+    [ "$(q "select count(distinct pid) from pg_locks l join pg_stat_activity a using (pid)
             where l.locktype = 'advisory' and l.granted
               and a.state like 'idle in transaction%'")" = 2 ]
     touch "$out/release"
@@ -403,4 +418,242 @@ idle_in_xact() {
     [ "$status" -eq 69 ]
     [[ "$stderr" == *"pglock: hint: Use --mode=auto or --mode=xact"* ]]
     [ ! -e "$out/ran" ]
+}
+
+@test "another N for a name in use is refused: 64, one line naming the N in use, nothing of it left" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 3)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 3)"
+    wait_until 15 files_at_least '*.started' 2
+    # a slot is free for a --slots=3 user (slot 2): it must not get it
+    local mode
+    for mode in --try --wait=30s; do
+        run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=3 "$mode" "$K" -c "$(slot_job x 3 0.1)"
+        [ "$status" -eq 64 ]
+        [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; the command was not run" ]
+        [ ! -e "$out/x.started" ]
+    done
+    # a waiter of --slots=1 behind them is refused too, and queues nowhere
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=1 "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == *"is in use with --slots=2;"* ]]
+    [ "$(slot_locks f)" = 0 ]
+    [ "$(slot_locks t)" = 2 ]
+    # the two holders' declarations only
+    [ "$(decl_locks)" = 2 ]
+    # the same N still gets the free... none: both slots are held
+    run "$PGLOCK_BIN" run -d "$DB" --slots=2 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 75 ]
+    [ ! -e "$out/ran" ]
+    touch "$out/release"
+    finish h1 15
+    finish h2 15
+    [ "$(status_of h1)" = 0 ]
+    [ "$(status_of h2)" = 0 ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    # once nobody uses the name, another N is free to
+    run "$PGLOCK_BIN" run -d "$DB" --slots=3 --try "$K" -c 'echo "slot $PGLOCK_SLOT"'
+    [ "$status" -eq 0 ]
+    [ "$output" = "slot 0" ]
+    nothing_left
+}
+
+@test "a waiter's N counts while it waits, and a head's winning watcher keeps it: another N is refused" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --slots=1 --wait=30s "$K" -c "$(slot_job w 1)"
+    # the head waits on slot 0
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    kill -KILL "$(pid_of h)"
+    wait_until 15 file_exists "$out/w.started"
+    # the waiter won on its watcher's connection, which declares N
+    run --separate-stderr "$PGLOCK_BIN" run -d "$DB" --slots=2 --try "$K" -c "touch $out/ran"
+    [ "$status" -eq 64 ]
+    [[ "$stderr" == *"is in use with --slots=1;"* ]]
+    [ ! -e "$out/ran" ]
+    [ "$(decl_locks)" = 1 ]
+    touch "$out/release"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+}
+
+@test "two first users with different N at once: never both run; a refused one says the other's N" {
+    local _
+    for _ in 1 2 3 4 5 6; do
+        rm -f "$out"/a.* "$out"/b.* "$out/release"
+        bg a run -d "$DB" --slots=2 --try "$K" -c "$(slot_job a 3)"
+        bg b run -d "$DB" --slots=3 --try "$K" -c "$(slot_job b 3)"
+        # each either runs or is refused; never both run
+        wait_until 15 eval "{ [ -e $out/a.started ] || gone \$(pid_of a); } &&
+                            { [ -e $out/b.started ] || gone \$(pid_of b); }"
+        [ "$(count_files '*.started')" -le 1 ]
+        touch "$out/release"
+        finish a 15
+        finish b 15
+        if [ ! -e "$out/a.started" ]; then
+            [ "$(status_of a)" = 64 ]
+            grep -qx "pglock: error: --slots=2 given, but lock \"$K\" is in use with --slots=3; the command was not run" "$out/a.err"
+        fi
+        if [ ! -e "$out/b.started" ]; then
+            [ "$(status_of b)" = 64 ]
+            grep -qx "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; the command was not run" "$out/b.err"
+        fi
+        wait_until 10 nothing_left
+    done
+}
+
+# pool_waiting: a client of PgBouncer waits for a server connection.
+pool_waiting() {
+    [ "$(q 'SHOW POOLS' "$PGLOCK_TEST_POOLER_ADMIN" | awk -F'|' '{s += $4} END {print s + 0}')" -ge 1 ]
+}
+
+@test "through a full PgBouncer: the head's watcher waits for a server connection within --wait, past connect_timeout, then runs in a slot" {
+    need PGLOCK_TEST_POOLER PGLOCK_TEST_POOLER_ADMIN
+    local P=$PGLOCK_TEST_POOLER
+    # connect_timeout 2 s: the watcher's setup must not be bounded by it
+    export PGCONNECT_TIMEOUT=2
+    # The pool's three server connections: the holder of slot 0, another
+    # lock's holder, and the waiter's gate.
+    bg h run -d "$P" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg b run -d "$P" "$K-other" -c "touch $out/b.started
+        while [ ! -e $out/pool_full ]; do sleep 0.02; done; sleep 4"
+    wait_until 15 file_exists "$out/b.started"
+    bg w run -d "$P" --slots=1 --wait=60s "$K" -c "$(slot_job w 1 0.1)"
+    # the head's watcher waits inside PgBouncer
+    wait_until 15 pool_waiting
+    # the other holder gives its server connection back 4 s from now,
+    # past connect_timeout: the watcher gets it and waits on slot 0
+    touch "$out/pool_full"
+    finish b 20
+    [ "$(status_of b)" = 0 ]
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ] || gone \$(pid_of w)"
+    alive "$(pid_of w)"
+    [ ! -e "$out/w.started" ]
+    touch "$out/release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ -e "$out/w.started" ]
+    [ ! -s "$out/w.err" ]
+    [ ! -e "$out/overlap" ]
+    nothing_left
+    wait_until 10 eval "[ \"\$(idle_in_xact)\" = 0 ]"
+}
+
+@test "status NAME shows a semaphore by its name without --slots (N from its users), the head and the queue listed" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w1 run -d "$DB" --slots=2 --wait=30s "$K" -c "true"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    bg w2 run -d "$DB" --slots=2 --wait=30s "$K" -c "true"
+    wait_until 15 waiting_on "$KID#gate"
+    run --separate-stderr "$PGLOCK_BIN" status -d "$DB" "$K"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "$K ($KID): semaphore of 2 slots, 2 held, 0 free, 2 waiting" ]
+    [[ "${lines[1]}" =~ ^\ \ slot\ [01]\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [[ "${lines[3]}" =~ ^\ \ head\ \ \ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [[ "${lines[4]}" =~ ^\ \ queued\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    [ "${#lines[@]}" -eq 5 ]
+    # the queued one is the backend that waits on the gate
+    local queued
+    queued=$(q "select pid from pg_locks where locktype = 'advisory' and not granted
+                and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$KID#gate")")
+    [[ "${lines[4]}" == *"pid $queued "* ]]
+    for opt in "" --slots=2; do
+        run "$PGLOCK_BIN" status -d "$DB" $opt --json "$K"
+        [ "$status" -eq 0 ]
+        [ "$(py 'd["semaphore"]["slots"], d["semaphore"]["waiting"]')" = "2 2" ]
+        [ "$(py '[w["head"] for w in d["semaphore"]["waiters"]]')" = "[True, False]" ]
+        [ "$(py 'd["semaphore"]["waiters"][1]["pid"]')" = "$queued" ]
+    done
+    # --slots with another N than the one in use: 64, naming it
+    run --separate-stderr "$PGLOCK_BIN" status -d "$DB" --slots=3 "$K"
+    [ "$status" -eq 64 ]
+    [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2" ]
+    touch "$out/release"
+    local j
+    for j in h1 h2 w1 w2; do
+        finish "$j" 15
+        [ "$(status_of "$j")" = 0 ]
+    done
+    nothing_left
+    # nobody uses it: a plain lock's answer again
+    run "$PGLOCK_BIN" status -d "$DB" "$K"
+    [ "$status" -eq 1 ]
+    [[ "$output" != *semaphore* ]]
+}
+
+@test "terminate NAME --slots=N ends the holders of its slots (74 each), never a waiter; another N is 64" {
+    bg h1 run -d "$DB" --slots=2 "$K" -c "$(slot_job h1 2)"
+    bg h2 run -d "$DB" --slots=2 "$K" -c "$(slot_job h2 2)"
+    wait_until 15 files_at_least '*.started' 2
+    bg w run -d "$DB" --slots=2 --wait=30s "$K" -c "$(slot_job w 2)"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 2 ]"
+    run --separate-stderr "$PGLOCK_BIN" terminate -d "$DB" --slots=3 --yes "$K"
+    [ "$status" -eq 64 ]
+    [ "$stderr" = "pglock: error: --slots=3 given, but lock \"$K\" is in use with --slots=2; nothing was terminated" ]
+    alive "$(pid_of h1)"
+    alive "$(pid_of h2)"
+    run --separate-stderr "$PGLOCK_BIN" terminate -d "$DB" --slots=2 --yes "$K"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "the slots of lock \"$K\" in database \"$(q 'select current_database()')\" are held by:" ]
+    # one line per holder, naming its slot (in key order)
+    [ "$(printf '%s\n' "${lines[1]}" "${lines[2]}" | cut -c1-14 | sort | tr '\n' ,)" = "  slot 0  pid ,  slot 1  pid ," ]
+    [ "$(grep -c '^terminated pid ' <<<"$output")" = 2 ]
+    finish h1 15
+    finish h2 15
+    [ "$(status_of h1)" = 74 ]
+    [ "$(status_of h2)" = 74 ]
+    # the waiter was not ended: it runs in a freed slot
+    wait_until 15 file_exists "$out/w.started"
+    touch "$out/release"
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+    run "$PGLOCK_BIN" terminate -d "$DB" --slots=2 --yes "$K"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"no slot of lock \"$K\" is held; nothing to terminate"* ]]
+}
+
+@test "plain status names a semaphore's slots, gate and declaration after NAME, not as bare keys" {
+    bg h run -d "$DB" --slots=1 "$K" -c "$(slot_job h 1)"
+    wait_until 15 file_exists "$out/h.started"
+    bg w run -d "$DB" --slots=1 --wait=30s "$K" -c "true"
+    wait_until 15 eval "[ \"\$(slot_locks f)\" -ge 1 ]"
+    run "$PGLOCK_BIN" status -d "$DB" --json
+    [ "$status" -eq 0 ]
+    [ "$(py "sorted((l['semaphore_part'], l['name_source']) for l in d['locks'] if l['name'] == '$K')")" = \
+      "[('--slots=1', 'application_name'), ('gate', 'application_name'), ('slot 0', 'application_name')]" ]
+    run "$PGLOCK_BIN" status -d "$DB"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"$K slot 0 (application_name) = key "* ]]
+    [[ "$output" == *"$K gate (application_name) = key "* ]]
+    touch "$out/release"
+    finish h 15
+    finish w 15
+    [ "$(status_of w)" = 0 ]
+    nothing_left
+}
+
+roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
+
+@test "the --try path's cost: two round trips more than one key's (the declaration, then the read for another N)" {
+    need PGLOCK_TEST_PROXY PGLOCK_TEST_PROXY_CTL
+    proxy_cmd reset >/dev/null
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PROXY" --try "$K-plain" -- true
+    [ "$status" -eq 0 ]
+    local plain slots
+    plain=$(roundtrips)
+    proxy_cmd reset >/dev/null
+    run "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PROXY" --slots=3 --try "$K" -- true
+    [ "$status" -eq 0 ]
+    slots=$(roundtrips)
+    report "run --try: $plain round trips; run --slots=3 --try: $slots"
+    [ "$slots" -eq $((plain + 2)) ]
+    nothing_left
 }
