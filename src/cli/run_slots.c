@@ -79,13 +79,8 @@ int run_slots_make(run_slots *s, const pglock_key *key, int n)
 /* The M of a declaration key of s, or 0 when key is none of them. */
 static int declared_n(const run_slots *s, const pglock_key *key)
 {
-    uint32_t c, o, ck, ok;
-    int sub, subk;
-    if (pglock_key_locktag(key, &c, &o, &sub) < 0)
-        return 0;
     for (int m = 1; m <= RUN_MAX_SLOTS; m++)
-        if (pglock_key_locktag(&s->decls[m - 1], &ck, &ok, &subk) == 0 &&
-            ck == c && ok == o && subk == sub)
+        if (cli_same_lock(key, &s->decls[m - 1]))
             return m;
     return 0;
 }
