@@ -14,8 +14,7 @@ setup() {
     out=$BATS_TEST_TMPDIR
     SRC=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
     K="examples-$$-$RANDOM"
-    cmake --install "$PGLOCK_BUILD" --prefix "$out/prefix" >"$out/install.log" 2>&1 ||
-        { cat "$out/install.log"; return 1; }
+    install_to "$out/prefix"
     bin=$out/prefix/bin
     # The jobs the examples name, as stubs that say they ran.
     printf '#!/bin/sh\necho "$PGLOCK_KEY" >>%s/billing.ran\n' "$out" >"$bin/billing"

@@ -173,3 +173,10 @@ running_jobs() {
     done
     echo "$c"
 }
+
+# install_to DIR: installs the build under test into DIR (a --prefix that
+# differs from the configured one, as a packager's staging dir does).
+install_to() {
+    cmake --install "$PGLOCK_BUILD" --prefix "$1" >"$out/install.log" 2>&1 ||
+        { cat "$out/install.log"; return 1; }
+}

@@ -17,13 +17,6 @@ setup() {
     command -v cmake >/dev/null || skip "cmake is not installed"
 }
 
-# install_to DIR: installs the build under test into DIR (a --prefix that
-# differs from the configured one, as a packager's staging dir does).
-install_to() {
-    cmake --install "$PGLOCK_BUILD" --prefix "$1" >"$out/install.log" 2>&1 ||
-        { cat "$out/install.log"; return 1; }
-}
-
 @test "the library exports only pglock_* symbols" {
     command -v nm >/dev/null || skip "nm is not installed"
     local so=("$PGLOCK_BUILD"/libpglock.so)
