@@ -171,9 +171,11 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     cli_verbose("connected: database \"%s\" on %s port %s, %s",
                 db, pc && PQhost(pc) ? PQhost(pc) : "?",
                 pc && PQport(pc) ? PQport(pc) : "?",
-                pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT
-                    ? "through a pooler: the lock is held in a transaction"
-                    : "session lock on a direct connection");
+                pglock_client_hold_mode(st->client) != PGLOCK_HOLD_XACT
+                    ? "session lock on a direct connection"
+                : st->args->hold == PGLOCK_HOLD_XACT
+                    ? "the lock is held in a transaction (--mode=xact)"
+                    : "through a pooler: the lock is held in a transaction");
 
     for (int i = 0; i < st->nkeys; i++) {
         if (key[i].resolved || (key[i].kind != PGLOCK_KEY_HASHTEXT &&

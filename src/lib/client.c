@@ -43,7 +43,10 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
  * connection's settings.  A plain SET through a pooler would leak to the
  * pool's other clients, so the settings are guarded by the pid comparison
  * inside the statement itself.  (In xact hold they are applied
- * transaction-locally with the first lock.) */
+ * transaction-locally with the first lock; a direct connection in xact
+ * hold only turns idle_session_timeout off here, so that a default the
+ * DBA set does not end the session before its first lock: on a busy
+ * machine even the gap before run's first lock passed 100 ms.) */
 static int open_sql(char *buf, size_t len, const pglock_options *o)
 {
     char settings[2048];
@@ -53,7 +56,11 @@ static int open_sql(char *buf, size_t len, const pglock_options *o)
         "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
         " current_setting('server_version_num')::int,"
         " CASE WHEN pg_backend_pid() = $1::int AND NOT pg_is_in_recovery()"
-        "  AND $2::bool THEN %s END", settings);
+        "  AND $2::bool THEN %s END,"
+        " CASE WHEN pg_backend_pid() = $1::int AND NOT $2::bool"
+        "  AND current_setting('server_version_num')::int >= 140000"
+        "  THEN set_config('idle_session_timeout', '0', false) END",
+        settings);
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 

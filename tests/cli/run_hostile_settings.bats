@@ -10,7 +10,12 @@ bats_require_minimum_version 1.5.0
 setup() { setup_run; }
 teardown() { teardown_run; }
 
-HOSTILE="-c statement_timeout=50 -c lock_timeout=10 -c idle_session_timeout=100 -c idle_in_transaction_session_timeout=100"
+# Margins: pglock's first statement runs under the DBA's statement_timeout,
+# and the session is idle under idle_session_timeout until that statement
+# arrives; nothing can change that, so the values are small next to the
+# wait (500 ms) and the hold (1 s) but large next to a connection's setup
+# on a loaded machine (with 50 and 100 ms a CI run lost a waiter).
+HOSTILE="-c statement_timeout=200 -c lock_timeout=10 -c idle_session_timeout=300 -c idle_in_transaction_session_timeout=300"
 
 # waits_and_holds MODE: a waiter queued behind a holder for a while, then
 # a command that runs well past every hostile timeout, keeping the lock.
@@ -29,7 +34,7 @@ waits_and_holds() {
     finish h 10
     wait_until 10 file_exists "$out/w.start"
     # Held well past idle_session_timeout / idle_in_transaction_session_timeout.
-    deadline=$(($(now_ms) + 700))
+    deadline=$(($(now_ms) + 1000))
     wait_until 5 eval "[ \$(now_ms) -ge $deadline ]"
     held "$K"
     alive "$(cat "$out/w.jobpid")"

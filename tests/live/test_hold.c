@@ -497,31 +497,56 @@ static void statement_errors_on_the_session_are_no_loss(void **s)
 /* Xact hold (through the pooler): a cancel that lands on a heartbeat
  * aborts the holding transaction, which frees its locks at once: a
  * server-side loss, told at the heartbeat's answer, and the lock is
- * indeed free.  Rounds of 300 ms of cancels until the notice (a storm
- * hits only some heartbeats on a loaded machine: up to 60 s).  A revoked
- * function cannot stand in here, as it does for the session hold: inside
- * the open holding transaction, which takes no relation lock, the backend
- * reads no invalidation, so the revoke is not seen. */
+ * indeed free.  A cancel counts only while a statement runs (one that
+ * reaches an idle backend is dropped), and a heartbeat runs for
+ * microseconds: a storm at random times missed every heartbeat of 60 s
+ * on a loaded CI machine.  So the storm is aimed: the holder's backend is
+ * frozen (SIGSTOP) for T_h + 300 ms, long enough for the next heartbeat
+ * to wait in its socket, then resumed under a stream of SIGINT (what
+ * pg_cancel_backend() sends) for 300 ms: the heartbeat is the first
+ * thing it runs.  A freeze that no heartbeat caught is tried again, up to
+ * 60 s.  Margin: with a 6 s lease (T_h 1 s, T_c 4 s) a heartbeat is
+ * answered at most T_h + 1.6 s after the one before, 2.4 s before T_c.
+ * A revoked function cannot stand in here, as it does for the session
+ * hold: inside the open holding transaction, which takes no relation
+ * lock, the backend reads no invalidation, so the revoke is not seen. */
 static void a_cancel_in_xact_hold_is_a_server_side_loss(void **s)
 {
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
+    const long lease = 6000, beat = lease / 6;
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
     notice n = {0};
     pglock_hold *hold;
-    pglock_client *c = first_holds(pooler, id, &hold, &n);
+    pglock_client *c = first_holds_lease(pooler, id, lease, &hold, &n);
     assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
-    int pid = pglock_client_backend_pid(c);
+    pid_t pid = (pid_t)pglock_client_backend_pid(c);
     long before = pt_logged(pid, CANCEL);
     int64_t storm_at = pglock_now_ms();
-    while (!n.calls && pglock_now_ms() - storm_at < 60000)
-        pt_cancel_storm(primary, pid, 300);
+    int freezes = 0;
+    while (!n.calls && pglock_now_ms() - storm_at < 60000) {
+        int64_t frozen_at = pglock_now_ms();
+        if (kill(pid, SIGSTOP) != 0)
+            break; /* gone: the pooler closed it after a cancel */
+        freezes++;
+        while (pglock_now_ms() - frozen_at < beat + 300)
+            poll(NULL, 0, 20);
+        assert_int_equal(kill(pid, SIGCONT), 0);
+        int64_t resumed_at = pglock_now_ms();
+        /* (until the backend is gone: the pooler closes a server
+         * connection whose transaction failed) */
+        while (pglock_now_ms() - resumed_at < 300 && kill(pid, SIGINT) == 0)
+            ;
+        pt_wait_until(noticed, &n, beat / 2);
+    }
+    pt_wait_until(noticed, &n, lease);
     long cancelled = pt_logged(pid, CANCEL) - before;
-    printf("# cancel storm on an xact hold (lease %ld ms): %ld statements "
-           "cancelled; loss notice %lld ms after the storm began (%s)\n",
-           LEASE_MS, cancelled, (long long)(n.at - storm_at), n.message);
+    printf("# aimed cancels on an xact hold (lease %ld ms): %d freezes, %ld "
+           "statements cancelled; loss notice %lld ms after the first "
+           "freeze (%s)\n", lease, freezes, cancelled,
+           (long long)(n.at - storm_at), n.message);
     assert_int_equal(n.calls, 1);
     assert_int_equal(n.code, PGLOCK_ECONNLOST);
     assert_non_null(strstr(n.message, "transaction failed"));

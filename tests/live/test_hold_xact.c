@@ -6,8 +6,10 @@
  * pool's other clients; the transaction keeps no xid and no snapshot, so
  * VACUUM removes rows deleted meanwhile; a failed first acquire leaves no
  * transaction; the server's idle_in_transaction_session_timeout is the
- * lease.
+ * lease; a DBA's idle_session_timeout does not end a direct client before
+ * its first lock.
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -417,6 +419,41 @@ static void a_terminated_holder_backend_is_a_lost_lock(void **state)
     PQfinish(obs);
 }
 
+/* A direct connection in xact hold: an idle_session_timeout the DBA set
+ * (here 100 ms, through the startup options) no longer ends the session
+ * between the open and the first lock: the client turned it off, and a
+ * lock taken well after 100 ms is held.  (13 has no idle_session_timeout:
+ * there the lock is taken without it.) */
+static void a_dbas_idle_session_timeout_spares_the_xact_client(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    int v14 = atoi(pt_env_or_skip("PGLOCK_TEST_SERVER_VERSION_NUM")) >= 140000;
+    char conninfo[1024];
+    snprintf(conninfo, sizeof conninfo, "%s%s", primary,
+             v14 ? " options='-c idle_session_timeout=100'" : "");
+    PGconn *obs = pt_connect(primary);
+    pglock_client *c = open_hold(conninfo, PGLOCK_HOLD_XACT, 0);
+    int pid = PQbackendPID(pglock_client_conn(c));
+    if (v14)
+        assert_int_equal(pt_query_intf(pglock_client_conn(c),
+            "SELECT current_setting('idle_session_timeout')::interval = '0'"),
+            1);
+    /* Three times the DBA's timeout, idle: the session is still there. */
+    int64_t idle_from = pglock_now_ms();
+    while (pglock_now_ms() - idle_from < 300)
+        poll(NULL, 0, 20);
+    int64_t id = pt_unique_key();
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
+    assert_false(pt_key_free(obs, id));
+    assert_int_equal(pglock_client_backend_pid(c), pid); /* the same one */
+    pglock_client_close(c);
+    assert_true(pt_key_free(obs, id));
+    PQfinish(obs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +465,7 @@ int main(void)
         cmocka_unit_test(a_failed_first_acquire_leaves_no_transaction),
         cmocka_unit_test(the_servers_idle_in_transaction_timeout_is_the_lease),
         cmocka_unit_test(a_terminated_holder_backend_is_a_lost_lock),
+        cmocka_unit_test(a_dbas_idle_session_timeout_spares_the_xact_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
