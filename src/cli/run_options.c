@@ -99,8 +99,10 @@ void run_print_help(const run_command *cmd)
            "  pglock %s [OPTION]... %s -c STRING\n\n",
            cmd->summary, cmd->name, keys, cmd->name, keys);
     cli_opt_help(stdout, t);
-    printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
-           "DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n%s", cmd->epilogue);
+    printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME.\n"
+           "DURATION: 500ms, 1.5s, 5m, 2h or plain seconds.\n"
+           "(Both in full: pglock(1), KEYS and DURATIONS, and docs/keys.md.)\n%s"
+           "See pglock-%s(1).\n", cmd->epilogue, cmd->name);
 }
 
 int run_duration_option(const char *command, const char *name,
