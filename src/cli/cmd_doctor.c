@@ -566,7 +566,7 @@ static const cli_opt doctor_opts[] = {
      "check the run history for --record (else only when\n"
      "pglock.runs exists)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock(1))"},
+     "one JSON document (schema in pglock-doctor(1))"},
     CLI_OPT_END};
 
 static const cli_opt *const doctor_tables[] = {

@@ -59,7 +59,7 @@ static const cli_opt status_opts[] = {
     {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
      "registry of key names (default: $PGLOCK_KEYS)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock(1))"},
+     "one JSON document (schema in pglock-status(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",

@@ -47,11 +47,11 @@ static const cli_opt command_opts[] = {
      "run STRING with /bin/sh -c"},
     {OPT_FOREGROUND, 0, "foreground", CLI_OPT_NO_VALUE, NULL,
      "keep the command in pglock's process group, so\n"
-     "that it can read the terminal (see pglock(1))"},
+     "that it can read the terminal (see pglock-run(1))"},
     {OPT_ALLOW_SETUID, 0, "allow-setuid", CLI_OPT_NO_VALUE, NULL,
      "let the command gain privileges (sudo, setuid\n"
      "programs); pglock may then be unable to stop it\n"
-     "in time (see pglock(1))"},
+     "in time (see pglock-run(1))"},
     CLI_OPT_END};
 
 static const cli_opt keys_opts[] = {
