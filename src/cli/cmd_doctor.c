@@ -581,7 +581,8 @@ static void print_help(void)
            "Only read-only statements are sent (safe through a pooler).\n\n");
     cli_opt_help(stdout, doctor_tables);
     printf("\nExit status: 0 with no problem, 1 with a problem, 64 for bad\n"
-           "options, 69 when it could not connect.\n");
+           "options, 69 when it could not connect.\n"
+           "See pglock-doctor(1).\n");
 }
 
 int cmd_doctor(int argc, char **argv)

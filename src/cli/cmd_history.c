@@ -55,7 +55,8 @@ static void usage(void)
            "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
            "unrecorded (pglock ended without recording the end), running?\n"
            "(cannot tell those two apart: see pglock-history(1)).\n"
-           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
+           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n"
+           "See pglock-history(1).\n");
 }
 
 static int parse(int argc, char **argv, history_args *h)

@@ -83,7 +83,8 @@ static void print_help(void)
     cli_opt_help(stdout, status_tables);
     printf("\nExit status: with KEYs, 0 when every KEY is held, 1 when any is\n"
            "free; with no KEY, 0 when it could look.  64 for bad options or\n"
-           "keys, 69 when it could not look (no connection, a standby).\n");
+           "keys, 69 when it could not look (no connection, a standby).\n"
+           "See pglock-status(1).\n");
 }
 
 /* ------------------------------------------------------------ keys */
