@@ -650,7 +650,7 @@ int cmd_doctor(int argc, char **argv)
             "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
             "both %d", sql_pid);
     } else {
-        /* The setup the README recommends: run and lead (--mode=auto)
+        /* The setup docs/deployment.md recommends: run and lead (--mode=auto)
          * hold their locks in a transaction here.  PgBouncer's backend
          * pid is a random 32-bit cancel key: unsigned, as in run. */
         add(&r, "pooler", OK, NULL,
