@@ -61,7 +61,7 @@
  *     ('x' || substr(encode(sha256(convert_to(NAME, 'UTF8')), 'hex'), 1, 16))
  *       ::bit(64)::bigint
  *   Legacy keys hashtext(NAME) and hashtextextended(NAME, SEED) are computed
- *   by the server.
+ *   by the server.  docs/keys.md is the reference for keys.
  */
 #ifndef PGLOCK_H
 #define PGLOCK_H
@@ -250,21 +250,10 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  *   nightly-billing, text:123 a name (hashed by the SHA-256 rule)
  *   hashtext:NAME             the server's hashtext(NAME)
  *   hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)
- * Rules, all strict:
- *   - A bare key that begins with an ASCII digit, '-', '+' or ':' is
- *     numeric-looking: it must be exactly INT (64-bit) or INT:INT (two
- *     32-bit ints), else it is an error, never a name ("1e3", "0x10",
- *     "42:x", "42:", ":9", "1:2:3", "-", "+5", out of range).
- *   - Integers are canonical: an optional '-', digits, no leading zeros,
- *     no '+', not "-0".  So every integer has one spelling, the one
- *     pglock_key_format() prints ("007" is an error, not 7).
- *   - Prefixes are lower case ("INT:5" is an error, not a name); after
- *     "text:", "hashtext:" and the seed of "hashtextextended:" the rest
- *     is the name verbatim (colons, spaces and all) and must not be empty.
- *   - Any other bare key is a name, unless it begins or ends with
- *     whitespace (an error: write text:NAME for such a name).
- *   - The key is valid UTF-8 and not empty; "@NAME" (a registry lookup)
- *     is the caller's to handle and is an error here.
+ * Parsing is strict: anything numeric-looking that is not exactly INT or
+ * INT:INT in canonical form is an error, never a name.  The whole syntax
+ * and its rules live in docs/keys.md (the one home of the key syntax).
+ * "@NAME" (a registry lookup) is the caller's to handle: an error here.
  * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
  * line ('invalid key "42:x": the id after ':' is not an integer') to
  * errbuf (may be NULL).

@@ -49,7 +49,8 @@ static void usage(void)
     printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
            "Exit status (monitoring-plugins conventions, not sysexits): 0 OK,\n"
            "1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot tell: bad options, no\n"
-           "server, no history table).\n");
+           "server, no history table).\n"
+           "See pglock-check(1).\n");
 }
 
 /* The UNKNOWN line on stdout, after the error already on stderr. */

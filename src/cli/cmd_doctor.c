@@ -566,7 +566,7 @@ static const cli_opt doctor_opts[] = {
      "check the run history for --record (else only when\n"
      "pglock.runs exists)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock(1))"},
+     "one JSON document (schema in pglock-doctor(1))"},
     CLI_OPT_END};
 
 static const cli_opt *const doctor_tables[] = {
@@ -581,7 +581,8 @@ static void print_help(void)
            "Only read-only statements are sent (safe through a pooler).\n\n");
     cli_opt_help(stdout, doctor_tables);
     printf("\nExit status: 0 with no problem, 1 with a problem, 64 for bad\n"
-           "options, 69 when it could not connect.\n");
+           "options, 69 when it could not connect.\n"
+           "See pglock-doctor(1).\n");
 }
 
 int cmd_doctor(int argc, char **argv)
@@ -649,7 +650,7 @@ int cmd_doctor(int argc, char **argv)
             "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
             "both %d", sql_pid);
     } else {
-        /* The setup the README recommends: run and lead (--mode=auto)
+        /* The setup docs/deployment.md recommends: run and lead (--mode=auto)
          * hold their locks in a transaction here.  PgBouncer's backend
          * pid is a random 32-bit cancel key: unsigned, as in run. */
         add(&r, "pooler", OK, NULL,

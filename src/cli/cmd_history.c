@@ -23,7 +23,7 @@ static const cli_opt history_opts[] = {
     {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
      "at most N runs (default 20)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON array (see pglock(1))"},
+     "one JSON array (see pglock-history(1))"},
     {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
      "delete finished runs older than AGE (at most\n"
      "10000 a call), then exit"},
@@ -54,8 +54,9 @@ static void usage(void)
     printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
            "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
            "unrecorded (pglock ended without recording the end), running?\n"
-           "(cannot tell those two apart: see pglock(1)).\n"
-           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n");
+           "(cannot tell those two apart: see pglock-history(1)).\n"
+           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n"
+           "See pglock-history(1).\n");
 }
 
 static int parse(int argc, char **argv, history_args *h)

@@ -44,7 +44,8 @@ static void usage(void)
            "Usage:\n  pglock init [OPTION]...\n\n");
     cli_opt_help(stdout, init_tables);
     printf("\nExit status: 0 done, 69 server unavailable or not allowed to "
-           "create\nor to grant, 64 usage.\n");
+           "create\nor to grant, 64 usage.\n"
+           "See pglock-init(1).\n");
 }
 
 typedef struct init_args {

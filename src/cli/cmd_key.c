@@ -45,11 +45,13 @@ static void usage(FILE *to)
           "  hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)\n"
           "  @NAME                    NAME looked up in the registry\n"
           "A key that starts with a digit, '-', '+' or ':' must be an integer or\n"
-          "NS:ID; write text:KEY for such a name.\n"
+          "NS:ID; write text:KEY for such a name.  The syntax in full:\n"
+          "pglock(1), KEYS, and docs/keys.md.\n"
           "\n", to);
     cli_opt_help(to, key_tables);
     fputs("\nExit status: 0 ok, 64 bad key or option, 69 server needed but\n"
-          "unavailable.\n", to);
+          "unavailable.\n"
+          "See pglock-key(1).\n", to);
 }
 
 /* Prints s with control characters escaped, so one key stays one line. */

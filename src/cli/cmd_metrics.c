@@ -39,7 +39,8 @@ static void usage(void)
            "Usage:\n  pglock metrics [OPTION]...\n\n");
     cli_opt_help(stdout, metrics_tables);
     printf("\nExit status: 0, 69 server unavailable (pglock_up 0 is still "
-           "printed),\n64 usage.\n");
+           "printed),\n64 usage.\n"
+           "See pglock-metrics(1).\n");
 }
 
 /* Columns: 0 classid, 1 objid, 2 objsubid, 3 held, 4 waiting, 5 oldest

@@ -59,7 +59,7 @@ static const cli_opt status_opts[] = {
     {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
      "registry of key names (default: $PGLOCK_KEYS)"},
     {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock(1))"},
+     "one JSON document (schema in pglock-status(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
@@ -83,7 +83,8 @@ static void print_help(void)
     cli_opt_help(stdout, status_tables);
     printf("\nExit status: with KEYs, 0 when every KEY is held, 1 when any is\n"
            "free; with no KEY, 0 when it could look.  64 for bad options or\n"
-           "keys, 69 when it could not look (no connection, a standby).\n");
+           "keys, 69 when it could not look (no connection, a standby).\n"
+           "See pglock-status(1).\n");
 }
 
 /* ------------------------------------------------------------ keys */

@@ -54,7 +54,8 @@ static void print_help(void)
            "Exit status: 0 terminated, 1 nobody held KEY, 64 usage (several\n"
            "holders without --all, no terminal and no --yes, --slots=N while\n"
            "another N is in use), 69 could not connect or not allowed to\n"
-           "signal the holder.\n");
+           "signal the holder.\n"
+           "See pglock-terminate(1).\n");
 }
 
 typedef struct terminate_options {

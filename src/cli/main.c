@@ -60,8 +60,8 @@ static void print_help(void)
     printf("\nOptions:\n"
            "  -V, --version  output version information, then exit\n"
            "  -?, --help     show this help, then exit\n\n"
-           "\"pglock COMMAND --help\" describes each command.\n"
-           "See pglock(1) for keys, durations, exit codes and guarantees.\n");
+           "\"pglock COMMAND --help\" describes each command, pglock-COMMAND(1)\n"
+           "in full.  See pglock(1) for keys, durations, exit codes and guarantees.\n");
 }
 
 /* stdout must really have been written: a full disk is an error. */

@@ -176,10 +176,10 @@ typedef struct run_command {
     int several_keys;         /* takes KEY... (run), not one KEY (lead) */
 } run_command;
 
-/* The most keys one `pglock run` takes (documented in pglock(1)). */
+/* The most keys one `pglock run` takes (documented in pglock-run(1)). */
 #define RUN_MAX_KEYS 32
 /* The most bytes of PGLOCK_KEY, the keys as given joined by newlines
- * (documented in pglock(1)). */
+ * (documented in pglock-run(1)). */
 #define RUN_MAX_KEY_ENV 4095
 
 struct run_args {
@@ -373,7 +373,7 @@ int run_exit_code_for_open(int rc);
 
 /* ----------------------------------------- semaphores (run_slots*.c) */
 
-/* The most slots one name may have (documented in pglock(1)). */
+/* The most slots one name may have (documented in pglock-run(1)). */
 #define RUN_MAX_SLOTS 64
 
 /* The slots of a name: slot i is the text key "<KEY_ID>#<i>", the gate

@@ -47,11 +47,11 @@ static const cli_opt command_opts[] = {
      "run STRING with /bin/sh -c"},
     {OPT_FOREGROUND, 0, "foreground", CLI_OPT_NO_VALUE, NULL,
      "keep the command in pglock's process group, so\n"
-     "that it can read the terminal (see pglock(1))"},
+     "that it can read the terminal (see pglock-run(1))"},
     {OPT_ALLOW_SETUID, 0, "allow-setuid", CLI_OPT_NO_VALUE, NULL,
      "let the command gain privileges (sudo, setuid\n"
      "programs); pglock may then be unable to stop it\n"
-     "in time (see pglock(1))"},
+     "in time (see pglock-run(1))"},
     CLI_OPT_END};
 
 static const cli_opt keys_opts[] = {
@@ -99,8 +99,10 @@ void run_print_help(const run_command *cmd)
            "  pglock %s [OPTION]... %s -c STRING\n\n",
            cmd->summary, cmd->name, keys, cmd->name, keys);
     cli_opt_help(stdout, t);
-    printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME (see pglock(1)).\n"
-           "DURATION: 500ms, 30s, 5m, 2h or plain seconds.\n%s", cmd->epilogue);
+    printf("\nKEY: 123, int:-5, 42:9, nightly-billing, text:123, @NAME.\n"
+           "DURATION: 500ms, 1.5s, 5m, 2h or plain seconds.\n"
+           "(Both in full: pglock(1), KEYS and DURATIONS, and docs/keys.md.)\n%s"
+           "See pglock-%s(1).\n", cmd->epilogue, cmd->name);
 }
 
 int run_duration_option(const char *command, const char *name,

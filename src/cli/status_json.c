@@ -1,4 +1,4 @@
-/* pglock status --json: one document, on one line (schema in pglock(1)). */
+/* pglock status --json: one document, on one line (schema in pglock-status(1)). */
 #include <string.h>
 #include <time.h>
 #include "json.h"

@@ -33,7 +33,7 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
     opts->dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
     /* As pglock run and lead: session locks on a direct connection, a
      * holding transaction through a pooler (never PGLOCK_EPOOLER for the
-     * setup the README recommends). */
+     * setup docs/deployment.md recommends). */
     opts->hold = PGLOCK_HOLD_AUTO;
     return PGLOCK_OK;
 }

@@ -287,7 +287,7 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
         sb_puts(&sb, num);
         break;
     case PGLOCK_KEY_TEXT:
-        /* The README's portable expression (PostgreSQL 11+). */
+        /* docs/keys.md's portable expression (PostgreSQL 11+). */
         sb_puts(&sb, "('x' || substr(encode(sha256(convert_to(");
         sb_literal(&sb, key->name, key->name_len);
         sb_puts(&sb, ", 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint");

@@ -1,5 +1,5 @@
 /*
- * The textual key syntax (pglock_key_parse); the rules are in pglock.h.
+ * The textual key syntax (pglock_key_parse); the rules are in docs/keys.md.
  *
  * Strictness is the point: a key that looks like a number but is not
  * exactly one is an error, because reading it as a name would take a

@@ -58,7 +58,7 @@ finding() {
     [[ "$output" == *"advisory locks held now"* ]]
 }
 
-@test "through PgBouncer in transaction mode, the README's setup: exit 0, a sizing warning" {
+@test "through PgBouncer in transaction mode, the setup of docs/deployment.md: exit 0, a sizing warning" {
     need PGLOCK_TEST_POOLER
     run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER"
     [ "$status" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# The deployment examples work as written: the README's cron line and
-# systemd unit, docs/examples/*.service, and pglock(1)'s cron line.  They
+# The deployment examples work as written: docs/deployment.md's cron line
+# and systemd unit, docs/examples/*.service, and pglock(1)'s cron line.  They
 # name /usr/local/bin/pglock, where `make install` puts it; here the build
 # is installed into a temporary prefix whose bin/ is mounted on
 # /usr/local/bin in a mount namespace of the test's own (`unshare -rm`),
@@ -37,11 +37,11 @@ as_installed_bg() {
     bg_pid=$!
 }
 
-# block LANG: the first ```LANG block of the README, verbatim.
+# block LANG: the first ```LANG block of docs/deployment.md, verbatim.
 block() {
     awk -v lang="$1" '$0 == "```" lang { inblk = 1; next }
                       inblk && /^```$/ { exit }
-                      inblk { print }' "$SRC/README.md"
+                      inblk { print }' "$SRC/docs/deployment.md"
 }
 
 # cron_env: the environment cron gives a command (only PATH=/usr/bin:/bin
@@ -52,7 +52,7 @@ cron_env() {
           PGUSER="$PGUSER" PGDATABASE="$PGDATABASE" sh -c)
 }
 
-@test "the README's cron line runs as written under cron's PATH: one run, then a quiet skip (75)" {
+@test "docs/deployment.md's cron line runs as written under cron's PATH: one run, then a quiet skip (75)" {
     local line cmd
     line=$(block cron | grep -E '^[0-9*]+ [0-9*]+ \* \* \* ')
     # five time fields and the user, then the command
@@ -120,4 +120,38 @@ cron_env() {
     [ "$status" = 143 ]
     gone "$(cat "$out/scheduler.started")"
     wait_until 10 not_held "$K"
+}
+
+@test "the README's package lines are .ci/run's packages, no more, no less, and npm only where none is" {
+    local readme ci
+    readme=$(grep -E '^ +sudo apt-get install -y ' "$SRC/README.md" | sed 's/.*install -y //' | tr -s ' ' '\n' | grep . | sort -u)
+    ci=$(sed -n '/^packages=(/,/)/p' "$SRC/.ci/run" | sed 's/packages=(//; s/)//' | tr -s ' ' '\n' | grep . | sort -u)
+    [ -n "$ci" ]
+    diff <(echo "$readme") <(echo "$ci")
+    grep -qx '    command -v npm || sudo apt-get install -y npm' "$SRC/README.md"
+}
+
+# quick_start N: the Nth ```sh block of the README's quick start, verbatim.
+quick_start() {
+    awk -v n="$1" '/^## / { qs = ($0 ~ /^## Quick start/) }
+                   qs && /^```sh$/ { if (++i == n) { inblk = 1 }; next }
+                   inblk && /^```$/ { exit }
+                   inblk { print }' "$SRC/README.md"
+}
+
+@test "the README's quick start runs as written: one of three hosts runs the job, two are told who holds it, status names it" {
+    # the first block builds and starts the harness, which this test has
+    # done already: it must name them as they are
+    [ "$(quick_start 1)" = "$(printf '%s\n' make '. "$(tests/harness/harness.sh start --build build)"')" ]
+    quick_start 2 >"$out/race.sh"
+    grep -q 'pglock run --try nightly-billing' "$out/race.sh"
+    mkdir "$out/tree"
+    ln -s "$PGLOCK_BUILD" "$out/tree/build"
+    run -0 --separate-stderr sh -c 'cd "$1" && . "$2"' sh "$out/tree" "$out/race.sh"
+    echo "$output"
+    echo "$stderr"
+    [ "$(grep -c 'runs the job$' <<<"$output")" = 1 ]
+    [ "$(grep -c 'is held by pid .*the command was not run$' <<<"$stderr")" = 2 ]
+    [[ "$output" == *"nightly-billing (application_name) = key -3003901418071974465: exclusive"* ]]
+    [[ "$output" == *"holds "*"pglock run nightly-billing"* ]]
 }

@@ -442,7 +442,7 @@ pglock_up 0" ]
     [ "${#stderr_lines[@]}" -eq 1 ]
     [[ "$stderr" == "pglock: error: "* ]]
 
-    # the README's alert reads the last finished run: a run going does
+    # docs/operations.md's alert reads the last finished run: a run going does
     # not make it fire
     local id
     id=$(q "select $(name_sql "$K")")

@@ -2,8 +2,9 @@
 # The installed library is usable by another project: `cmake --install`
 # into a temporary prefix, then a small consumer (tests/data/consumer)
 # built with pkg-config and with CMake's find_package(pglock) takes a lock
-# that pg_locks shows.  Also: only pglock_* symbols are exported, and the
-# README's library example compiles against the installed header.
+# that pg_locks shows.  Also: only pglock_* symbols are exported, the
+# README's library example builds, links and runs as written, and every
+# command has its installed man page, which names each of its options.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -49,16 +50,37 @@ readme_example() {
          inblk { buf = buf $0 "\n" }' "$SRC/README.md"
 }
 
-@test "the README's library example compiles against the installed header" {
+@test "the README's library example builds and links as written, and runs: one holder bills, a second finds it busy (75)" {
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     install_to "$out/prefix"
     readme_example >"$out/example.c"
     grep -q 'pglock_hold_start' "$out/example.c"
     grep -q 'int main' "$out/example.c"
-    local flags libpq_cflags
+    # strictly, against the installed header
+    local flags libpq_cflags pglock_flags libdir
     flags=$(pkg-config --cflags libpq)
     read -ra libpq_cflags <<<"$flags"
     cc -std=c11 -pedantic -Wall -Wextra -Werror -I"$out/prefix/include" \
         "${libpq_cflags[@]}" -c "$out/example.c" -o "$out/example.o"
+    # then linked as the README says (pkg-config), with the prefix's rpath
+    libdir=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)")
+    flags=$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs pglock)
+    read -ra pglock_flags <<<"$flags"
+    cc -std=c11 ${PGLOCK_SANITIZE:+-fsanitize=address,undefined} -o "$out/example" \
+        "$out/example.c" "${pglock_flags[@]}" "-Wl,-rpath,$libdir"
+    # It connects through libpq's PG* variables (the harness's server).
+    [ -n "$PGHOST" ] && [ -n "$PGDATABASE" ]
+    run -0 env -u LD_LIBRARY_PATH "$out/example"
+    [ "$(grep -c '^billed a customer$' <<<"$output")" = 3 ]
+    [ "$(q "select pg_try_advisory_lock($(name_sql nightly-billing))")" = t ]
+    # held elsewhere: 75, nothing billed
+    "$PGLOCK_BIN" run nightly-billing -- sh -c 'echo held; exec sleep 30' >"$out/holder" 2>&1 &
+    local holder=$!
+    wait_until 10 grep -q held "$out/holder"
+    run -75 env -u LD_LIBRARY_PATH "$out/example"
+    [[ "$output" != *billed* ]]
+    kill -TERM "$holder"
+    wait "$holder" || true
 }
 
 @test "pkg-config: a consumer builds against the installed pglock.pc and locks" {
@@ -123,4 +145,31 @@ readme_example() {
         run -0 env MANPATH="$out/prefix/share/man:" man -w pglock
         [ "$output" = "$out/prefix/share/man/man1/pglock.1" ]
     fi
+}
+
+# page_names PAGE OPTION: the man page (roff) writes --OPTION, and not only
+# as the start of a longer one (--host is not --host-label).
+page_names() {
+    perl -e 'my ($page, $o) = @ARGV; $o =~ s/-/\\-/g; open(my $f, "<", $page) or die;
+             while (<$f>) { exit 0 if /\Q$o\E(?![a-z]|\\-[a-z])/ } exit 1' "$1" "$2"
+}
+
+@test "every command has an installed man page that renders cleanly, names each option of its --help, and --help names the page" {
+    install_to "$out/prefix"
+    local man1=$out/prefix/share/man/man1 cmd opt cmds page warnings
+    [ -f "$man1/pglock.1" ]
+    cmds=$("$PGLOCK_BIN" --help | awk '/^Commands:/ { c = 1; next } c && /^  [a-z]/ { print $1 } c && /^$/ { exit }')
+    [ "$(wc -w <<<"$cmds")" -ge 10 ]
+    for cmd in $cmds; do
+        page=$man1/pglock-$cmd.1
+        [ -f "$page" ] || { echo "no page pglock-$cmd(1) installed"; false; }
+        [ "$("$PGLOCK_BIN" "$cmd" --help | tail -1)" = "See pglock-$cmd(1)." ]
+        if command -v man >/dev/null; then
+            warnings=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+            [ -z "$warnings" ] || { echo "pglock-$cmd(1): $warnings"; false; }
+        fi
+        for opt in $("$PGLOCK_BIN" "$cmd" --help | grep -oE '^ +(-., )?--[a-z][a-z-]*' | grep -oE -- '--[a-z-]+'); do
+            page_names "$page" "$opt" || { echo "pglock-$cmd(1) does not name $opt"; false; }
+        done
+    done
 }

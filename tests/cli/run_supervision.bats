@@ -109,7 +109,7 @@ nb_stamp() {
     not_held "$K"
 }
 
-@test "--allow-setuid: the setuid step works as before (the limit is pglock(1)'s)" {
+@test "--allow-setuid: the setuid step works as before (the limit is pglock-run(1)'s)" {
     as_nobody h run -d "$DB" --lease=3s --allow-setuid "$K" -- "$nb/become_root" id -u
     finish h 15
     [ "$(status_of h)" = 0 ]

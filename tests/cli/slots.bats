@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # pglock run --slots=N NAME: a semaphore.  At most N jobs hold NAME at
 # once, each in a slot of its own (PGLOCK_SLOT); slot i is the text key
-# "<KEY_ID>#<i>", the gate "<KEY_ID>#gate" (pglock(1)).  --try takes any
+# "<KEY_ID>#<i>", the gate "<KEY_ID>#gate" (pglock-run(1)).  --try takes any
 # free slot in one statement or exits 75; a wait is woken by the server.
 
 load helpers
@@ -293,7 +293,7 @@ gate_holder() {
 }
 
 @test "a slot taken from SQL by the documented rule counts" {
-    # psql holds slot 0 of a one-slot semaphore, by pglock(1)'s SQL
+    # psql holds slot 0 of a one-slot semaphore, by pglock-run(1)'s SQL
     session slot_holder "$DB" "select pg_advisory_lock(('x' || substr(encode(sha256(convert_to('$KID' || '#' || 0, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint);"
     wait_until 10 granted_count slot_holder 1
     run "$PGLOCK_BIN" run -d "$DB" --slots=1 --try "$K" -c "touch $out/ran"
