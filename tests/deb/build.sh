@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tests/deb/build.sh REF OUT — `make deb`: the Debian packages of commit
+# REF, built by dpkg-buildpackage -us -uc -b from a `git archive` export
+# (a clean tree: no build directory, no uncommitted change), then checked
+# by lintian, which must report no error and no warning (a tag that stays
+# is overridden with its reason in debian/*.lintian-overrides).  The .debs,
+# .changes and .buildinfo go to OUT; the build log to OUT/build.log.
+set -euo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+[ $# -eq 2 ] || { echo "usage: tests/deb/build.sh REF OUT" >&2; exit 64; }
+ref=$1
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+
+for tool in dpkg-buildpackage dh lintian; do
+    command -v "$tool" >/dev/null || {
+        echo "deb: error: $tool is not installed (apt-get install dpkg-dev debhelper lintian)" >&2
+        exit 69
+    }
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+commit=$(git -C "$SRC" rev-parse --verify "$ref^{commit}")
+if [ -n "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] && [ "$ref" = HEAD ]; then
+    echo "deb: note: uncommitted changes are not in the packages (they are built from $commit)"
+fi
+# dpkg-buildpackage writes the packages next to the source directory.
+mkdir "$tmp/pglock"
+git -C "$SRC" archive --format=tar "$commit" | tar -x -C "$tmp/pglock"
+
+start=$SECONDS
+echo "deb: building the packages of $commit"
+if ! (cd "$tmp/pglock" && dpkg-buildpackage -us -uc -b -j"$(nproc)") >"$out/build.log" 2>&1; then
+    tail -40 "$out/build.log"
+    echo "deb: error: dpkg-buildpackage failed (the whole log: $out/build.log)" >&2
+    exit 1
+fi
+rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
+mv "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$out/"
+echo "deb: built in $((SECONDS - start)) s:"
+(cd "$out" && ls -1 ./*.deb)
+
+# lintian on the .changes: the .debs and the .buildinfo.  Info and
+# pedantic tags are shown, not failed on.
+changes=("$out"/*.changes)
+if ! lintian --fail-on error,warning --info "${changes[0]}"; then
+    echo "deb: error: lintian reported an error or a warning (above)" >&2
+    exit 1
+fi
+echo "deb: lintian: no error, no warning"
