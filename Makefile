@@ -76,8 +76,8 @@ deb:
 
 # The packages installed, used and purged (tests/deb/deb.bats): needs
 # root, changes the machine's packages; CI runs it.
-check-deb: deb
-	@tests/deb/check.sh $(DEB_OUT)
+check-deb: all deb
+	@tests/deb/check.sh $(BUILD) $(DEB_OUT)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz $(DEB_OUT)
