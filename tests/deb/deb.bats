@@ -64,12 +64,14 @@ runs_packaged_library() {
     local soname
     soname=$(objdump -p "/usr/lib/$MA/libpglock.so" | awk '$1 == "SONAME" { print $2 }')
     objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }' | grep -qx "$soname"
-    ldconfig -p | grep -q " => /usr/lib/$MA/$soname\$"
+    # (/lib is /usr/lib on a merged-/usr system, and ldconfig says /lib)
+    ldconfig -p | grep -qE " => (/usr)?/lib/$MA/$soname\$"
     run -0 ldd "$1"
+    echo "$output"
     if ldconfig -p | grep -q " => /usr/local/lib/$soname\$"; then
         echo "note: this machine's source install /usr/local/lib/$soname shadows the package's at run time" >&3
     else
-        [[ "$output" == *"$soname => /usr/lib/$MA/$soname "* ]]
+        [[ "$output" =~ $soname\ =\>\ (/usr)?/lib/$MA/$soname\  ]]
     fi
 }
 
