@@ -121,3 +121,8 @@ cron_env() {
     gone "$(cat "$out/scheduler.started")"
     wait_until 10 not_held "$K"
 }
+
+@test "docs/examples/billing.cron and billing.service are the README's cron and systemd examples (the packages ship them)" {
+    diff <(block cron) "$SRC/docs/examples/billing.cron"
+    diff <(block ini) "$SRC/docs/examples/billing.service"
+}
