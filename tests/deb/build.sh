@@ -19,8 +19,15 @@ for tool in dpkg-buildpackage dh lintian; do
     }
 done
 
+# Unprivileged: the packages need no root to build (Rules-Requires-Root:
+# no), so under root (CI) the build and lintian run as nobody.
+as_builder=()
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    as_builder=(runuser -u nobody --)
+    chown nobody: "$tmp"
+fi
 commit=$(git -C "$SRC" rev-parse --verify "$ref^{commit}")
 if [ -n "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] && [ "$ref" = HEAD ]; then
     echo "deb: note: uncommitted changes are not in the packages (they are built from $commit)"
@@ -28,23 +35,28 @@ fi
 # dpkg-buildpackage writes the packages next to the source directory.
 mkdir "$tmp/pglock"
 git -C "$SRC" archive --format=tar "$commit" | tar -x -C "$tmp/pglock"
+[ ${#as_builder[@]} -eq 0 ] || chown -R nobody: "$tmp/pglock"
 
 start=$SECONDS
-echo "deb: building the packages of $commit"
-if ! (cd "$tmp/pglock" && dpkg-buildpackage -us -uc -b -j"$(nproc)") >"$out/build.log" 2>&1; then
+echo "deb: building the packages of $commit${as_builder[*]:+ (as nobody)}"
+if ! (cd "$tmp/pglock" && "${as_builder[@]}" dpkg-buildpackage -us -uc -b -j"$(nproc)") \
+    >"$out/build.log" 2>&1; then
     tail -40 "$out/build.log"
     echo "deb: error: dpkg-buildpackage failed (the whole log: $out/build.log)" >&2
     exit 1
 fi
 rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
-mv "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$out/"
+for f in "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo; do
+    [ ${#as_builder[@]} -eq 0 ] || chown 0:0 "$f"
+    mv "$f" "$out/"
+done
 echo "deb: built in $((SECONDS - start)) s:"
 (cd "$out" && ls -1 ./*.deb)
 
 # lintian on the .changes: the .debs and the .buildinfo.  Info and
 # pedantic tags are shown, not failed on.
 changes=("$out"/*.changes)
-if ! lintian --fail-on error,warning --info "${changes[0]}"; then
+if ! (cd "$tmp" && "${as_builder[@]}" lintian --fail-on error,warning --info "${changes[0]}"); then
     echo "deb: error: lintian reported an error or a warning (above)" >&2
     exit 1
 fi
