@@ -37,6 +37,8 @@ mkdir "$tmp/pglock"
 git -C "$SRC" archive --format=tar "$commit" | tar -x -C "$tmp/pglock"
 [ ${#as_builder[@]} -eq 0 ] || chown -R nobody: "$tmp/pglock"
 
+# No stale package in OUT, whatever happens below.
+rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
 start=$SECONDS
 echo "deb: building the packages of $commit${as_builder[*]:+ (as nobody)}"
 if ! (cd "$tmp/pglock" && "${as_builder[@]}" dpkg-buildpackage -us -uc -b -j"$(nproc)") \
@@ -45,19 +47,21 @@ if ! (cd "$tmp/pglock" && "${as_builder[@]}" dpkg-buildpackage -us -uc -b -j"$(n
     echo "deb: error: dpkg-buildpackage failed (the whole log: $out/build.log)" >&2
     exit 1
 fi
-rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
+echo "deb: built in $((SECONDS - start)) s"
+
+# lintian on the .changes (the .debs and the .buildinfo), before they go
+# to OUT (which nobody may not be able to read).  Info tags are shown, not
+# failed on.
+changes=("$tmp"/*.changes)
+if ! (cd "$tmp" && "${as_builder[@]}" lintian --fail-on error,warning --info "${changes[0]}"); then
+    echo "deb: error: lintian reported an error or a warning (above); the packages stay out of $out" >&2
+    exit 1
+fi
+echo "deb: lintian: no error, no warning"
+
 for f in "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo; do
     [ ${#as_builder[@]} -eq 0 ] || chown 0:0 "$f"
     mv "$f" "$out/"
 done
-echo "deb: built in $((SECONDS - start)) s:"
+echo "deb: the packages, in $out:"
 (cd "$out" && ls -1 ./*.deb)
-
-# lintian on the .changes: the .debs and the .buildinfo.  Info and
-# pedantic tags are shown, not failed on.
-changes=("$out"/*.changes)
-if ! (cd "$tmp" && "${as_builder[@]}" lintian --fail-on error,warning --info "${changes[0]}"); then
-    echo "deb: error: lintian reported an error or a warning (above)" >&2
-    exit 1
-fi
-echo "deb: lintian: no error, no warning"
