@@ -53,7 +53,7 @@ echo "deb: built in $((SECONDS - start)) s"
 # to OUT (which nobody may not be able to read).  Info tags are shown, not
 # failed on.
 changes=("$tmp"/*.changes)
-if ! (cd "$tmp" && "${as_builder[@]}" lintian --fail-on error,warning --info "${changes[0]}"); then
+if ! (cd "$tmp" && "${as_builder[@]}" lintian --fail-on error,warning --display-info "${changes[0]}"); then
     echo "deb: error: lintian reported an error or a warning (above); the packages stay out of $out" >&2
     exit 1
 fi
