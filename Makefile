@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 # plain cmake build does not).
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all lint check check-fast check-valgrind check-versions chaos demo bench fuzz install clean
+.PHONY: all lint check check-fast check-valgrind check-versions chaos demo bench fuzz install deb check-deb clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -64,5 +64,20 @@ fuzz:
 install: all
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
+# Debian packages (debian/, docs/packages.md): pglock, libpglockN and
+# libpglock-dev, built by dpkg-buildpackage from an export of the commit
+# DEB_REF (default HEAD: what is committed, never the work tree's changes),
+# unprivileged (Rules-Requires-Root: no), then checked by lintian.  The
+# .debs go to $(DEB_OUT).
+DEB_OUT ?= build-deb
+DEB_REF ?= HEAD
+deb:
+	@tests/deb/build.sh $(DEB_REF) $(DEB_OUT)
+
+# The packages installed, used and purged (tests/deb/deb.bats): needs
+# root, changes the machine's packages; CI runs it.
+check-deb: all deb
+	@tests/deb/check.sh $(BUILD) $(DEB_OUT)
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz $(DEB_OUT)

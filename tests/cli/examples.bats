@@ -155,3 +155,8 @@ quick_start() {
     [[ "$output" == *"nightly-billing (application_name) = key -3003901418071974465: exclusive"* ]]
     [[ "$output" == *"holds "*"pglock run nightly-billing"* ]]
 }
+
+@test "docs/examples/billing.cron and billing.service are docs/deployment.md's cron and systemd examples (the packages ship them)" {
+    diff <(block cron) "$SRC/docs/examples/billing.cron"
+    diff <(block ini) "$SRC/docs/examples/billing.service"
+}
