@@ -124,11 +124,14 @@ static void print_cell(const char *fmt, double *v, size_t n)
     printf(" %s |", n ? bench_spread(buf, sizeof buf, fmt, v, n) : "n/a");
 }
 
-/* The latency and CPU table for one lock count. */
+#define MAX_PROVERS 8
+
+/* The latency and CPU table for one lock count (np <= MAX_PROVERS). */
 static void measure_count(prover *pv, int np, long count, int iters, int reps)
 {
-    double wall[4][MAX_REPS], cpu[4][MAX_REPS], ratio[4][MAX_REPS];
-    size_t ncpu[4] = {0};
+    double wall[MAX_PROVERS][MAX_REPS], cpu[MAX_PROVERS][MAX_REPS];
+    double ratio[MAX_PROVERS][MAX_REPS];
+    size_t ncpu[MAX_PROVERS] = {0};
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < np; i++) {
             /* the pg_locks query costs ~10 µs per lock held: fewer turns */
@@ -296,10 +299,16 @@ int main(int argc, char **argv)
     long *counts = parse_counts(counts_arg, &ncounts);
 
     PGconn *filler = bench_connect(conninfo), *raw = bench_connect(conninfo);
+    PGconn *raw_again = bench_connect(conninfo);
     PGconn *before = bench_connect(conninfo);
     bench_exec(before, "SELECT pg_advisory_lock(777000)", NULL, PGRES_TUPLES_OK);
-    prover pv[4] = {
+    /* The floor twice: the second, an A/A control, shows how far this
+     * machine alone moves a ratio to the floor. */
+    enum { NPROVERS = 5 }; /* <= MAX_PROVERS */
+    prover pv[NPROVERS] = {
         {"`SELECT pg_backend_pid()` (the floor)", raw,
+         "SELECT pg_backend_pid()", NULL},
+        {"the floor again, another connection (A/A control)", raw_again,
          "SELECT pg_backend_pid()", NULL},
         {"pglock heartbeat, session hold", NULL, NULL,
          holder(conninfo, PGLOCK_HOLD_SESSION, 777001)},
@@ -310,10 +319,10 @@ int main(int argc, char **argv)
 
     /* every compared round trip crosses the same CPUs (see bench_pin) */
     int pinned = bench_pin(0, 0) == 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NPROVERS; i++)
         pinned = pinned && bench_pin(prover_pid(&pv[i]), 0) == 0;
     printf("%s\n\n", pinned
-           ? "This program and the four backends it times share one CPU, so that"
+           ? "This program and the five backends it times share one CPU, so that"
              " every row's round trips cross the same CPUs (on this 2-core machine"
              " one CPU or two makes ~28 or ~39 µs, whichever the scheduler picks)."
            : "The backends could not be pinned to one CPU (the server is elsewhere"
@@ -321,21 +330,21 @@ int main(int argc, char **argv)
              " scheduler put each backend.");
     printf("| other locks on the server | query | µs per heartbeat | × floor |"
            " server CPU µs per heartbeat |\n|---:|---|---:|---:|---:|\n");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NPROVERS; i++)
         run_prover(&pv[i], 20);  /* the backends' caches warm */
     long held = 0;
     for (int i = 0; i < ncounts; i++) {
         fill_to(filler, &held, counts[i]);
-        measure_count(pv, 4, counts[i], iters, reps);
+        measure_count(pv, NPROVERS, counts[i], iters, reps);
     }
     /* The pin is for comparing round trips; it must not cover the fleet,
      * whose 200 clients all run in this process: with the process left on
      * one CPU the fleet's server CPU was seen to rise from 2.3-2.8 % to
      * 5.1-5.3 % of a core.  The fleet runs as it did before the pin, this
-     * process and the four backends back on every CPU they were allowed
+     * process and the five backends back on every CPU they were allowed
      * (unconditionally: a failed pin may have moved some of them). */
     bench_unpin(0);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NPROVERS; i++)
         bench_unpin(prover_pid(&pv[i]));
     printf("\n%d library clients, each holding one lock and heartbeating "
            "every %d ms (the default 30 s lease), for %.1f s each (after "
@@ -356,9 +365,10 @@ int main(int argc, char **argv)
     }
     fleet(conninfo, holders, hold_ms, settle_ms, 0, 1);
     printf("\n");
-    pglock_client_close(pv[1].client);
     pglock_client_close(pv[2].client);
+    pglock_client_close(pv[3].client);
     PQfinish(before);
+    PQfinish(raw_again);
     PQfinish(raw);
     PQfinish(filler);
     return 0;

@@ -353,6 +353,11 @@ say "statement variants"
 out ""
 
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+out ""
+# Last, what this run met and missed (bench/targets.py reads the tables
+# above): every run tells the truth, and the README quotes this table.
+python3 -S "$ROOT/bench/targets.py" "$REPORT" >"$T/targets.md"
+cat "$T/targets.md" >>"$REPORT"
 
 if [ "$SMOKE" = 1 ]; then
     DEST=$BUILD/bench-smoke.md

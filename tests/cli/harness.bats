@@ -110,7 +110,7 @@ assert_all_gone() {
     run "$BATS_TEST_DIRNAME/../../bench/run.sh" "$PGLOCK_BUILD" --smoke
     echo "$output"
     [ "$status" -eq 0 ]
-    for section in "## Machine" "## 1–2. " "## 3. " "## 4. " "## 5. " "## 6. " "## 7. " "## 8. " "## 9. " "## 10. "; do
+    for section in "## Machine" "## 1–2. " "## 3. " "## 4. " "## 5. " "## 6. " "## 7. " "## 8. " "## 9. " "## 10. " "## 11. " "## Targets"; do
         grep -qF -- "$section" "$PGLOCK_BUILD/bench-smoke.md"
     done
     grep -qF "Mutual exclusion violations seen: 0." "$PGLOCK_BUILD/bench-smoke.md"
@@ -126,4 +126,14 @@ assert_all_gone() {
     grep -qF "3 turns of 0.1 s each per repetition" "$PGLOCK_BUILD/bench-smoke.md"
     grep -qE "^\| 2 \| none \| raw libpq wait, again \(A/A control\) \|.* × raw libpq wait \|" "$PGLOCK_BUILD/bench-smoke.md"
     [[ "$output" != *"bench: error"* ]]
+    grep -qE "^\| 0 \| the floor again, another connection \(A/A control\) \|" "$PGLOCK_BUILD/bench-smoke.md"
+    # the targets table judges every goal (none n/a: each figure was found)
+    local goal line
+    for goal in "§1 lock + unlock ≤ 1.03× raw libpq (Unix socket)" "§3 one key, 2 processes" \
+                "§4 distinct keys, 1 processes" "§5 \`pglock run --try K -- true\`" \
+                "§7 heartbeat in session hold, 0 other locks" "§7 heartbeat in xact hold, 0 other locks"; do
+        line=$(grep -F "| $goal" "$PGLOCK_BUILD/bench-smoke.md")
+        [[ "$line" == *"| met |" || "$line" == *"| **missed** |" ]]
+    done
+    run ! grep -F "| n/a |" "$PGLOCK_BUILD/bench-smoke.md"
 }
