@@ -265,6 +265,12 @@ if [ "$HAVE_RUN" = 1 ]; then
     "$B/bench_pairs" $PAIRS "the floor" "pglock run --try K -- true" \
         -- "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777008 true \
         -- "$PGLOCK" run -d "$PGLOCK_TEST_PRIMARY" --try 777009 -- true >>"$REPORT"
+    if [ -n "${PGLOCK_TEST_PRIMARY_TCP:-}" ]; then
+        # shellcheck disable=SC2086
+        "$B/bench_pairs" $PAIRS "the floor" "pglock run --try K -- true over TCP loopback" \
+            -- "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY_TCP" 777012 true \
+            -- "$PGLOCK" run -d "$PGLOCK_TEST_PRIMARY_TCP" --try 777013 -- true >>"$REPORT"
+    fi
     # shellcheck disable=SC2086
     "$B/bench_pairs" $PAIRS "the floor" "pglock run --try --fencing-token K -- true" \
         -- "$B/bench_trylock" -d "$PGLOCK_TEST_PRIMARY" 777010 true \
