@@ -25,7 +25,9 @@
 # Sets PGLOCK_BIN and PGLOCK_BUILD for bats files, and PGLOCK_SANITIZE=1
 # (with ASAN_OPTIONS, UBSAN_OPTIONS) when BUILD is an ASan+UBSan build.
 # A BUILD written valgrind:BUILD runs only that build's C tests, under
-# valgrind's memcheck (an error or a definite leak fails the suite).  What
+# valgrind's memcheck (an error or a definite leak fails the suite);
+# c:BUILD runs only its C tests, cli:BUILD only its CLI suites (make
+# check runs the ASan build's C tests, CI its CLI suites: make check-asan).  What
 # each pass runs, and why, is in tests/README.md.
 #
 # Environment:
@@ -85,19 +87,25 @@ expected_secs() {
 # Writes the queue: one line per suite, "SECONDS<TAB>PASS<TAB>KIND<TAB>
 # BUILD<TAB>PATH", longest first.  PASS is normal, asan or valgrind.
 list_suites() {
-    local spec build pass bin name f
+    local spec kinds build pass bin name f
     for spec in "$@"; do
-        build=$(cd "${spec#valgrind:}" && pwd)
+        kinds=all
+        case $spec in
+        c:*) kinds=c ;;
+        cli:*) kinds=cli ;;
+        esac
+        build=$(cd "${spec#*:}" && pwd)
         pass=normal
-        if [ "$spec" != "${spec#valgrind:}" ]; then pass=valgrind
+        if [ "$spec" != "${spec#valgrind:}" ]; then pass=valgrind kinds=c
         elif is_asan "$build"; then pass=asan; fi
         for bin in "$build"/tests/test_*; do
+            [ "$kinds" != cli ] || break
             [ -x "$bin" ] && [ -f "$bin" ] || continue
             name=$(basename "$bin")
             wanted "$name" || continue
             printf '%s\t%s\tc\t%s\t%s\n' "$(expected_secs "$pass:$name")" "$pass" "$build" "$bin"
         done
-        [ "$pass" != valgrind ] || continue
+        [ "$kinds" != c ] || continue
         for f in "$SRC"/tests/cli/*.bats; do
             name=$(basename "$f")
             wanted "$name" || continue
@@ -282,7 +290,7 @@ if [ $# -lt 1 ]; then
     exit 64
 fi
 for b in "$@"; do
-    [ -d "${b#valgrind:}" ] || { echo "run.sh: no build directory ${b#valgrind:}" >&2; exit 64; }
+    [ -d "${b#*:}" ] || { echo "run.sh: no build directory ${b#*:}" >&2; exit 64; }
 done
 jobs=${PGLOCK_TEST_JOBS:-4}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: PGLOCK_TEST_JOBS must be a positive number" >&2; exit 64; }
@@ -314,7 +322,7 @@ if [ -n "${PGLOCK_TEST_LOGS:-}" ] && [ $# -gt 1 ]; then
     exit 64
 fi
 for b in "$@"; do
-    logs=${PGLOCK_TEST_LOGS:-${b#valgrind:}/test-logs}
+    logs=${PGLOCK_TEST_LOGS:-${b#*:}/test-logs}
     [ "$b" = "${b#valgrind:}" ] || logs=$logs-valgrind
     # A filtered run keeps the other suites' logs.
     [ -n "${TESTS:-}" ] || rm -rf "$logs"
@@ -323,7 +331,7 @@ done
 
 t_start=$SECONDS
 echo "== $total suites of $*, $jobs at a time"
-first=${1#valgrind:}
+first=${1#*:}
 lane_pids=()
 # Ctrl-C or SIGTERM: each lane's harness stops its suite and its servers.
 trap 'kill -TERM "${lane_pids[@]}" 2>/dev/null; wait; exit 130' INT
