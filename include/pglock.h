@@ -46,7 +46,9 @@
  *   removed or changed function, a field moved, an old struct version no
  *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
  *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
- *   did: the version fields are new); 1.0 freezes it.
+ *   did: the version fields are new); 1.0 freezes it.  The CMake package
+ *   follows the same rule: find_package(pglock 0.2) accepts 0.2.x only,
+ *   find_package(pglock 1.0) any 1.x.
  *   tests/data/abi-layout.txt records every public struct's layout per
  *   version, and a test fails when a layout changes without its version.
  *
