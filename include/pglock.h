@@ -8,7 +8,8 @@
  *   PGLOCK_E* code.  The message (with the server's SQLSTATE where there is
  *   one) is kept on the handle the function was given: pglock_client_error()
  *   for a client, a caller-supplied pglock_error for the functions that work
- *   on the caller's own PGconn.  pglock_strerror() turns a code into words.
+ *   on the caller's own PGconn (it needs no initialising: each call sets
+ *   every field).  pglock_strerror() turns a code into words.
  *   Codes are append-only.
  *
  * Ownership
@@ -26,22 +27,31 @@
  *   owns its client while it runs: see "Managed hold" below.
  *
  * Structs that can grow
- *   Every struct the caller allocates (pglock_options, pglock_key,
- *   pglock_error, pglock_hold_options) begins with `unsigned int version`.
- *   The library reads and writes only the fields that version has, so a
- *   later release can append fields without breaking a program built
- *   against this header.  Set it with the struct's init function (or, for
- *   a key, any pglock_key_*() constructor); a zero or unknown version is
- *   refused with PGLOCK_EINVAL and a message that says so.  Fields are only
- *   ever appended; a struct's PGLOCK_*_VERSION grows by one whenever its
- *   layout does.
+ *   Each public struct follows one of three rules:
+ *   - Options (pglock_options, pglock_hold_options) begin with
+ *     `unsigned int version`.  The library reads only the fields that
+ *     version has, so a later release can append fields without breaking
+ *     a program built against this header.  Set it with the struct's
+ *     init function, or initialise with its PGLOCK_*_OPTIONS_INIT macro
+ *     (the same defaults); a zero or unknown version is refused with
+ *     PGLOCK_EINVAL and a message that says so.  Fields are only ever
+ *     appended; a struct's PGLOCK_*_VERSION grows by one whenever its
+ *     layout does.
+ *   - Values (pglock_key, pglock_error) have a fixed size and layout
+ *     within a MAJOR.  A key is passed in arrays and embedded in
+ *     pglock_holder, so its size cannot change; it keeps reserved space
+ *     instead (the rule is at its definition).  pglock_error is written by
+ *     the library only, and whole.
+ *   - pglock_holder is allocated by the library and read through a
+ *     pointer: it grows at its end only (see "Who holds what").
  *
  * ABI and SONAME policy
  *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR);
  *   before 1.0 it is libpglock.so.0.MINOR, since a 0.x MINOR may break.
  *   Within one MAJOR, releases only add: functions, enum values, error
- *   codes, struct fields behind a new PGLOCK_*_VERSION (old versions keep
- *   being accepted), and PGLOCK_HAS_* macros; a program built against an
+ *   codes, options fields behind a new PGLOCK_*_VERSION (old versions
+ *   keep being accepted), meanings for a key's reserved bytes, fields at
+ *   pglock_holder's end, and PGLOCK_HAS_* macros; a program built against an
  *   older header of the same MAJOR runs unchanged.  Anything else (a
  *   removed or changed function, a field moved, an old struct version no
  *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
@@ -88,7 +98,8 @@ extern "C" {
 #define PGLOCK_EXPORT
 #endif
 
-/* Public structs begin with a version field, set by their init (0.2). */
+/* Options structs begin with a version field, set by their init or by
+ * their PGLOCK_*_OPTIONS_INIT macro. */
 #define PGLOCK_HAS_VERSIONED_STRUCTS 1
 /* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
 #define PGLOCK_HAS_MANAGED_HOLD 1
@@ -143,22 +154,16 @@ PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
                                                     const char *message,
                                                     const char *conninfo);
 
-/* Error details for functions that work on the caller's PGconn.  Call
- * pglock_error_init() once before passing it: a function given an error
- * whose version it does not know writes only the fields every version has
- * (code, sqlstate, message), and refuses the call (PGLOCK_EINVAL) with a
- * message that says so. */
-#define PGLOCK_ERROR_VERSION 1
+/* Error details for functions that work on the caller's PGconn.  Every
+ * such call sets all three fields on entry (0, "", "" until it fails), so
+ * an error needs no initialising.  Its layout is fixed: only the library
+ * writes it, and always whole, so it has no version (a later release that
+ * tells more will do so through a new function, not a larger struct). */
 typedef struct pglock_error {
-    unsigned int version; /* PGLOCK_ERROR_VERSION, set by pglock_error_init */
     int code;            /* the same code the function returned */
     char sqlstate[6];    /* server SQLSTATE, "" when there is none */
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
-
-/* Empties err (code 0, no message) and sets its version.  PGLOCK_EINVAL
- * for a version this library does not know (err is then left alone). */
-PGLOCK_EXPORT int pglock_error_init(pglock_error *err, unsigned int version);
 
 /* ------------------------------------------------- bounded connections */
 
@@ -216,12 +221,23 @@ typedef enum pglock_key_kind {
     PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
 } pglock_key_kind;
 
-/* A key is made by a constructor below (or pglock_key_parse()), which
- * sets its version: a key built by hand has version 0 and is refused
- * (PGLOCK_EINVAL) by every function that takes a key. */
-#define PGLOCK_KEY_VERSION 1
+/*
+ * A key is a plain value of fixed size: make it on the stack, copy it,
+ * keep arrays of it (pglock_lock_any()), as pglock_holder embeds it.  An
+ * opaque key would cost an allocation and a free per key, and arrays of
+ * pointers, for a value of a few integers; so the key stays a struct, and
+ * its growth comes from reserved space instead of a larger size.
+ *
+ * The rule: sizeof(pglock_key) and the offsets of its fields never change
+ * within a MAJOR.  A later release may give a meaning to bytes of
+ * reserved, where all zeros means what this release does.  The
+ * constructors below (and pglock_key_parse()) zero them; a key built by
+ * hand must too (start from `pglock_key k = {0};` or memset).  Every
+ * function that takes a key refuses one whose reserved bytes are not all
+ * zero, or whose kind is not one of pglock_key_kind, with PGLOCK_EINVAL,
+ * so that no program comes to depend on what they hold today.
+ */
 typedef struct pglock_key {
-    unsigned int version; /* PGLOCK_KEY_VERSION, set by the constructors */
     pglock_key_kind kind;
     int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
                           bigint once resolved (see resolved), else 0 */
@@ -231,6 +247,7 @@ typedef struct pglock_key {
     const char *name;  /* TEXT and legacy forms: borrowed, NUL-terminated */
     size_t name_len;   /* bytes in name, without the NUL */
     int resolved;      /* legacy forms: id holds the server's value */
+    uint64_t reserved[4]; /* zero; see the rule above */
 } pglock_key;
 
 /* Constructors.  pglock_key_text() and the legacy forms reject names that
@@ -380,6 +397,13 @@ typedef struct pglock_options {
      * and refuses a pooler with PGLOCK_EPOOLER. */
     pglock_hold_mode hold;
 } pglock_options;
+
+/* The defaults of PGLOCK_OPTIONS_VERSION, as an initialiser:
+ *   pglock_options opts = PGLOCK_OPTIONS_INIT;
+ * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
+#define PGLOCK_OPTIONS_INIT \
+    {PGLOCK_OPTIONS_VERSION, 0L, NULL, NULL, -1, 2000L, 10000L, \
+     PGLOCK_HOLD_AUTO}
 
 /* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
  * Returns 0, or PGLOCK_EINVAL for a version this library does not know
@@ -658,6 +682,12 @@ typedef struct pglock_hold_options {
     pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
     void *arg;                /* on_lost's first argument */
 } pglock_hold_options;
+
+/* The defaults of PGLOCK_HOLD_OPTIONS_VERSION, as an initialiser:
+ *   pglock_hold_options opts = PGLOCK_HOLD_OPTIONS_INIT;
+ * gives what pglock_hold_options_init() does. */
+#define PGLOCK_HOLD_OPTIONS_INIT \
+    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL}
 
 /* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
  * this library does not know (opts is then left alone). */

@@ -56,8 +56,7 @@ static void probe(const PQconninfoOption *opts, doctor_host *h,
     k[n] = NULL, v[n] = NULL;
 
     h->role = "unreachable";
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = pglock_connect_params(k, v, 0, NULL, -1, &err);
     if (!c) {
         first_line(h->error, sizeof h->error, err.message);

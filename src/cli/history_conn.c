@@ -29,8 +29,7 @@ PGconn *history_connect(const cli_conn *conn, const char *application_name,
                         int64_t deadline, char *err, size_t errlen)
 {
     if (deadline < 0) { /* the one-shot commands: bounded by connect_timeout */
-        pglock_error perr;
-        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        pglock_error perr = {0};
         PGconn *pg = cli_connect(conn, application_name, "UTF8", &perr);
         if (!pg)
             snprintf(err, errlen, "%s", perr.message);
@@ -86,8 +85,7 @@ static void drop(PGconn **conn)
 static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
                           const char *const *params, char *err, size_t errlen)
 {
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     PGresult *res = cli_query(*conn, sql, nparams, params, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);

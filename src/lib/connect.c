@@ -300,10 +300,8 @@ PGconn *pglock_connect_params(const char *const *keywords,
                       .interrupt = interrupt,
                       .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = -1};
-    pglock_error mine;
-    pglock_error_init(&mine, PGLOCK_ERROR_VERSION);
-    if (err && pglock__error_begin(err) != 0)
-        return NULL;
+    pglock_error mine = {0};
+    pglock__error_begin(err);
     PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
                                    err ? err : &mine);
     if (conn)

@@ -100,12 +100,12 @@ int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what);
 int pglock__fail_error(pglock_client *c, const pglock_error *err);
-/* At the start of a public function given err: empties it, or, when its
- * version is not PGLOCK_ERROR_VERSION (the caller did not call
- * pglock_error_init()), says so in it and returns PGLOCK_EINVAL. */
-int pglock__error_begin(pglock_error *err);
-/* 1 when key was made by a constructor of a version this library knows. */
-int pglock__key_version_ok(const pglock_key *key);
+/* At the start of a public function given err (may be NULL): empties it
+ * (code 0, no SQLSTATE, no message). */
+void pglock__error_begin(pglock_error *err);
+/* NULL when key is one the pglock_key rule accepts (a known kind, reserved
+ * bytes zero), else why not, for "invalid key: %s".  key may be NULL. */
+const char *pglock__key_invalid(const pglock_key *key);
 /* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */

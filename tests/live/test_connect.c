@@ -34,8 +34,7 @@ static void a_server_that_never_answers_fails_after_connect_timeout(void **state
     snprintf(ci, sizeof ci, "%s connect_timeout=2",
              pt_env_or_skip("PGLOCK_TEST_PROXY"));
     pt_proxy_cut();
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, NULL, &err);
     pt_proxy_heal();
     assert_null(c);
@@ -56,8 +55,7 @@ static void the_next_host_is_tried_after_a_silent_one(void **state)
              "dbname=postgres connect_timeout=2",
              proxy_port(), atoi(pp + 5));
     pt_proxy_cut();
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, NULL, &err);
     pt_proxy_heal();
     if (!c)
@@ -87,8 +85,7 @@ static void an_interrupt_ends_the_connect(void **state)
     stop = 0;
     pthread_t t;
     pthread_create(&t, NULL, set_stop_later, NULL);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, &stop, &err);
     pthread_join(t, NULL);
     assert_null(c);
@@ -110,8 +107,7 @@ static void an_interrupt_ends_the_connect(void **state)
 static void a_conninfo_libpq_refuses_is_einval(void **state)
 {
     (void)state;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_null(connect_to("host=/tmp dbnme=x", NULL, &err));
     assert_int_equal(err.code, PGLOCK_EINVAL);
     assert_non_null(strstr(err.message, "dbnme"));
@@ -129,8 +125,7 @@ static void a_query_past_its_deadline_is_cancelled(void **state)
 {
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGresult *r = pglock_exec_params(c, "SELECT pg_sleep(30)", 0, NULL, 300, &err);
     assert_null(r);
     assert_int_equal(err.code, PGLOCK_ETIMEDOUT);
