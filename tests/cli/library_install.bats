@@ -2,8 +2,9 @@
 # The installed library is usable by another project: `cmake --install`
 # into a temporary prefix, then a small consumer (tests/data/consumer)
 # built with pkg-config and with CMake's find_package(pglock) takes a lock
-# that pg_locks shows.  Also: only pglock_* symbols are exported, and the
-# README's library example compiles against the installed header.
+# that pg_locks shows.  Also: the exported symbols are exactly the list in
+# tests/data/exports.txt, the CMake package's version rule is the SONAME's,
+# and the README's library example compiles against the installed header.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -17,17 +18,28 @@ setup() {
     command -v cmake >/dev/null || skip "cmake is not installed"
 }
 
-@test "the library exports only pglock_* symbols" {
+@test "the library exports exactly tests/data/exports.txt, each declared in pglock.h and documented in pglock(3)" {
     command -v nm >/dev/null || skip "nm is not installed"
     local so=("$PGLOCK_BUILD"/libpglock.so)
     [ -e "${so[0]}" ]
-    nm -D --defined-only "${so[0]}" | awk 'NF == 3 { print $3 }' >"$out/syms"
+    nm -D --defined-only "${so[0]}" | awk 'NF == 3 { print $3 }' |
+        LC_ALL=C sort >"$out/syms"
     [ -s "$out/syms" ]
-    if grep -v '^pglock_' "$out/syms"; then
-        echo "symbols above are exported but not pglock_*" >&2
+    grep -v '^#' "$SRC/tests/data/exports.txt" >"$out/listed"
+    # The list is kept sorted, so that a diff of it reads well.
+    LC_ALL=C sort -c "$out/listed"
+    diff -u "$out/listed" "$out/syms" || {
+        echo "libpglock.so's exports (+) differ from tests/data/exports.txt (-)" >&2
         false
-    fi
-    grep -qx pglock_client_open "$out/syms"
+    }
+    local s bad=0
+    while read -r s; do
+        grep -Eq "^PGLOCK_EXPORT .*[^a-z_]$s\(" "$SRC/include/pglock.h" ||
+            { echo "$s is exported but not declared with PGLOCK_EXPORT in pglock.h" >&2; bad=1; }
+        grep -Eq "[^a-z_]$s\(" "$SRC/docs/pglock.3" ||
+            { echo "$s is exported but pglock(3) does not name it" >&2; bad=1; }
+    done <"$out/syms"
+    [ "$bad" -eq 0 ]
 }
 
 @test "the installed header compiles alone, strictly" {
@@ -132,7 +144,8 @@ check_version_rule() {
     done
     for v in $(refused_versions "$2" "$3" "$4"); do
         if find_pglock "$1" "$v"; then
-            echo "find_package(pglock $v) accepted $2.$3.$4" >&2
+            echo "find_package(pglock $v) accepted $2.$3.$4:" \
+                "$(grep '^pglock_DIR' "$out/find-$v/CMakeCache.txt")" >&2
             return 1
         fi
         # Refused for its version, not for anything else (CMake wraps
@@ -172,6 +185,7 @@ check_version_rule() {
         [ "$(header_version "$out/tree/include/pglock.h")" = "$major $minor 0 " ]
         cmake -S "$out/tree" -B "$out/tree-$ver" -DPGLOCK_TESTS=OFF \
             >"$out/tree-$ver.log" 2>&1 || { cat "$out/tree-$ver.log"; false; }
+        grep -q "^set(PACKAGE_VERSION \"$ver\")" "$out/tree-$ver/pglockConfigVersion.cmake"
         # A package of that version: its version file, and a config that
         # stands for the library (only configuring is asked of it).
         local pkg=$out/fake-$ver/lib/cmake/pglock
