@@ -138,22 +138,6 @@ PGLOCK_EXPORT const char *pglock_strerror(int code);
 /* The code's name ("PGLOCK_EBUSY"), never NULL. */
 PGLOCK_EXPORT const char *pglock_err_name(int code);
 
-/*
- * libpq's message for a failed connection (message: PQerrorMessage(), or
- * PQconninfoParse()'s errmsg), made safe to print: its first line, and
- * when it is libpq's complaint about the conninfo string or URI itself
- * (given as conninfo, the dbname that libpq expands), every part it
- * quotes that may hold the password is replaced by "***"
- * (postgresql://app:s3cr%ZZet@host: invalid percent-encoded token:
- * "***"); libpq decides: a part it would not read into a password field
- * stays (a misspelt keyword, a bad dbname).  Other messages are kept
- * whole.  Returns buf.
- * pglock_client_error() is already safe.
- */
-PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
-                                                    const char *message,
-                                                    const char *conninfo);
-
 /* Error details for functions that work on the caller's PGconn.  Every
  * such call sets all three fields on entry (0, "", "" until it fails), so
  * an error needs no initialising.  Its layout is fixed: only the library
@@ -164,52 +148,6 @@ typedef struct pglock_error {
     char sqlstate[6];    /* server SQLSTATE, "" when there is none */
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
-
-/* ------------------------------------------------- bounded connections */
-
-/* connect_timeout, in seconds, when neither the conninfo nor
- * PGCONNECT_TIMEOUT sets one (libpq's own default is to wait forever). */
-#define PGLOCK_CONNECT_TIMEOUT_S 10
-
-/*
- * PQconnectdbParams() that never blocks past a deadline or an interrupt,
- * for programs that need a connection of their own next to the client's
- * (pglock's status, doctor and key use it).  It connects without
- * blocking and enforces connect_timeout for each host address tried, as
- * the blocking connect does (libpq leaves that to the caller of its
- * non-blocking connect): the conninfo's connect_timeout, else
- * PGCONNECT_TIMEOUT, else PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever.
- * A host that does not answer in time is skipped for the next one.  It
- * returns soon after *interrupt becomes nonzero or interrupt_fd becomes
- * readable (NULL / -1: none).  libpq still looks host names up
- * synchronously: a dead DNS server holds it for the resolver's timeout.
- *
- * Returns the connection, or NULL with err set: PGLOCK_EINVAL (libpq
- * refused the options themselves: a misspelt keyword, say),
- * PGLOCK_ECONNECT (no host accepted us), PGLOCK_EINTR or PGLOCK_ENOMEM.
- * err->message is safe to print (see pglock_conn_error_message()).
- * The server's notices are dropped; set your own processor to see them.
- */
-PGLOCK_EXPORT PGconn *pglock_connect_params(const char *const *keywords,
-                                            const char *const *values,
-                                            int expand_dbname,
-                                            volatile sig_atomic_t *interrupt,
-                                            int interrupt_fd,
-                                            pglock_error *err);
-
-/*
- * PQexecParams() (text parameters and results) with a deadline: after
- * timeout_ms (PGLOCK_WAIT_FOREVER: none) the query is cancelled on the
- * server and NULL returned with PGLOCK_ETIMEDOUT; a cancel that is not
- * answered within 2 s either shuts the connection's socket down and
- * returns PGLOCK_ECONNLOST (PQfinish() it then).
- * Returns the last result, whatever its status (the caller checks and
- * PQclear()s it), or NULL with err set (PGLOCK_ECONNLOST, ...).
- */
-PGLOCK_EXPORT PGresult *pglock_exec_params(PGconn *conn, const char *sql,
-                                           int nparams,
-                                           const char *const *params,
-                                           long timeout_ms, pglock_error *err);
 
 /* ------------------------------------------------------------------ keys */
 
@@ -410,6 +348,10 @@ typedef struct pglock_options {
  * (opts is then left alone). */
 PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
                                       unsigned int version);
+
+/* connect_timeout, in seconds, when neither the conninfo nor
+ * PGCONNECT_TIMEOUT sets one (libpq's own default is to wait forever). */
+#define PGLOCK_CONNECT_TIMEOUT_S 10
 
 /*
  * Opens a dedicated lock connection.  conninfo is a libpq conninfo string
@@ -909,9 +851,10 @@ typedef struct pglock_holder {
  * One statement (one round trip) on the caller's conn, which must be
  * idle; read-only, so it may run through a pooler, and outside or inside
  * a transaction.  Legacy keys must be resolved first (PGLOCK_EINVAL).
- * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0), as
- * pglock_exec_params(): past it the query is cancelled (PGLOCK_ETIMEDOUT);
- * a cancel that is not answered either shuts conn down (PQfinish() it).
+ * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0): past it
+ * the query is cancelled on the server (PGLOCK_ETIMEDOUT); a cancel that
+ * is not answered within 2 s shuts conn's socket down and returns
+ * PGLOCK_ECONNLOST (PQfinish() conn then).
  * On a standby (in recovery) it returns PGLOCK_ESTANDBY: the locks that
  * matter are the primary's, and none of them can be seen there.
  * *out is NULL on failure.  err may be NULL.

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bounded_conn.h"
 #include "cli.h"
 #include "run.h"
 
@@ -222,7 +223,7 @@ static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *keys,
     const char *params[4] = {c, o, s, arr};
     /* bounded: the terminate itself waits at most 5 s */
     pglock_error perr = {0};
-    PGresult *res = pglock_exec_params(conn, sql, 4, params, 15000, &perr);
+    PGresult *res = pglock__exec_params(conn, sql, 4, params, 15000, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);
         return NULL;

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include "pglock.h"
+#include "bounded_conn.h"
 
 #define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 #define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
@@ -359,7 +360,7 @@ PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
 
 /* ---- connecting (connect.c) */
 
-/* pglock_connect_params() with w's deadline (-1: none) on top of the
+/* pglock__connect_params() with w's deadline (-1: none) on top of the
  * per-host connect_timeout; its PGLOCK_ETIMEDOUT is that deadline's. */
 PGconn *pglock__connect(const char *const *keywords, const char *const *values,
                         int expand_dbname, const pglock__wait *w,

@@ -58,8 +58,8 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
                           : "SELECT hashtextextended($1, $2::bigint)";
     int nparams = key->kind == PGLOCK_KEY_HASHTEXT ? 1 : 2;
     pglock_error qerr = {0};
-    PGresult *res = pglock_exec_params(conn, sql, nparams, values,
-                                       PGLOCK__CLOSE_TIMEOUT_MS, &qerr);
+    PGresult *res = pglock__exec_params(conn, sql, nparams, values,
+                                        PGLOCK__CLOSE_TIMEOUT_MS, &qerr);
     int rc;
     if (!res)
         rc = pglock__error_set(err, qerr.code, qerr.sqlstate,

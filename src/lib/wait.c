@@ -284,9 +284,9 @@ PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
     return last;
 }
 
-PGresult *pglock_exec_params(PGconn *conn, const char *sql, int nparams,
-                             const char *const *params, long timeout_ms,
-                             pglock_error *err)
+PGresult *pglock__exec_params(PGconn *conn, const char *sql, int nparams,
+                              const char *const *params, long timeout_ms,
+                              pglock_error *err)
 {
     pglock_error mine;
     if (!err)
