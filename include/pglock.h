@@ -58,9 +58,9 @@
  *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
  *   did: the version fields are new); 1.0 freezes it.  The CMake package
  *   follows the same rule: find_package(pglock 0.2) accepts 0.2.x only,
- *   find_package(pglock 1.0) any 1.x.
- *   tests/data/abi-layout.txt records every public struct's layout per
- *   version, and a test fails when a layout changes without its version.
+ *   find_package(pglock 1.0) any 1.x.  The project's tests record every
+ *   public struct's layout and every exported symbol, and fail when
+ *   either changes against these rules.
  *
  * Feature macros
  *   PGLOCK_HAS_* tell at compile time what this header offers (as libpq's
@@ -452,7 +452,9 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * Any one free key of a set, in one round trip, never waiting: the slots
  * of a semaphore (pglock run --slots).  One statement tries keys[0],
  * keys[1], ... in order and stops at the first one granted, so at most one
- * is taken (see src/lib/lock_any.c for the SQL).  Returns 0 with
+ * is taken: a recursive query whose each step tries the next key
+ * (pg_try_advisory_lock() or its _shared form) only while no step before
+ * was granted, which holds whatever plan the server picks.  Returns 0 with
  * *index_out set to the key taken, counted as by pglock_lock() (unlock it
  * with pglock_unlock(); heartbeats check it like any other), or
  * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).

@@ -42,8 +42,10 @@ setup() {
     [ "$bad" -eq 0 ]
 }
 
-@test "the installed header compiles alone, strictly" {
+@test "the installed header compiles alone, strictly, and points into no source tree" {
     install_to "$out/prefix"
+    # It is read where no source tree is: no "see src/lib/...".
+    run -1 grep -nE '(^|[^a-z_])(src|tests|bench|debian|docs)/' "$out/prefix/include/pglock.h"
     printf '#include <pglock.h>\nint f(void);\nint f(void) { return PGLOCK_OK; }\n' >"$out/alone.c"
     local flags libpq_cflags
     flags=$(pkg-config --cflags libpq)
