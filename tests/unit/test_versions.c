@@ -118,6 +118,7 @@ static void refused_everywhere(const pglock_key *k, const char *why)
                      PGLOCK_EINVAL);
     assert_non_null(strstr(e.message, why));
     assert_non_null(strstr(e.message, "constructors"));
+    /* A conn that is not NULL, never used: the key is refused first. */
     assert_int_equal(pglock_xact_lock((PGconn *)1, k, PGLOCK_EXCLUSIVE,
                                       PGLOCK_TRY, NULL, &e),
                      PGLOCK_EINVAL);
