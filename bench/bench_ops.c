@@ -230,8 +230,7 @@ static void pg_try_unlock(ctx *c, int64_t key)
 static void pg_xact_begin_lock(ctx *c, int64_t key)
 {
     pglock_key k;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key_int64(&k, key);
     int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);
     if (rc != 0)
@@ -242,8 +241,7 @@ static void pg_xact_begin_lock(ctx *c, int64_t key)
 static void pg_xact_lock(ctx *c, int64_t key)
 {
     pglock_key k;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key_int64(&k, key);
     bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
     int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);

@@ -8,7 +8,8 @@
  *   PGLOCK_E* code.  The message (with the server's SQLSTATE where there is
  *   one) is kept on the handle the function was given: pglock_client_error()
  *   for a client, a caller-supplied pglock_error for the functions that work
- *   on the caller's own PGconn.  pglock_strerror() turns a code into words.
+ *   on the caller's own PGconn (it needs no initialising: each call sets
+ *   every field).  pglock_strerror() turns a code into words.
  *   Codes are append-only.
  *
  * Ownership
@@ -26,29 +27,40 @@
  *   owns its client while it runs: see "Managed hold" below.
  *
  * Structs that can grow
- *   Every struct the caller allocates (pglock_options, pglock_key,
- *   pglock_error, pglock_hold_options) begins with `unsigned int version`.
- *   The library reads and writes only the fields that version has, so a
- *   later release can append fields without breaking a program built
- *   against this header.  Set it with the struct's init function (or, for
- *   a key, any pglock_key_*() constructor); a zero or unknown version is
- *   refused with PGLOCK_EINVAL and a message that says so.  Fields are only
- *   ever appended; a struct's PGLOCK_*_VERSION grows by one whenever its
- *   layout does.
+ *   Each public struct follows one of three rules:
+ *   - Options (pglock_options, pglock_hold_options) begin with
+ *     `unsigned int version`.  The library reads only the fields that
+ *     version has, so a later release can append fields without breaking
+ *     a program built against this header.  Set it with the struct's
+ *     init function, or initialise with its PGLOCK_*_OPTIONS_INIT macro
+ *     (the same defaults); a zero or unknown version is refused with
+ *     PGLOCK_EINVAL and a message that says so.  Fields are only ever
+ *     appended; a struct's PGLOCK_*_VERSION grows by one whenever its
+ *     layout does.
+ *   - Values (pglock_key, pglock_error) have a fixed size and layout
+ *     within a MAJOR.  A key is passed in arrays and embedded in
+ *     pglock_holder, so its size cannot change; it keeps reserved space
+ *     instead (the rule is at its definition).  pglock_error is written by
+ *     the library only, and whole.
+ *   - pglock_holder is allocated by the library and read through a
+ *     pointer: it grows at its end only (see "Who holds what").
  *
  * ABI and SONAME policy
  *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR);
  *   before 1.0 it is libpglock.so.0.MINOR, since a 0.x MINOR may break.
  *   Within one MAJOR, releases only add: functions, enum values, error
- *   codes, struct fields behind a new PGLOCK_*_VERSION (old versions keep
- *   being accepted), and PGLOCK_HAS_* macros; a program built against an
+ *   codes, options fields behind a new PGLOCK_*_VERSION (old versions
+ *   keep being accepted), meanings for a key's reserved bytes, fields at
+ *   pglock_holder's end, and PGLOCK_HAS_* macros; a program built against an
  *   older header of the same MAJOR runs unchanged.  Anything else (a
  *   removed or changed function, a field moved, an old struct version no
  *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
  *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
- *   did: the version fields are new); 1.0 freezes it.
- *   tests/data/abi-layout.txt records every public struct's layout per
- *   version, and a test fails when a layout changes without its version.
+ *   did: the version fields are new); 1.0 freezes it.  The CMake package
+ *   follows the same rule: find_package(pglock 0.2) accepts 0.2.x only,
+ *   find_package(pglock 1.0) any 1.x.  The project's tests record every
+ *   public struct's layout and every exported symbol, and fail when
+ *   either changes against these rules.
  *
  * Feature macros
  *   PGLOCK_HAS_* tell at compile time what this header offers (as libpq's
@@ -86,7 +98,8 @@ extern "C" {
 #define PGLOCK_EXPORT
 #endif
 
-/* Public structs begin with a version field, set by their init (0.2). */
+/* Options structs begin with a version field, set by their init or by
+ * their PGLOCK_*_OPTIONS_INIT macro. */
 #define PGLOCK_HAS_VERSIONED_STRUCTS 1
 /* pglock_hold_start() and friends: a lease kept alive for the caller (0.2). */
 #define PGLOCK_HAS_MANAGED_HOLD 1
@@ -125,84 +138,16 @@ PGLOCK_EXPORT const char *pglock_strerror(int code);
 /* The code's name ("PGLOCK_EBUSY"), never NULL. */
 PGLOCK_EXPORT const char *pglock_err_name(int code);
 
-/*
- * libpq's message for a failed connection (message: PQerrorMessage(), or
- * PQconninfoParse()'s errmsg), made safe to print: its first line, and
- * when it is libpq's complaint about the conninfo string or URI itself
- * (given as conninfo, the dbname that libpq expands), every part it
- * quotes that may hold the password is replaced by "***"
- * (postgresql://app:s3cr%ZZet@host: invalid percent-encoded token:
- * "***"); libpq decides: a part it would not read into a password field
- * stays (a misspelt keyword, a bad dbname).  Other messages are kept
- * whole.  Returns buf.
- * pglock_client_error() is already safe.
- */
-PGLOCK_EXPORT const char *pglock_conn_error_message(char *buf, size_t len,
-                                                    const char *message,
-                                                    const char *conninfo);
-
-/* Error details for functions that work on the caller's PGconn.  Call
- * pglock_error_init() once before passing it: a function given an error
- * whose version it does not know writes only the fields every version has
- * (code, sqlstate, message), and refuses the call (PGLOCK_EINVAL) with a
- * message that says so. */
-#define PGLOCK_ERROR_VERSION 1
+/* Error details for functions that work on the caller's PGconn.  Every
+ * such call sets all three fields on entry (0, "", "" until it fails), so
+ * an error needs no initialising.  Its layout is fixed: only the library
+ * writes it, and always whole, so it has no version (a later release that
+ * tells more will do so through a new function, not a larger struct). */
 typedef struct pglock_error {
-    unsigned int version; /* PGLOCK_ERROR_VERSION, set by pglock_error_init */
     int code;            /* the same code the function returned */
     char sqlstate[6];    /* server SQLSTATE, "" when there is none */
     char message[512];   /* one line, PostgreSQL message style */
 } pglock_error;
-
-/* Empties err (code 0, no message) and sets its version.  PGLOCK_EINVAL
- * for a version this library does not know (err is then left alone). */
-PGLOCK_EXPORT int pglock_error_init(pglock_error *err, unsigned int version);
-
-/* ------------------------------------------------- bounded connections */
-
-/* connect_timeout, in seconds, when neither the conninfo nor
- * PGCONNECT_TIMEOUT sets one (libpq's own default is to wait forever). */
-#define PGLOCK_CONNECT_TIMEOUT_S 10
-
-/*
- * PQconnectdbParams() that never blocks past a deadline or an interrupt,
- * for programs that need a connection of their own next to the client's
- * (pglock's status, doctor and key use it).  It connects without
- * blocking and enforces connect_timeout for each host address tried, as
- * the blocking connect does (libpq leaves that to the caller of its
- * non-blocking connect): the conninfo's connect_timeout, else
- * PGCONNECT_TIMEOUT, else PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever.
- * A host that does not answer in time is skipped for the next one.  It
- * returns soon after *interrupt becomes nonzero or interrupt_fd becomes
- * readable (NULL / -1: none).  libpq still looks host names up
- * synchronously: a dead DNS server holds it for the resolver's timeout.
- *
- * Returns the connection, or NULL with err set: PGLOCK_EINVAL (libpq
- * refused the options themselves: a misspelt keyword, say),
- * PGLOCK_ECONNECT (no host accepted us), PGLOCK_EINTR or PGLOCK_ENOMEM.
- * err->message is safe to print (see pglock_conn_error_message()).
- * The server's notices are dropped; set your own processor to see them.
- */
-PGLOCK_EXPORT PGconn *pglock_connect_params(const char *const *keywords,
-                                            const char *const *values,
-                                            int expand_dbname,
-                                            volatile sig_atomic_t *interrupt,
-                                            int interrupt_fd,
-                                            pglock_error *err);
-
-/*
- * PQexecParams() (text parameters and results) with a deadline: after
- * timeout_ms (PGLOCK_WAIT_FOREVER: none) the query is cancelled on the
- * server and NULL returned with PGLOCK_ETIMEDOUT; a cancel that is not
- * answered within 2 s either shuts the connection's socket down and
- * returns PGLOCK_ECONNLOST (PQfinish() it then).
- * Returns the last result, whatever its status (the caller checks and
- * PQclear()s it), or NULL with err set (PGLOCK_ECONNLOST, ...).
- */
-PGLOCK_EXPORT PGresult *pglock_exec_params(PGconn *conn, const char *sql,
-                                           int nparams,
-                                           const char *const *params,
-                                           long timeout_ms, pglock_error *err);
 
 /* ------------------------------------------------------------------ keys */
 
@@ -214,12 +159,23 @@ typedef enum pglock_key_kind {
     PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
 } pglock_key_kind;
 
-/* A key is made by a constructor below (or pglock_key_parse()), which
- * sets its version: a key built by hand has version 0 and is refused
- * (PGLOCK_EINVAL) by every function that takes a key. */
-#define PGLOCK_KEY_VERSION 1
+/*
+ * A key is a plain value of fixed size: make it on the stack, copy it,
+ * keep arrays of it (pglock_lock_any()), as pglock_holder embeds it.  An
+ * opaque key would cost an allocation and a free per key, and arrays of
+ * pointers, for a value of a few integers; so the key stays a struct, and
+ * its growth comes from reserved space instead of a larger size.
+ *
+ * The rule: sizeof(pglock_key) and the offsets of its fields never change
+ * within a MAJOR.  A later release may give a meaning to bytes of
+ * reserved, where all zeros means what this release does.  The
+ * constructors below (and pglock_key_parse()) zero them; a key built by
+ * hand must too (start from `pglock_key k = {0};` or memset).  Every
+ * function that takes a key refuses one whose reserved bytes are not all
+ * zero, or whose kind is not one of pglock_key_kind, with PGLOCK_EINVAL,
+ * so that no program comes to depend on what they hold today.
+ */
 typedef struct pglock_key {
-    unsigned int version; /* PGLOCK_KEY_VERSION, set by the constructors */
     pglock_key_kind kind;
     int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
                           bigint once resolved (see resolved), else 0 */
@@ -229,6 +185,7 @@ typedef struct pglock_key {
     const char *name;  /* TEXT and legacy forms: borrowed, NUL-terminated */
     size_t name_len;   /* bytes in name, without the NUL */
     int resolved;      /* legacy forms: id holds the server's value */
+    uint64_t reserved[4]; /* zero; see the rule above */
 } pglock_key;
 
 /* Constructors.  pglock_key_text() and the legacy forms reject names that
@@ -368,11 +325,22 @@ typedef struct pglock_options {
     pglock_hold_mode hold;
 } pglock_options;
 
+/* The defaults of PGLOCK_OPTIONS_VERSION, as an initialiser:
+ *   pglock_options opts = PGLOCK_OPTIONS_INIT;
+ * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
+#define PGLOCK_OPTIONS_INIT \
+    {PGLOCK_OPTIONS_VERSION, 0L, NULL, NULL, -1, 2000L, 10000L, \
+     PGLOCK_HOLD_AUTO}
+
 /* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
  * Returns 0, or PGLOCK_EINVAL for a version this library does not know
  * (opts is then left alone). */
 PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
                                       unsigned int version);
+
+/* connect_timeout, in seconds, when neither the conninfo nor
+ * PGCONNECT_TIMEOUT sets one (libpq's own default is to wait forever). */
+#define PGLOCK_CONNECT_TIMEOUT_S 10
 
 /*
  * Opens a dedicated lock connection.  conninfo is a libpq conninfo string
@@ -473,7 +441,9 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * Any one free key of a set, in one round trip, never waiting: the slots
  * of a semaphore (pglock run --slots).  One statement tries keys[0],
  * keys[1], ... in order and stops at the first one granted, so at most one
- * is taken (see src/lib/lock_any.c for the SQL).  Returns 0 with
+ * is taken: a recursive query whose each step tries the next key
+ * (pg_try_advisory_lock() or its _shared form) only while no step before
+ * was granted, which holds whatever plan the server picks.  Returns 0 with
  * *index_out set to the key taken, counted as by pglock_lock() (unlock it
  * with pglock_unlock(); heartbeats check it like any other), or
  * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).
@@ -645,6 +615,12 @@ typedef struct pglock_hold_options {
     pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
     void *arg;                /* on_lost's first argument */
 } pglock_hold_options;
+
+/* The defaults of PGLOCK_HOLD_OPTIONS_VERSION, as an initialiser:
+ *   pglock_hold_options opts = PGLOCK_HOLD_OPTIONS_INIT;
+ * gives what pglock_hold_options_init() does. */
+#define PGLOCK_HOLD_OPTIONS_INIT \
+    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL}
 
 /* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
  * this library does not know (opts is then left alone). */
@@ -866,9 +842,10 @@ typedef struct pglock_holder {
  * One statement (one round trip) on the caller's conn, which must be
  * idle; read-only, so it may run through a pooler, and outside or inside
  * a transaction.  Legacy keys must be resolved first (PGLOCK_EINVAL).
- * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0), as
- * pglock_exec_params(): past it the query is cancelled (PGLOCK_ETIMEDOUT);
- * a cancel that is not answered either shuts conn down (PQfinish() it).
+ * Bounded by timeout_ms (PGLOCK_WAIT_FOREVER: none; else > 0): past it
+ * the query is cancelled on the server (PGLOCK_ETIMEDOUT); a cancel that
+ * is not answered within 2 s shuts conn's socket down and returns
+ * PGLOCK_ECONNLOST (PQfinish() conn then).
  * On a standby (in recovery) it returns PGLOCK_ESTANDBY: the locks that
  * matter are the primary's, and none of them can be seen there.
  * *out is NULL on failure.  err may be NULL.

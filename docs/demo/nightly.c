@@ -120,8 +120,7 @@ static void *work(void *arg)
 {
     worker *w = arg;
     pglock_key key;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key_pair(&key, 42, w->customer); /* 42 = "recalculate invoices" */
     w->rc = pglock_xact_begin_lock(w->conn, &key, PGLOCK_EXCLUSIVE, 10000,
                                    NULL, &err);

@@ -66,10 +66,15 @@ void cli_conn_params(const cli_conn *conn, const char *application_name,
 
 /* Connects with cli_conn_params(conn, application_name) and, when
  * client_encoding is not NULL, that client_encoding (a startup
- * parameter), bounded as pglock_connect_params() is.  Returns the
+ * parameter), bounded as pglock__connect_params() is.  Returns the
  * connection (caller PQfinish()es it), or NULL with err set. */
 PGconn *cli_connect(const cli_conn *conn, const char *application_name,
                     const char *client_encoding, pglock_error *err);
+/* cli_connect() that also gives up at deadline (pglock_now_ms()'s clock;
+ * -1: none), with "could not connect in time". */
+PGconn *cli_connect_until(const cli_conn *conn, const char *application_name,
+                          const char *client_encoding, int64_t deadline,
+                          pglock_error *err);
 /* Prints a failed connect's error, prefixed by "what: " when what is not
  * NULL, and libpq's hint; returns the exit status (64 when libpq refused
  * the options, else 69). */
@@ -78,7 +83,7 @@ int cli_connect_error(const pglock_error *err, const char *what);
  * is one. */
 void cli_connect_hint(const char *message);
 
-/* pglock_exec_params() bounded by conn's connect_timeout (else
+/* pglock__exec_params() bounded by conn's connect_timeout (else
  * PGLOCK_CONNECT_TIMEOUT_S): every query of the one-shot commands. */
 PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
                     const char *const *params, pglock_error *err);

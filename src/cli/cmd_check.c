@@ -202,8 +202,7 @@ static int check(PGconn **pg, const check_args *c)
         return unknown("no readable run history (see pglock init)");
     cli_registry *reg = NULL;
     pglock_key key;
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     if (cli_registry_load(&reg, c->keys_file, err, sizeof err) < 0 ||
         cli_parse_key(c->key_text, reg, &key, err, sizeof err) < 0) {
         cli_registry_free(reg);

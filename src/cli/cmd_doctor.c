@@ -165,8 +165,7 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
         "(pglock run/lead --mode=auto or xact hold theirs in a "
         "transaction); session locks need PostgreSQL directly";
     int timed_out;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *b = cli_connect(cc, "pglock doctor", NULL, &err);
     if (!b) {
         add(r, "pool_mode", WARNING, session_fix,
@@ -614,8 +613,7 @@ int cmd_doctor(int argc, char **argv)
         return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);
 
     char msg[512];
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, &err);
     if (!conn)
         return cli_connect_error(&err, NULL);

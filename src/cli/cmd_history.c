@@ -111,8 +111,7 @@ static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
     for (int i = optind; i < argc && !rc; i++) {
         pglock_key key;
         char id[64];
-        pglock_error perr;
-        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        pglock_error perr = {0};
         if (cli_parse_key(argv[i], reg, &key, err, sizeof err) < 0)
             rc = cli_usage_error("history", "%s", err);
         else if (!pg)

@@ -115,8 +115,7 @@ static int grants(PGconn *pg, const init_args *a)
 /* The version already in the database (0: none), or -1 after an error. */
 static int version_found(PGconn *pg)
 {
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGresult *r = cli_query(pg, history_probe_sql, 0, NULL, &err);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char line[512];
@@ -206,8 +205,7 @@ int cmd_init(int argc, char **argv)
     if (a.apply && !a.nroles)
         return cli_usage_error("init", "--apply needs a role: --recorder, "
                                "--reader, --pruner or --grant-to");
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *pg = cli_connect(&a.conn, "pglock init", NULL, &err);
     if (!pg)
         return cli_connect_error(&err, NULL);

@@ -248,16 +248,14 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
         if (pglock_key_locktag(&keys[i], &classid, &objid, &objsubid) == 0)
             continue; /* known without the server */
         if (!pg) {
-            pglock_error err;
-            pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+            pglock_error err = {0};
             pg = cli_connect(conn, "pglock key", NULL, &err);
             if (!pg) {
                 rc = cli_connect_error(&err, "hashtext keys need the server");
                 break;
             }
         }
-        pglock_error err;
-        pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+        pglock_error err = {0};
         if (pglock_key_resolve(&keys[i], pg, &err) != PGLOCK_OK)
             rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);
     }

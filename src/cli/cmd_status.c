@@ -297,8 +297,7 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
                    size_t errlen)
 {
     pglock_holders *list = NULL;
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     /* One KEY may name a semaphore: its slots, gate and declarations are
      * read in the same statement, and a declaration in use shows it as
      * one entry (status_slots.c). */
@@ -523,8 +522,7 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
 {
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
     if (!conn)
         *code = cli_connect_error(&err, NULL);
@@ -557,8 +555,7 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     char err[512];
     for (int i = 0; i < o->n_filter; i++) {
         /* legacy keys' values come from the server; others need nothing */
-        pglock_error perr;
-        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        pglock_error perr = {0};
         if (pglock_key_resolve(&o->filter[i], conn, &perr))
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     }

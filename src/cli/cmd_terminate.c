@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bounded_conn.h"
 #include "cli.h"
 #include "run.h"
 
@@ -222,9 +223,8 @@ static PGresult *terminate_still_holding(PGconn *conn, const pglock_key *keys,
     snprintf(arr + used, sizeof arr - used, "}");
     const char *params[4] = {c, o, s, arr};
     /* bounded: the terminate itself waits at most 5 s */
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
-    PGresult *res = pglock_exec_params(conn, sql, 4, params, 15000, &perr);
+    pglock_error perr = {0};
+    PGresult *res = pglock__exec_params(conn, sql, 4, params, 15000, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);
         return NULL;
@@ -288,8 +288,7 @@ static int terminate(PGconn *conn, const terminate_options *o,
                      const pglock_key *key)
 {
     char err[512];
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     pglock_holders *list = NULL;
     /* --slots=N: the N slots, then every declaration of N */
     static run_slots sem;
@@ -381,8 +380,7 @@ int cmd_terminate(int argc, char **argv)
         cli_registry_free(reg);
         return cli_usage_error("terminate", "%s", err);
     }
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     PGconn *conn = cli_connect(&o.conn, "pglock terminate", "UTF8", &perr);
     if (!conn) {
         cli_registry_free(reg);

@@ -1,6 +1,7 @@
 /* Connection options (-h -p -U -d) as libpq keyword/value arrays. */
 #include <stdlib.h>
 #include <string.h>
+#include "bounded_conn.h"
 #include "cli.h"
 #include "conninfo_rules.h"
 
@@ -43,6 +44,14 @@ void cli_conn_params(const cli_conn *conn, const char *application_name,
 PGconn *cli_connect(const cli_conn *conn, const char *application_name,
                     const char *client_encoding, pglock_error *err)
 {
+    return cli_connect_until(conn, application_name, client_encoding, -1,
+                             err);
+}
+
+PGconn *cli_connect_until(const cli_conn *conn, const char *application_name,
+                          const char *client_encoding, int64_t deadline,
+                          pglock_error *err)
+{
     const char *keywords[9], *values[9];
     cli_conn_params(conn, application_name, keywords, values);
     if (client_encoding) {
@@ -56,7 +65,8 @@ PGconn *cli_connect(const cli_conn *conn, const char *application_name,
     }
     /* No interrupt: these commands keep the default signal actions, so a
      * signal ends them at once (no lock of theirs to release). */
-    return pglock_connect_params(keywords, values, 1, NULL, -1, err);
+    return pglock__connect_params(keywords, values, 1, deadline, NULL, -1,
+                                  err);
 }
 
 /* libpq's second line for the two commonest failures, which it indents
@@ -97,6 +107,6 @@ long cli_query_timeout_ms(PGconn *conn)
 PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
                     const char *const *params, pglock_error *err)
 {
-    return pglock_exec_params(conn, sql, nparams, params,
-                              cli_query_timeout_ms(conn), err);
+    return pglock__exec_params(conn, sql, nparams, params,
+                               cli_query_timeout_ms(conn), err);
 }

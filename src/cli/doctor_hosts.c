@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bounded_conn.h"
 #include "cli.h"
 #include "conninfo_rules.h"
 #include "doctor_hosts.h"
@@ -56,9 +57,8 @@ static void probe(const PQconninfoOption *opts, doctor_host *h,
     k[n] = NULL, v[n] = NULL;
 
     h->role = "unreachable";
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    PGconn *c = pglock_connect_params(k, v, 0, NULL, -1, &err);
+    pglock_error err = {0};
+    PGconn *c = pglock__connect_params(k, v, 0, -1, NULL, -1, &err);
     if (!c) {
         first_line(h->error, sizeof h->error, err.message);
         return;

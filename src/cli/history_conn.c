@@ -28,48 +28,13 @@ static void first_line(char *out, size_t len, const char *msg)
 PGconn *history_connect(const cli_conn *conn, const char *application_name,
                         int64_t deadline, char *err, size_t errlen)
 {
-    if (deadline < 0) { /* the one-shot commands: bounded by connect_timeout */
-        pglock_error perr;
-        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
-        PGconn *pg = cli_connect(conn, application_name, "UTF8", &perr);
-        if (!pg)
-            snprintf(err, errlen, "%s", perr.message);
-        return pg;
-    }
-    const char *kw[10], *val[10];
-    cli_conn_params(conn, application_name, kw, val);
-    int n = 0;
-    while (kw[n])
-        n++;
-    kw[n] = "client_encoding"; /* names are stored and shown as UTF-8 */
-    val[n++] = "UTF8";
-    kw[n] = NULL;
-    val[n] = NULL;
-    PGconn *pg = PQconnectStartParams(kw, val, 1);
-    if (!pg) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
-    while (PQstatus(pg) != CONNECTION_BAD && ps != PGRES_POLLING_OK &&
-           ps != PGRES_POLLING_FAILED) {
-        if (deadline >= 0 && pglock_now_ms() >= deadline) {
-            snprintf(err, errlen, "could not connect in time");
-            PQfinish(pg);
-            return NULL;
-        }
-        if (wait_fd(PQsocket(pg), ps == PGRES_POLLING_READING ? POLLIN : POLLOUT,
-                    deadline))
-            ps = PQconnectPoll(pg);
-    }
-    if (PQstatus(pg) != CONNECTION_OK) {
-        char line[512];
-        first_line(line, sizeof line, PQerrorMessage(pg));
-        /* never a password from a malformed -d in the message */
-        pglock_conn_error_message(err, errlen, line, conn ? conn->dbname : NULL);
-        PQfinish(pg);
-        return NULL;
-    }
+    /* Names are stored and shown as UTF-8.  deadline -1: the one-shot
+     * commands, bounded by connect_timeout alone. */
+    pglock_error perr;
+    PGconn *pg = cli_connect_until(conn, application_name, "UTF8", deadline,
+                                   &perr);
+    if (!pg)
+        snprintf(err, errlen, "%s", perr.message);
     return pg;
 }
 
@@ -86,8 +51,7 @@ static void drop(PGconn **conn)
 static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
                           const char *const *params, char *err, size_t errlen)
 {
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     PGresult *res = cli_query(*conn, sql, nparams, params, &perr);
     if (!res) {
         snprintf(err, errlen, "%s", perr.message);

@@ -182,8 +182,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
                                 key[i].kind != PGLOCK_KEY_HASHTEXTEXTENDED))
             continue;
         /* a legacy key's value: asked once, here */
-        pglock_error perr;
-        pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+        pglock_error perr = {0};
         rc = pglock_key_resolve(&key[i], pc, &perr);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "%s", perr.message);

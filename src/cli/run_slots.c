@@ -111,8 +111,7 @@ int run_slots_declare(pglock_client *client, const run_slots *s,
     /* only now: our declaration is in the lock table before we read it */
     PGconn *conn = pglock_client_conn(client);
     pglock_holders *list = NULL;
-    pglock_error perr;
-    pglock_error_init(&perr, PGLOCK_ERROR_VERSION);
+    pglock_error perr = {0};
     rc = pglock_holders_list(&list, conn, s->decls, RUN_MAX_SLOTS, 0,
                              cli_query_timeout_ms(conn), &perr);
     if (rc < 0) {

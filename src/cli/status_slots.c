@@ -168,8 +168,7 @@ int status_slots(PGconn *conn, const pglock_key *key, const char *name,
     if (status_slots_keys(&s, key, keys) < 0)
         return cli_error(CLI_EXIT_USAGE, "cannot derive the slots of \"%s\"", name);
     pglock_holders *list = NULL;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     if (pglock_holders_list(&list, conn, keys, STATUS_SLOTS_NKEYS, 0,
                             cli_query_timeout_ms(conn), &err))
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err.message);

@@ -2,7 +2,8 @@
  * libpq's conninfo rules that both the library and the command line
  * apply to a connection's effective options (PQconninfo): the comma
  * lists of host, hostaddr and port, and connect_timeout.  Internal,
- * header-only: the two sides share no other private code.
+ * header-only; the only other private code the two sides share is
+ * bounded_conn.h's.
  */
 #ifndef PGLOCK_CONNINFO_RULES_H
 #define PGLOCK_CONNINFO_RULES_H

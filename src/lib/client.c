@@ -271,8 +271,7 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
                       .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     c->conn = kept == 0 ? pglock__connect(k, v, 1, &w, &err) : NULL;
     free(k);
     free(v);

@@ -110,9 +110,9 @@ static int may_be_secret(const char *part, size_t n, const char *conninfo)
     return secret;
 }
 
-const char *pglock_conn_error_message(char *buf, size_t len,
-                                      const char *message,
-                                      const char *conninfo)
+const char *pglock__conn_error_message(char *buf, size_t len,
+                                       const char *message,
+                                       const char *conninfo)
 {
     if (!buf || len == 0)
         return buf;

@@ -195,7 +195,7 @@ static PGconn *fail(PGconn *conn, pglock_error *err, int code,
     char all[1024], line[512], state[6];
     snprintf(all, sizeof all, "%s%s", earlier, *msg ? msg : "could not connect");
     take_sqlstate(all, state);
-    pglock_conn_error_message(line, sizeof line, all, conninfo);
+    pglock__conn_error_message(line, sizeof line, all, conninfo);
     pglock__error_set(err, code, state, "%s", line);
     PQfinish(conn);
     return NULL;
@@ -291,19 +291,18 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
     return conn;
 }
 
-PGconn *pglock_connect_params(const char *const *keywords,
-                              const char *const *values, int expand_dbname,
-                              volatile sig_atomic_t *interrupt,
-                              int interrupt_fd, pglock_error *err)
+PGconn *pglock__connect_params(const char *const *keywords,
+                               const char *const *values, int expand_dbname,
+                               int64_t deadline,
+                               volatile sig_atomic_t *interrupt,
+                               int interrupt_fd, pglock_error *err)
 {
-    pglock__wait w = {.deadline = -1,
+    pglock__wait w = {.deadline = deadline,
                       .interrupt = interrupt,
                       .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = -1};
-    pglock_error mine;
-    pglock_error_init(&mine, PGLOCK_ERROR_VERSION);
-    if (err && pglock__error_begin(err) != 0)
-        return NULL;
+    pglock_error mine = {0};
+    pglock__error_begin(err);
     PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
                                    err ? err : &mine);
     if (conn)

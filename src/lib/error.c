@@ -139,29 +139,13 @@ int pglock__error_result(pglock_error *err, const PGresult *res,
                              *state ? ")" : "");
 }
 
-int pglock_error_init(pglock_error *err, unsigned int version)
-{
-    if (!err || version != PGLOCK_ERROR_VERSION)
-        return PGLOCK_EINVAL;
-    memset(err, 0, sizeof *err);
-    err->version = version;
-    return PGLOCK_OK;
-}
-
-int pglock__error_begin(pglock_error *err)
+void pglock__error_begin(pglock_error *err)
 {
     if (!err)
-        return PGLOCK_OK;
-    if (err->version != PGLOCK_ERROR_VERSION)
-        /* code, sqlstate and message are in every version's layout. */
-        return pglock__error_set(err, PGLOCK_EINVAL, NULL,
-            "invalid pglock_error: version %u is not one this library knows"
-            " (%u); call pglock_error_init(&err, PGLOCK_ERROR_VERSION) first",
-            err->version, (unsigned)PGLOCK_ERROR_VERSION);
+        return;
     err->code = 0;
     err->sqlstate[0] = '\0';
     err->message[0] = '\0';
-    return PGLOCK_OK;
 }
 
 int pglock__fail_error(pglock_client *c, const pglock_error *err)
@@ -173,7 +157,7 @@ int pglock__fail_error(pglock_client *c, const pglock_error *err)
 
 int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 {
-    pglock_error err = {.version = PGLOCK_ERROR_VERSION};
+    pglock_error err = {0};
     va_list ap;
     va_start(ap, fmt);
     vset(&err, code, NULL, fmt, ap);
@@ -184,7 +168,7 @@ int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what)
 {
-    pglock_error err = {.version = PGLOCK_ERROR_VERSION};
+    pglock_error err = {0};
     pglock__error_result(&err, res, c->conn, what);
     return pglock__fail_error(c, &err);
 }

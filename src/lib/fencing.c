@@ -127,9 +127,7 @@ static int token_on(PGconn *conn, const pglock__wait *w, int64_t *out,
 int pglock_fencing_token(PGconn *conn, int64_t *out, long timeout_ms,
                          volatile sig_atomic_t *interrupt, pglock_error *err)
 {
-    int bad = pglock__error_begin(err);
-    if (bad)
-        return bad;
+    pglock__error_begin(err);
     if (!conn || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
@@ -172,8 +170,7 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out,
     int ready = pglock__client_ready(c);
     if (ready)
         return ready;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
                       .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,

@@ -528,7 +528,7 @@ static int key_arrays(const pglock_key *keys, int nkeys, char **cls,
 }
 
 /* Sends the statement and waits for its answer, bounded by timeout_ms
- * (pglock_exec_params()); the answer (PGRES_TUPLES_OK) in *out, or an
+ * (pglock__exec_params()); the answer (PGRES_TUPLES_OK) in *out, or an
  * error code. */
 static int run_query(PGconn *conn, const char *const params[4],
                      long timeout_ms, PGresult **out, pglock_error *err)
@@ -537,9 +537,8 @@ static int run_query(PGconn *conn, const char *const params[4],
                                 ? "l.waitstart" : "NULL::timestamptz";
     char sql[sizeof query_template + 32];
     snprintf(sql, sizeof sql, query_template, waitstart);
-    pglock_error qerr;
-    pglock_error_init(&qerr, PGLOCK_ERROR_VERSION);
-    PGresult *res = pglock_exec_params(conn, sql, 4, params, timeout_ms, &qerr);
+    pglock_error qerr = {0};
+    PGresult *res = pglock__exec_params(conn, sql, 4, params, timeout_ms, &qerr);
     int rc = PGLOCK_OK;
     if (!res)
         rc = pglock__error_set(err, qerr.code, qerr.sqlstate[0] ? qerr.sqlstate : NULL,
@@ -567,9 +566,7 @@ int pglock_holders_list(pglock_holders **out, PGconn *conn,
 {
     if (out)
         *out = NULL;
-    int begun = pglock__error_begin(err);
-    if (begun)
-        return begun;
+    pglock__error_begin(err);
     if (!out)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no out pointer");
     if (nkeys < 0 || (nkeys > 0 && !keys) || timeout_ms == 0 || timeout_ms < -1)

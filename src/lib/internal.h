@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include "pglock.h"
+#include "bounded_conn.h"
 
 #define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 #define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
@@ -100,12 +101,12 @@ int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what);
 int pglock__fail_error(pglock_client *c, const pglock_error *err);
-/* At the start of a public function given err: empties it, or, when its
- * version is not PGLOCK_ERROR_VERSION (the caller did not call
- * pglock_error_init()), says so in it and returns PGLOCK_EINVAL. */
-int pglock__error_begin(pglock_error *err);
-/* 1 when key was made by a constructor of a version this library knows. */
-int pglock__key_version_ok(const pglock_key *key);
+/* At the start of a public function given err (may be NULL): empties it
+ * (code 0, no SQLSTATE, no message). */
+void pglock__error_begin(pglock_error *err);
+/* NULL when key is one the pglock_key rule accepts (a known kind, reserved
+ * bytes zero), else why not, for "invalid key: %s".  key may be NULL. */
+const char *pglock__key_invalid(const pglock_key *key);
 /* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
@@ -359,7 +360,7 @@ PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
 
 /* ---- connecting (connect.c) */
 
-/* pglock_connect_params() with w's deadline (-1: none) on top of the
+/* pglock__connect_params() with w's deadline (-1: none) on top of the
  * per-host connect_timeout; its PGLOCK_ETIMEDOUT is that deadline's. */
 PGconn *pglock__connect(const char *const *keywords, const char *const *values,
                         int expand_dbname, const pglock__wait *w,

@@ -62,13 +62,20 @@ int pglock__utf8_valid(const char *str, size_t len)
 static void key_zero(pglock_key *out, pglock_key_kind kind)
 {
     memset(out, 0, sizeof *out);
-    out->version = PGLOCK_KEY_VERSION;
     out->kind = kind;
 }
 
-int pglock__key_version_ok(const pglock_key *key)
+const char *pglock__key_invalid(const pglock_key *key)
 {
-    return key && key->version == PGLOCK_KEY_VERSION;
+    if (!key)
+        return "no key given";
+    if (key->kind < PGLOCK_KEY_INT64 ||
+        key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
+        return "its kind is not a pglock_key_kind";
+    for (size_t i = 0; i < sizeof key->reserved / sizeof key->reserved[0]; i++)
+        if (key->reserved[i])
+            return "its reserved bytes are not zero";
+    return NULL;
 }
 
 int pglock_key_int64(pglock_key *out, int64_t id)
@@ -170,7 +177,7 @@ int pglock_key_locktag(const pglock_key *key, uint32_t *classid,
 {
     uint32_t c, o;
     int sub;
-    if (!pglock__key_version_ok(key))
+    if (pglock__key_invalid(key))
         return PGLOCK_EINVAL;
     if (key->kind == PGLOCK_KEY_PAIR) {
         /* pg_advisory_lock(int4, int4): the ints as oids, objsubid 2. */
@@ -202,7 +209,7 @@ static int printed(int n)
 
 int pglock_key_format(const pglock_key *key, char *buf, size_t len)
 {
-    if (!pglock__key_version_ok(key) || (!buf && len))
+    if (pglock__key_invalid(key) || (!buf && len))
         return PGLOCK_EINVAL;
     if (key->kind == PGLOCK_KEY_PAIR)
         return printed(snprintf(buf, len, "%" PRId32 ":%" PRId32, key->ns,
@@ -265,7 +272,7 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
                    pglock_scope scope, char *buf, size_t len)
 {
     char num[64];
-    if (!pglock__key_version_ok(key) || (!buf && len))
+    if (pglock__key_invalid(key) || (!buf && len))
         return PGLOCK_EINVAL;
     if ((mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED) ||
         (scope != PGLOCK_SESSION && scope != PGLOCK_XACT))

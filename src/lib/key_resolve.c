@@ -32,16 +32,14 @@ static int take_value(pglock_key *key, const PGresult *res, pglock_error *err)
 
 int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
 {
-    int bad = pglock__error_begin(err);
-    if (bad)
-        return bad;
+    pglock__error_begin(err);
     if (!key)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no key given");
-    if (!pglock__key_version_ok(key))
+    const char *why = pglock__key_invalid(key);
+    if (why)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
-                                 "invalid key: version %u; make keys with "
-                                 "the pglock_key_*() constructors",
-                                 key->version);
+                                 "invalid key: %s; make keys with the "
+                                 "pglock_key_*() constructors", why);
     if (!pglock__key_is_legacy(key))
         return PGLOCK_OK; /* nothing to ask: the value is known */
     if (!key->name)
@@ -59,10 +57,9 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
                           ? "SELECT hashtext($1)::bigint"
                           : "SELECT hashtextextended($1, $2::bigint)";
     int nparams = key->kind == PGLOCK_KEY_HASHTEXT ? 1 : 2;
-    pglock_error qerr;
-    pglock_error_init(&qerr, PGLOCK_ERROR_VERSION);
-    PGresult *res = pglock_exec_params(conn, sql, nparams, values,
-                                       PGLOCK__CLOSE_TIMEOUT_MS, &qerr);
+    pglock_error qerr = {0};
+    PGresult *res = pglock__exec_params(conn, sql, nparams, values,
+                                        PGLOCK__CLOSE_TIMEOUT_MS, &qerr);
     int rc;
     if (!res)
         rc = pglock__error_set(err, qerr.code, qerr.sqlstate,

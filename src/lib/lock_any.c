@@ -39,7 +39,7 @@ static int bigint_key(const pglock_key *key)
 {
     uint32_t classid, objid;
     int objsubid;
-    return pglock__key_version_ok(key) &&
+    return !pglock__key_invalid(key) &&
            pglock_key_locktag(key, &classid, &objid, &objsubid) == 0 &&
            objsubid == 1;
 }

@@ -111,7 +111,7 @@ static void hold_remove(pglock_client *c, pglock__hold *h)
 
 static int check_key(const pglock_key *key)
 {
-    if (!pglock__key_version_ok(key))
+    if (pglock__key_invalid(key))
         return 0;
     switch (key->kind) {
     case PGLOCK_KEY_INT64:
@@ -130,10 +130,10 @@ static int check_call(pglock_client *c, const pglock_key *key,
 {
     if (!c)
         return PGLOCK_EINVAL;
-    if (key && !pglock__key_version_ok(key))
-        return pglock__fail(c, PGLOCK_EINVAL,
-                            "invalid key: version %u; make keys with the "
-                            "pglock_key_*() constructors", key->version);
+    const char *why = pglock__key_invalid(key);
+    if (why)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid key: %s; make keys "
+                            "with the pglock_key_*() constructors", why);
     if (!check_key(key))
         return pglock__fail(c, PGLOCK_EINVAL, "invalid key");
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
@@ -379,8 +379,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
 
     /* Release by the coordinates we counted (a legacy key's value is
      * known since it was taken). */
-    pglock_key tag = {.version = PGLOCK_KEY_VERSION,
-                      .kind = PGLOCK_KEY_INT64};
+    pglock_key tag = {.kind = PGLOCK_KEY_INT64};
     if (h->objsubid == 2) {
         tag.kind = PGLOCK_KEY_PAIR;
         tag.ns = (int32_t)h->classid;

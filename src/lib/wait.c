@@ -284,16 +284,14 @@ PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
     return last;
 }
 
-PGresult *pglock_exec_params(PGconn *conn, const char *sql, int nparams,
-                             const char *const *params, long timeout_ms,
-                             pglock_error *err)
+PGresult *pglock__exec_params(PGconn *conn, const char *sql, int nparams,
+                              const char *const *params, long timeout_ms,
+                              pglock_error *err)
 {
     pglock_error mine;
-    pglock_error_init(&mine, PGLOCK_ERROR_VERSION);
     if (!err)
         err = &mine;
-    else if (pglock__error_begin(err) != 0)
-        return NULL;
+    pglock__error_begin(err);
     if (!conn || !sql || nparams < 0 || timeout_ms < PGLOCK_WAIT_FOREVER) {
         pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
         return NULL;

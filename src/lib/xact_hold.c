@@ -78,8 +78,7 @@ static int hold_statement(pglock_client *c, pglock_key *key, const char *stmt,
                             .pid_out = &pid,
                             .resolve = key,
                             .index_out = index_out};
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     rc = stmt ? pglock__xact_run(c->conn, stmt, begin, timeout_ms, &req, &err)
               : pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
                                       &req, &err);

@@ -28,17 +28,15 @@
 static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
                       long timeout_ms, pglock_error *err)
 {
-    int bad = pglock__error_begin(err);
-    if (bad)
-        return bad;
+    pglock__error_begin(err);
     if (!conn || !key)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid argument: no connection or key");
-    if (!pglock__key_version_ok(key))
+    const char *why = pglock__key_invalid(key);
+    if (why)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
-                                 "invalid key: version %u; make keys with "
-                                 "the pglock_key_*() constructors",
-                                 key->version);
+                                 "invalid key: %s; make keys with the "
+                                 "pglock_key_*() constructors", why);
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid lock mode %d", (int)mode);

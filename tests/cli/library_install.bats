@@ -2,9 +2,11 @@
 # The installed library is usable by another project: `cmake --install`
 # into a temporary prefix, then a small consumer (tests/data/consumer)
 # built with pkg-config and with CMake's find_package(pglock) takes a lock
-# that pg_locks shows.  Also: only pglock_* symbols are exported, the
-# README's library example builds, links and runs as written, and every
-# command has its installed man page, which names each of its options.
+# that pg_locks shows.  Also: the exported symbols are exactly the list in
+# tests/data/exports.txt, the CMake package's version rule is the SONAME's,
+# the README's library example builds, links and runs as written, and
+# every command has its installed man page, which names each of its
+# options.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -18,21 +20,34 @@ setup() {
     command -v cmake >/dev/null || skip "cmake is not installed"
 }
 
-@test "the library exports only pglock_* symbols" {
+@test "the library exports exactly tests/data/exports.txt, each declared in pglock.h and documented in pglock(3)" {
     command -v nm >/dev/null || skip "nm is not installed"
     local so=("$PGLOCK_BUILD"/libpglock.so)
     [ -e "${so[0]}" ]
-    nm -D --defined-only "${so[0]}" | awk 'NF == 3 { print $3 }' >"$out/syms"
+    nm -D --defined-only "${so[0]}" | awk 'NF == 3 { print $3 }' |
+        LC_ALL=C sort >"$out/syms"
     [ -s "$out/syms" ]
-    if grep -v '^pglock_' "$out/syms"; then
-        echo "symbols above are exported but not pglock_*" >&2
+    grep -v '^#' "$SRC/tests/data/exports.txt" >"$out/listed"
+    # The list is kept sorted, so that a diff of it reads well.
+    LC_ALL=C sort -c "$out/listed"
+    diff -u "$out/listed" "$out/syms" || {
+        echo "libpglock.so's exports (+) differ from tests/data/exports.txt (-)" >&2
         false
-    fi
-    grep -qx pglock_client_open "$out/syms"
+    }
+    local s bad=0
+    while read -r s; do
+        grep -Eq "^PGLOCK_EXPORT .*[^a-z_]$s\(" "$SRC/include/pglock.h" ||
+            { echo "$s is exported but not declared with PGLOCK_EXPORT in pglock.h" >&2; bad=1; }
+        grep -Eq "[^a-z_]$s\(" "$SRC/docs/pglock.3" ||
+            { echo "$s is exported but pglock(3) does not name it" >&2; bad=1; }
+    done <"$out/syms"
+    [ "$bad" -eq 0 ]
 }
 
-@test "the installed header compiles alone, strictly" {
+@test "the installed header compiles alone, strictly, and points into no source tree" {
     install_to "$out/prefix"
+    # It is read where no source tree is: no "see src/lib/...".
+    run -1 grep -nE '(^|[^a-z_])(src|tests|bench|debian|docs)/' "$out/prefix/include/pglock.h"
     printf '#include <pglock.h>\nint f(void);\nint f(void) { return PGLOCK_OK; }\n' >"$out/alone.c"
     local flags libpq_cflags
     flags=$(pkg-config --cflags libpq)
@@ -107,10 +122,112 @@ readme_example() {
     [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
 }
 
+# header_version HEADER: "MAJOR MINOR PATCH" of a pglock.h.
+header_version() {
+    awk '/^#define PGLOCK_VERSION_(MAJOR|MINOR|PATCH) / { printf "%s ", $3 }' "$1"
+}
+
+# The SONAME rule (pglock.h, "ABI and SONAME policy"), as the versions a
+# program may ask find_package for, given the installed MAJOR MINOR PATCH:
+# before 1.0 each MINOR is an ABI of its own, from 1.0 on each MAJOR.
+accepted_versions() {
+    if [ "$1" -eq 0 ]; then
+        echo "0.$2 0.$2.$3"
+    else
+        echo "$1.0 $1.$2 $1.$2.$3"
+    fi
+}
+refused_versions() {
+    if [ "$1" -eq 0 ]; then
+        echo "0.$(($2 + 1)) 1.0"
+        [ "$2" -eq 0 ] || echo "0.$(($2 - 1))"
+    else
+        echo "$(($1 + 1)).0 $1.$(($2 + 1))"
+        [ "$1" -eq 1 ] && echo "0.$2" || echo "$(($1 - 1)).$2"
+    fi
+}
+
+# find_pglock PREFIX VERSION: configures the consumer against the package
+# in PREFIX asking find_package for VERSION; the log is $out/find-VERSION.log.
+# A fresh build directory each time: a cached pglock_DIR would be reused.
+find_pglock() {
+    rm -rf "$out/find-$2"
+    cmake -S "$CONSUMER" -B "$out/find-$2" -DCMAKE_PREFIX_PATH="$1" \
+        -DPGLOCK_WANT="$2" >"$out/find-$2.log" 2>&1
+}
+
+# check_version_rule PREFIX MAJOR MINOR PATCH: the package in PREFIX, of
+# that version, accepts and refuses what the SONAME rule says.
+check_version_rule() {
+    local v
+    for v in $(accepted_versions "$2" "$3" "$4"); do
+        find_pglock "$1" "$v" || {
+            cat "$out/find-$v.log"
+            echo "find_package(pglock $v) refused $2.$3.$4" >&2
+            return 1
+        }
+    done
+    for v in $(refused_versions "$2" "$3" "$4"); do
+        if find_pglock "$1" "$v"; then
+            echo "find_package(pglock $v) accepted $2.$3.$4:" \
+                "$(grep '^pglock_DIR' "$out/find-$v/CMakeCache.txt")" >&2
+            return 1
+        fi
+        # Refused for its version, not for anything else (CMake wraps
+        # its message: read it as one line).
+        local said
+        said=$(tr -s ' \n' ' ' <"$out/find-$v.log")
+        [[ "$said" == *"compatible with requested version \"$v\""* &&
+            "$said" == *"version: $2.$3.$4"* ]] || {
+            cat "$out/find-$v.log"
+            return 1
+        }
+    done
+}
+
+@test "find_package(pglock VERSION): the installed package accepts and refuses versions by the SONAME rule" {
+    install_to "$out/prefix"
+    local ver
+    ver=$(header_version "$out/prefix/include/pglock.h")
+    # shellcheck disable=SC2086 # three words
+    check_version_rule "$out/prefix" $ver
+}
+
+# The rule is computed from the version in CMakeLists.txt: the same tree,
+# its header saying 0.3.0 and then 1.3.0, writes a package version file
+# with the rule of each, which find_package then applies.
+@test "find_package(pglock VERSION): the rule follows the version, SameMinorVersion before 1.0 and SameMajorVersion after" {
+    mkdir "$out/tree"
+    cp -R "$SRC/CMakeLists.txt" "$SRC/include" "$SRC/src" "$SRC/cmake" "$SRC/docs" "$out/tree/"
+    local ver major minor
+    for ver in 0.3.0 1.3.0; do
+        IFS=. read -r major minor _ <<<"$ver"
+        sed -i -e "s/^#define PGLOCK_VERSION_MAJOR .*/#define PGLOCK_VERSION_MAJOR $major/" \
+            -e "s/^#define PGLOCK_VERSION_MINOR .*/#define PGLOCK_VERSION_MINOR $minor/" \
+            -e "s/^#define PGLOCK_VERSION_PATCH .*/#define PGLOCK_VERSION_PATCH 0/" \
+            -e "s/^#define PGLOCK_VERSION \".*/#define PGLOCK_VERSION \"$ver\"/" \
+            "$out/tree/include/pglock.h"
+        [ "$(header_version "$out/tree/include/pglock.h")" = "$major $minor 0 " ]
+        cmake -S "$out/tree" -B "$out/tree-$ver" -DPGLOCK_TESTS=OFF \
+            >"$out/tree-$ver.log" 2>&1 || { cat "$out/tree-$ver.log"; false; }
+        grep -q "^set(PACKAGE_VERSION \"$ver\")" "$out/tree-$ver/pglockConfigVersion.cmake"
+        # A package of that version: its version file, and a config that
+        # stands for the library (only configuring is asked of it).
+        local pkg=$out/fake-$ver/lib/cmake/pglock
+        mkdir -p "$pkg"
+        cp "$out/tree-$ver/pglockConfigVersion.cmake" "$pkg/"
+        echo 'add_library(pglock::pglock INTERFACE IMPORTED)' >"$pkg/pglockConfig.cmake"
+        check_version_rule "$out/fake-$ver" "$major" "$minor" 0
+    done
+}
+
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
     install_to "$out/prefix"
+    local ver
+    read -r -a ver <<<"$(header_version "$out/prefix/include/pglock.h")"
     # An ASan build's library needs an ASan consumer (PGLOCK_SANITIZE).
     cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
+        -DPGLOCK_WANT="${ver[0]}.${ver[1]}" \
         ${PGLOCK_SANITIZE:+-DCMAKE_C_FLAGS=-fsanitize=address,undefined} \
         >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; false; }
     cmake --build "$out/cbuild" >"$out/build.log" 2>&1 || { cat "$out/build.log"; false; }

@@ -1,9 +1,9 @@
 /*
- * Bounded connections: pglock_connect_params() gives up on a server that
+ * Bounded connections: pglock__connect_params() gives up on a server that
  * accepts and never answers (the proxy, cut) after connect_timeout, goes
  * on to the next host of a multi-host conninfo, returns soon after its
  * interrupt, and calls a conninfo libpq refuses PGLOCK_EINVAL;
- * pglock_client_open() connects the same way; pglock_exec_params()
+ * pglock_client_open() connects the same way; pglock__exec_params()
  * cancels a query at its deadline and leaves the connection usable.
  */
 #include <pthread.h>
@@ -12,13 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bounded_conn.h"
 #include "support.h"
 
 static PGconn *connect_to(const char *conninfo, volatile sig_atomic_t *intr,
                           pglock_error *err)
 {
     const char *k[] = {"dbname", NULL}, *v[] = {conninfo, NULL};
-    return pglock_connect_params(k, v, 1, intr, -1, err);
+    return pglock__connect_params(k, v, 1, -1, intr, -1, err);
 }
 
 static int proxy_port(void)
@@ -34,8 +35,7 @@ static void a_server_that_never_answers_fails_after_connect_timeout(void **state
     snprintf(ci, sizeof ci, "%s connect_timeout=2",
              pt_env_or_skip("PGLOCK_TEST_PROXY"));
     pt_proxy_cut();
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, NULL, &err);
     pt_proxy_heal();
     assert_null(c);
@@ -56,8 +56,7 @@ static void the_next_host_is_tried_after_a_silent_one(void **state)
              "dbname=postgres connect_timeout=2",
              proxy_port(), atoi(pp + 5));
     pt_proxy_cut();
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, NULL, &err);
     pt_proxy_heal();
     if (!c)
@@ -87,8 +86,7 @@ static void an_interrupt_ends_the_connect(void **state)
     stop = 0;
     pthread_t t;
     pthread_create(&t, NULL, set_stop_later, NULL);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     PGconn *c = connect_to(ci, &stop, &err);
     pthread_join(t, NULL);
     assert_null(c);
@@ -110,8 +108,7 @@ static void an_interrupt_ends_the_connect(void **state)
 static void a_conninfo_libpq_refuses_is_einval(void **state)
 {
     (void)state;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_null(connect_to("host=/tmp dbnme=x", NULL, &err));
     assert_int_equal(err.code, PGLOCK_EINVAL);
     assert_non_null(strstr(err.message, "dbnme"));
@@ -129,20 +126,19 @@ static void a_query_past_its_deadline_is_cancelled(void **state)
 {
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
-    PGresult *r = pglock_exec_params(c, "SELECT pg_sleep(30)", 0, NULL, 300, &err);
+    pglock_error err = {0};
+    PGresult *r = pglock__exec_params(c, "SELECT pg_sleep(30)", 0, NULL, 300, &err);
     assert_null(r);
     assert_int_equal(err.code, PGLOCK_ETIMEDOUT);
     /* cancelled on the server: the same connection answers at once */
     const char *params[1] = {"41"};
-    r = pglock_exec_params(c, "SELECT $1::int + 1", 1, params, 5000, &err);
+    r = pglock__exec_params(c, "SELECT $1::int + 1", 1, params, 5000, &err);
     assert_non_null(r);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     assert_string_equal(PQgetvalue(r, 0, 0), "42");
     PQclear(r);
     /* a server error is a result, for the caller to read */
-    r = pglock_exec_params(c, "SELECT 1/0", 0, NULL, 5000, &err);
+    r = pglock__exec_params(c, "SELECT 1/0", 0, NULL, 5000, &err);
     assert_non_null(r);
     assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22012");
     PQclear(r);

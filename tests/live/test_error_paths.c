@@ -34,8 +34,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     make_table(c, table, sizeof table);
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
 
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
@@ -68,8 +67,7 @@ static void a_begin_lock_on_a_full_lock_table_rolls_back(void **s)
     PGconn *c = pt_connect(primary), *filler = pt_connect(primary);
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pt_lock_table_fill(filler);
     int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
                                      NULL, &err);
@@ -147,7 +145,7 @@ static void a_wait_cancelled_by_another_session_is_eintr(void **s)
     pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
-    xwaiter w = {.c = c, .err = {.version = PGLOCK_ERROR_VERSION}};
+    xwaiter w = {.c = c, .err = {0}};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, xwait_main, &w);
@@ -198,7 +196,7 @@ static void a_cancelled_key_resolve_is_eintr(void **s)
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     PGconn *locker = pt_connect(primary);
-    resolver r = {.c = pt_connect(primary), .err = {.version = PGLOCK_ERROR_VERSION}};
+    resolver r = {.c = pt_connect(primary), .err = {0}};
     pglock_key_hashtext(&r.key, "error-paths");
     int pid = PQbackendPID(r.c);
     pt_execf(locker, "BEGIN");
@@ -236,7 +234,7 @@ static void a_key_resolve_on_a_cut_network_returns(void **s)
     (void)s;
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
-    resolver r = {.c = pt_connect(proxy), .err = {.version = PGLOCK_ERROR_VERSION}};
+    resolver r = {.c = pt_connect(proxy), .err = {0}};
     pglock_key_hashtext(&r.key, "error-paths-cut");
     pt_proxy_cut();
     if (pt_call_on_cut_network(resolve, &r, 30000) < 0)

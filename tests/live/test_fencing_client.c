@@ -72,8 +72,7 @@ static void tokens_increase_across_an_immediate_crash(void **state)
 
 static int64_t token_on(PGconn *conn)
 {
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     int64_t t = 0;
     int rc = pglock_fencing_token(conn, &t, 5000, NULL, &err);
     if (rc != 0)
@@ -97,8 +96,7 @@ static void tokens_on_the_callers_connection_increase(void **state)
     assert_true(pt_query_intf(b, "SELECT txid_current() > %lld",
                               (long long)t4));
     /* never inside the caller's transaction, which it leaves alone */
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     int64_t t = 0;
     pt_execf(a, "BEGIN");
     assert_int_equal(pglock_fencing_token(a, &t, 5000, NULL, &err), PGLOCK_ESTATE);

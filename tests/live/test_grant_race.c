@@ -38,8 +38,7 @@ typedef struct racer {
 static void *race_main(void *arg)
 {
     racer *r = arg;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     if (r->client)
         r->rc = pglock_lock(r->client, &r->key, PGLOCK_EXCLUSIVE, 30000);
     else if (r->begin)

@@ -142,8 +142,7 @@ static void test_the_list_is_what_pg_locks_shows(void **state)
 {
     scene *sc = *state;
     pglock_holders *list = NULL;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_holders_list(&list, sc->obs, sc->keys, 2, 0, 10000, &err), 0);
     compare_with_pg_locks(sc, list);
     pglock_holders_free(list);
@@ -229,8 +228,7 @@ static void test_bad_arguments_are_einval(void **state)
 {
     scene *sc = *state;
     pglock_holders *list = (pglock_holders *)1;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key legacy;
     pglock_key_hashtext(&legacy, "not resolved");
     assert_int_equal(pglock_holders_list(&list, sc->obs, &legacy, 1, 0, 10000, &err),
@@ -252,8 +250,7 @@ static void test_a_standby_is_estandby(void **state)
     (void)state;
     PGconn *standby = pt_connect(pt_env_or_skip("PGLOCK_TEST_STANDBY"));
     pglock_holders *list = NULL;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_holders_list(&list, standby, NULL, 0, 0, 10000, &err),
                      PGLOCK_ESTANDBY);
     assert_null(list);

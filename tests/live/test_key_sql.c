@@ -253,8 +253,7 @@ static void check_sql_takes_lock(PGconn *holder, PGconn *other,
                                  pglock_key *k, pglock_mode mode,
                                  pglock_scope scope)
 {
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_key_resolve(k, holder, &err), PGLOCK_OK);
     char sql[1024];
     int n = pglock_key_sql(k, mode, scope, sql, sizeof sql);
@@ -326,8 +325,7 @@ static void test_hashtext_resolve_agrees_with_server(void **state)
                                         "日本語", "it's"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         pglock_key k;
-        pglock_error err;
-        pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+        pglock_error err = {0};
         assert_int_equal(pglock_key_hashtext(&k, names[i]), PGLOCK_OK);
         assert_int_equal(pglock_key_resolve(&k, c, &err), PGLOCK_OK);
         assert_int_equal(k.resolved, 1);
@@ -349,8 +347,7 @@ static void test_hashtext_resolve_agrees_with_server(void **state)
     PQfinish(c);
     c = PQconnectdb("host=/nonexistent-pglock-test port=1");
     pglock_key k;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key_hashtext(&k, "x");
     assert_int_equal(pglock_key_resolve(&k, c, &err), PGLOCK_ECONNLOST);
     assert_int_equal(k.resolved, 0);

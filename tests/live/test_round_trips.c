@@ -133,8 +133,7 @@ static void transaction_locks_are_one_round_trip_each(void **state)
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     PGconn *c = pt_connect(proxy);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pt_proxy_reset();
     for (int i = 0; i < 20; i++) {
         pglock_key k;

@@ -20,8 +20,7 @@ static void xact_lock_holds_until_commit(void **state)
     int64_t id = pt_unique_key();
     pglock_key k;
     pglock_key_int64(&k, id);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
 
     pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
@@ -44,8 +43,7 @@ static void xact_lock_outside_a_transaction_is_a_state_error(void **state)
     PGconn *c = pt_connect(primary);
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL, &err),
                      PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
@@ -66,8 +64,7 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
     pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pglock_key k;
     pglock_key_int64(&k, id);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
 
     pt_execf(c, "BEGIN");
     pt_execf(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
@@ -96,8 +93,7 @@ static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
     PGconn *c = pt_connect(primary), *obs = pt_connect(primary);
     pglock_key k;
     pglock_key_pair(&k, 42, 9);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_SHARED,
                                             PGLOCK_WAIT_FOREVER, NULL, &err),
                      0);
@@ -121,8 +117,7 @@ static void begin_lock_busy_rolls_back(void **state)
     pglock_key k;
     pglock_key_hashtext(&k, "import:o'brien");
     pt_execf(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
                                             PGLOCK_TRY, NULL, &err),
                      PGLOCK_EBUSY);
@@ -150,8 +145,7 @@ typedef struct xwaiter {
 static void *xwait_main(void *arg)
 {
     xwaiter *w = arg;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     w->rc = pglock_xact_lock(w->c, &w->key, PGLOCK_EXCLUSIVE,
                              PGLOCK_WAIT_FOREVER, w->flag, &err);
     return NULL;
@@ -193,8 +187,7 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
     int64_t id = pt_unique_key();
     pglock_key k;
     pglock_key_int64(&k, id);
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     for (int i = 0; i < 20; i++) {
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                                 NULL, &err), 0);
@@ -224,8 +217,7 @@ static void begin_lock_is_one_round_trip(void **state)
     PGconn *c = pt_connect(proxy);
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pt_proxy_reset();
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
                                             NULL, &err), 0);

@@ -3,12 +3,20 @@
  * include/pglock.h sees it (size, each field's offset and size), compared
  * with the baseline committed in tests/data/abi-layout.txt.  Lines are
  * keyed by SONAME (with the data model: lp64), struct and the struct's
- * PGLOCK_*_VERSION: a layout that
- * changes while its key stays the same breaks programs built against the
- * old header, and fails here.  A new version (or SONAME) is a new key:
- * append its lines to the baseline (`test_abi_layout --print`), keeping
- * the old ones, which a library of the same SONAME must still accept.
+ * PGLOCK_*_VERSION ("-" for the structs that have none: pglock_key,
+ * pglock_error, pglock_holder): a layout that changes while its key stays
+ * the same breaks programs built against the old header, and fails here.
+ * A new options version (or SONAME) is a new key: append its lines to the
+ * baseline (`test_abi_layout --print`), keeping the old ones, which a
+ * library of the same SONAME must still accept.  pglock_holder may also
+ * grow at its end within a key (pglock.h, "Who holds what"): append the
+ * new fields' lines, change its sizeof line, and nothing else.
+ *
+ * Which structs and fields there are is read from the header itself, so
+ * a struct or field added to pglock.h and not listed in current() below
+ * fails too.
  */
+#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +31,8 @@ typedef struct layout {
     int n;
 } layout;
 
-static void add(layout *l, const char *s, unsigned version, const char *what,
-                size_t a, size_t b)
+static void add(layout *l, const char *s, const char *version,
+                const char *what, size_t a, size_t b)
 {
     assert_true(l->n < MAX_LINES);
     /* The SONAME, and the data model: an ILP32 build has layouts of its
@@ -38,10 +46,12 @@ static void add(layout *l, const char *s, unsigned version, const char *what,
                  model);
     else
         snprintf(soname, sizeof soname, "%d/%s", PGLOCK_VERSION_MAJOR, model);
-    snprintf(l->line[l->n++], LINE_LEN, "%s %s %u %s %zu %zu", soname, s,
+    snprintf(l->line[l->n++], LINE_LEN, "%s %s %s %s %zu %zu", soname, s,
              version, what, a, b);
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define SIZE(l, T, V) add(l, #T, V, "sizeof", sizeof(T), 0)
 #define FIELD(l, T, V, f) \
     add(l, #T, V, #f, offsetof(T, f), sizeof(((T *)0)->f))
@@ -50,15 +60,12 @@ static void add(layout *l, const char *s, unsigned version, const char *what,
 static void current(layout *l)
 {
     l->n = 0;
-    unsigned v = PGLOCK_ERROR_VERSION;
+    const char *v = "-";
     SIZE(l, pglock_error, v);
-    FIELD(l, pglock_error, v, version);
     FIELD(l, pglock_error, v, code);
     FIELD(l, pglock_error, v, sqlstate);
     FIELD(l, pglock_error, v, message);
-    v = PGLOCK_KEY_VERSION;
     SIZE(l, pglock_key, v);
-    FIELD(l, pglock_key, v, version);
     FIELD(l, pglock_key, v, kind);
     FIELD(l, pglock_key, v, id);
     FIELD(l, pglock_key, v, ns);
@@ -67,7 +74,8 @@ static void current(layout *l)
     FIELD(l, pglock_key, v, name);
     FIELD(l, pglock_key, v, name_len);
     FIELD(l, pglock_key, v, resolved);
-    v = PGLOCK_OPTIONS_VERSION;
+    FIELD(l, pglock_key, v, reserved);
+    v = STR(PGLOCK_OPTIONS_VERSION);
     SIZE(l, pglock_options, v);
     FIELD(l, pglock_options, v, version);
     FIELD(l, pglock_options, v, lease_ms);
@@ -77,12 +85,151 @@ static void current(layout *l)
     FIELD(l, pglock_options, v, cancel_timeout_ms);
     FIELD(l, pglock_options, v, dead_peer_ms);
     FIELD(l, pglock_options, v, hold);
-    v = PGLOCK_HOLD_OPTIONS_VERSION;
+    v = STR(PGLOCK_HOLD_OPTIONS_VERSION);
     SIZE(l, pglock_hold_options, v);
     FIELD(l, pglock_hold_options, v, version);
     FIELD(l, pglock_hold_options, v, drive);
     FIELD(l, pglock_hold_options, v, on_lost);
     FIELD(l, pglock_hold_options, v, arg);
+    v = "-";
+    SIZE(l, pglock_holder, v);
+    FIELD(l, pglock_holder, v, key);
+    FIELD(l, pglock_holder, v, database);
+    FIELD(l, pglock_holder, v, pid);
+    FIELD(l, pglock_holder, v, mode);
+    FIELD(l, pglock_holder, v, granted);
+    FIELD(l, pglock_holder, v, has_session);
+    FIELD(l, pglock_holder, v, hidden);
+    FIELD(l, pglock_holder, v, user);
+    FIELD(l, pglock_holder, v, application_name);
+    FIELD(l, pglock_holder, v, client_addr);
+    FIELD(l, pglock_holder, v, client_port);
+    FIELD(l, pglock_holder, v, state);
+    FIELD(l, pglock_holder, v, held_min_s);
+    FIELD(l, pglock_holder, v, held_max_s);
+    FIELD(l, pglock_holder, v, waiting_s);
+    FIELD(l, pglock_holder, v, waiting_source);
+    FIELD(l, pglock_holder, v, blocked_by);
+    FIELD(l, pglock_holder, v, n_blocked_by);
+}
+
+/* ------------------------------------------- what the header declares */
+
+/* "STRUCT FIELD" for every field of every struct the header defines
+ * (`typedef struct NAME { ... } NAME;`; opaque typedefs have no body). */
+typedef struct names {
+    char name[MAX_LINES][160];
+    int n;
+} names;
+
+static char *read_header(void)
+{
+    FILE *f = fopen(PGLOCK_SOURCE_DIR "/include/pglock.h", "r");
+    if (!f)
+        fail_msg("cannot read include/pglock.h");
+    static char text[1 << 17];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    assert_true(n < sizeof text - 1);
+    fclose(f);
+    text[n] = '\0';
+    /* Comments out, so that only declarations are left. */
+    char *w = text;
+    for (const char *r = text; *r;) {
+        if (r[0] == '/' && r[1] == '*') {
+            const char *e = strstr(r + 2, "*/");
+            assert_non_null(e);
+            r = e + 2;
+            *w++ = ' ';
+        } else if (r[0] == '/' && r[1] == '/') {
+            r += strcspn(r, "\n");
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return text;
+}
+
+/* The name a declaration declares: its last identifier, array bounds
+ * left out.  Fails on what this reader does not know (a declaration of
+ * two fields, an inline function pointer, a nested struct). */
+static void declared(char *out, size_t len, const char *decl, size_t n)
+{
+    char d[256];
+    assert_true(n < sizeof d);
+    memcpy(d, decl, n);
+    d[n] = '\0';
+    if (strpbrk(d, ",(){"))
+        fail_msg("test_abi_layout cannot read the field \"%s\": declare "
+                 "one field per statement, function pointers by typedef",
+                 d);
+    char *br = strchr(d, '[');
+    if (br)
+        *br = '\0';
+    size_t e = strlen(d);
+    while (e && isspace((unsigned char)d[e - 1]))
+        e--;
+    size_t b = e;
+    while (b && (isalnum((unsigned char)d[b - 1]) || d[b - 1] == '_'))
+        b--;
+    assert_true(b < e);
+    snprintf(out, len, "%.*s", (int)(e - b), d + b);
+}
+
+static void header_fields(names *out)
+{
+    const char *p = read_header();
+    out->n = 0;
+    while ((p = strstr(p, "typedef struct")) != NULL) {
+        p += strlen("typedef struct");
+        char sname[64];
+        int used = 0;
+        if (sscanf(p, " %63[A-Za-z0-9_] %n", sname, &used) != 1 || !used ||
+            p[used] != '{')
+            continue; /* opaque */
+        const char *body = p + used + 1, *end = strchr(body, '}');
+        assert_non_null(end);
+        for (const char *d = body; d < end;) {
+            const char *semi = memchr(d, ';', (size_t)(end - d));
+            const char *stop = semi ? semi : end;
+            const char *q = d;
+            while (q < stop && isspace((unsigned char)*q))
+                q++;
+            if (q < stop) {
+                if (!semi)
+                    fail_msg("a field of %s has no ';'", sname);
+                char field[64];
+                declared(field, sizeof field, q, (size_t)(stop - q));
+                assert_true(out->n < MAX_LINES);
+                snprintf(out->name[out->n++], sizeof out->name[0], "%s %s",
+                         sname, field);
+            }
+            d = stop + 1;
+        }
+        p = end;
+    }
+}
+
+/* The same from current()'s lines: "STRUCT FIELD" of each field line. */
+static void covered_fields(const layout *l, names *out)
+{
+    out->n = 0;
+    for (int i = 0; i < l->n; i++) {
+        char model[48], st[64], ver[16], field[64];
+        assert_int_equal(sscanf(l->line[i], "%47s %63s %15s %63s", model, st,
+                                ver, field), 4);
+        if (strcmp(field, "sizeof") != 0)
+            snprintf(out->name[out->n++], sizeof out->name[0], "%s %s", st,
+                     field);
+    }
+}
+
+static int listed(const names *n, const char *s)
+{
+    for (int i = 0; i < n->n; i++)
+        if (strcmp(n->name[i], s) == 0)
+            return 1;
+    return 0;
 }
 
 static void baseline(layout *l)
@@ -151,7 +298,7 @@ static void every_public_struct_keeps_the_layout_of_its_version(void **s)
         if (i > 0 && strncmp(now.line[i - 1], k, key_len(k)) == 0)
             continue; /* one check per key */
         if (!key_known(&base, k)) {
-            printf("# no baseline for \"%.*s\": a new version; append the "
+            printf("# no baseline for \"%.*s\": a new struct or version; append the "
                    "output of test_abi_layout --print for it to "
                    "tests/data/abi-layout.txt\n", (int)key_len(k) - 1, k);
             failed = 1;
@@ -159,7 +306,14 @@ static void every_public_struct_keeps_the_layout_of_its_version(void **s)
         }
         printf("# checking \"%.*s\"\n", (int)key_len(k) - 1, k);
         int changed = missing(&now, &base, k) | missing(&base, &now, k);
-        if (changed) {
+        if (changed && strstr(k, " - ")) {
+            printf("# the layout of \"%.*s\" differs from the baseline (lines"
+                   " above), but the SONAME did not change: a struct without "
+                   "a version keeps its layout within a SONAME (pglock_holder"
+                   " may gain fields at its end: append their lines, change "
+                   "its sizeof line)\n", (int)key_len(k) - 1, k);
+            failed = 1;
+        } else if (changed) {
             printf("# the layout of \"%.*s\" differs from the baseline (lines"
                    " above), but its version and the SONAME did not change: "
                    "bump its PGLOCK_*_VERSION (append fields only) or the "
@@ -167,6 +321,35 @@ static void every_public_struct_keeps_the_layout_of_its_version(void **s)
             failed = 1;
         }
     }
+    assert_false(failed);
+}
+
+static void every_struct_and_field_of_the_header_is_checked(void **s)
+{
+    (void)s;
+    static layout now;
+    static names header, covered;
+    current(&now);
+    header_fields(&header);
+    covered_fields(&now, &covered);
+    assert_true(header.n > 0);
+    int failed = 0;
+    for (int i = 0; i < header.n; i++)
+        if (!listed(&covered, header.name[i])) {
+            printf("# pglock.h declares \"%s\", which current() in "
+                   "test_abi_layout.c does not check: add it (SIZE for a "
+                   "new struct, FIELD for each field), then its baseline\n",
+                   header.name[i]);
+            failed = 1;
+        }
+    for (int i = 0; i < covered.n; i++)
+        if (!listed(&header, covered.name[i])) {
+            printf("# test_abi_layout.c checks \"%s\", which pglock.h does "
+                   "not declare (or this reader missed)\n",
+                   covered.name[i]);
+            failed = 1;
+        }
+    printf("# %d fields of the header, %d checked\n", header.n, covered.n);
     assert_false(failed);
 }
 
@@ -181,6 +364,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_public_struct_keeps_the_layout_of_its_version),
+        cmocka_unit_test(every_struct_and_field_of_the_header_is_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

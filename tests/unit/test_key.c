@@ -547,8 +547,7 @@ static void test_resolve_without_connection(void **state)
 {
     (void)state;
     pglock_key k;
-    pglock_error err;
-    pglock_error_init(&err, PGLOCK_ERROR_VERSION);
+    pglock_error err = {0};
     pglock_key_hashtext(&k, "x");
     assert_int_equal(pglock_key_resolve(&k, NULL, &err), PGLOCK_ECONNLOST);
     assert_int_equal(err.code, PGLOCK_ECONNLOST);
