@@ -73,7 +73,8 @@
  *     ('x' || substr(encode(sha256(convert_to(NAME, 'UTF8')), 'hex'), 1, 16))
  *       ::bit(64)::bigint
  *   Legacy keys hashtext(NAME) and hashtextextended(NAME, SEED) are computed
- *   by the server.  docs/keys.md is the reference for keys.
+ *   by the server.  The reference for keys is pglock(3), Keys, and keys.md
+ *   in the documentation of pglock's source.
  */
 #ifndef PGLOCK_H
 #define PGLOCK_H
@@ -209,7 +210,8 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  *   hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)
  * Parsing is strict: anything numeric-looking that is not exactly INT or
  * INT:INT in canonical form is an error, never a name.  The whole syntax
- * and its rules live in docs/keys.md (the one home of the key syntax).
+ * and its rules: keys.md in the documentation of pglock's source (the one
+ * home of the key syntax).
  * "@NAME" (a registry lookup) is the caller's to handle: an error here.
  * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
  * line ('invalid key "42:x": the id after ':' is not an integer') to
