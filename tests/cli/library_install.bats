@@ -41,19 +41,10 @@ setup() {
         "${libpq_cflags[@]}" -c "$out/alone.c" -o "$out/alone.o"
 }
 
-# readme_example: the README's library example (the ```c block of "## The
-# library" that uses the managed hold), verbatim.
-readme_example() {
-    awk '/^## / { lib = ($0 == "## The library") }
-         lib && /^```c$/ { inblk = 1; buf = ""; next }
-         inblk && /^```$/ { inblk = 0; if (buf ~ /pglock_hold_start/) { printf "%s", buf; exit } next }
-         inblk { buf = buf $0 "\n" }' "$SRC/README.md"
-}
-
 @test "the README's library example builds and links as written, and runs: one holder bills, a second finds it busy (75)" {
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     install_to "$out/prefix"
-    readme_example >"$out/example.c"
+    doc_block README.md readme-library >"$out/example.c"
     grep -q 'pglock_hold_start' "$out/example.c"
     grep -q 'int main' "$out/example.c"
     # strictly, against the installed header
@@ -108,6 +99,13 @@ readme_example() {
 }
 
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
+    # the consumer's CMakeLists.txt has the README's two lines, its target
+    # named consumer instead of myapp
+    local line
+    while IFS= read -r line; do
+        grep -qxF "${line//myapp/consumer}" "$CONSUMER/CMakeLists.txt" ||
+            { echo "the consumer lacks the README's line: $line"; false; }
+    done < <(doc_block README.md readme-cmake)
     install_to "$out/prefix"
     # An ASan build's library needs an ASan consumer (PGLOCK_SANITIZE).
     cmake -S "$CONSUMER" -B "$out/cbuild" -DCMAKE_PREFIX_PATH="$out/prefix" \
