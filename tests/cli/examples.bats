@@ -26,6 +26,13 @@ setup() {
     chmod +x "$bin/billing" "$bin/bill" "$bin/scheduler"
 }
 
+# A host left running by a failed test (its pid in $bg_pid, still one of
+# this shell's jobs: not waited for) is stopped, or bats would wait for it.
+teardown() {
+    [ -n "${bg_pid:-}" ] && jobs -p | grep -qx "$bg_pid" || return 0
+    pkill -TERM -P "$bg_pid" 2>/dev/null || kill -TERM "$bg_pid" 2>/dev/null || true
+}
+
 # as_installed PREFIX CMD...: CMD with PREFIX mounted on /usr/local, as
 # if `sudo make install` had put the build there.
 as_installed() {
@@ -61,7 +68,7 @@ cron_env() {
     # (cron's sh -c runs pglock: first is that shell)
     as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
     local first=$bg_pid
-    wait_until 15 file_exists "$out/billing.ran"
+    wait_until 15 test -s "$out/billing.ran"
     [ "$(cat "$out/billing.ran")" = "$K" ]
     # --min-hold keeps it for 10 minutes: a late host skips, and -q keeps
     # it quiet
@@ -92,7 +99,7 @@ cron_command() { awk '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); print 
     cron_env
     as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
     local first=$bg_pid
-    wait_until 15 file_exists "$out/billing.ran"
+    wait_until 15 test -s "$out/billing.ran"
     [ "$(cat "$out/billing.ran")" = "$K" ]
     # --min-hold: held after billing ended, until told to stop
     held "$K"
