@@ -186,17 +186,31 @@ packages() {
         tr -s ' ' '\n' | grep . | sort -u
 }
 
-@test "the README's build and test package lines are .ci/run's packages, no more, no less, and npm only where none is" {
-    local build tests ci
+@test "the README's build and test package lines are .ci/run's packages, no more, no less, npm only where none is; the bench line names what bench/ uses" {
+    local build tests bench ci p
     build=$(packages "$(doc_block README.md install-build)")
     tests=$(packages "$(doc_block README.md install-test)")
-    [ -n "$build" ] && [ -n "$tests" ]
+    bench=$(packages "$(doc_block README.md install-bench)")
+    [ -n "$build" ] && [ -n "$tests" ] && [ -n "$bench" ]
     ci=$(sed -n '/^packages=(/,/)/p' "$SRC/.ci/run" | sed 's/packages=(//; s/)//' | tr -s ' ' '\n' | grep . | sort -u)
     [ -n "$ci" ]
     # build and test apart: no package on both lines
     [ -z "$(comm -12 <(echo "$build") <(echo "$tests"))" ]
     diff <(printf '%s\n%s\n' "$build" "$tests" | sort -u) <(echo "$ci")
     doc_block README.md install-test | grep -qx 'command -v npm || sudo apt-get install -y npm'
+    # make bench: each package's program or library is one bench/ uses,
+    # and nothing from the build line is repeated
+    [ -z "$(comm -12 <(echo "$build") <(echo "$bench"))" ]
+    for p in $bench; do
+        case $p in
+        postgresql) grep -q 'harness.sh' "$SRC/bench/run.sh" ;;
+        libhiredis-dev) grep -q 'hiredis' "$SRC/bench/CMakeLists.txt" ;;
+        *) grep -qE "(command -v|^| )$p( |$)" "$SRC/bench/run.sh" ;;
+        esac || { echo "the README's bench line names $p, which bench/ does not use"; false; }
+    done
+    for p in hyperfine redis-server strace python3; do
+        grep -qx "$p" <<<"$bench" || { echo "bench/run.sh uses $p, the README's bench line omits it"; false; }
+    done
 }
 
 @test "the README's quick start runs as written: one of three hosts runs the job, two are told who holds it, status names it" {
