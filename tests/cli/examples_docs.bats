@@ -241,3 +241,26 @@ with_db() {
     run -0 pglock key --keys "$out/keys.conf" @migrations
     [[ "$output" == *"$hashed"* ]]
 }
+
+@test "docs/deployment.md's Kubernetes CronJob (a fragment) is well-formed and uses options pglock has" {
+    local yaml
+    doc_block docs/deployment.md deploy-k8s >"$out/cronjob.yaml"
+    head -1 "$out/cronjob.yaml" | grep -q '^# fragment: '
+    # the options in the container's command exist
+    local opt
+    for opt in --try --min-hold --conflict-exit-code; do
+        pglock run --help | grep -qE -- "^ +(-., )?$opt\b"
+        grep -qE -- "\"$opt" "$out/cronjob.yaml"
+    done
+    python3 -c 'import yaml' 2>/dev/null || skip "python3's yaml module is not installed: not parsed"
+    yaml=$(python3 -c '
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+j = d["spec"]["jobTemplate"]["spec"]
+p = j["template"]["spec"]
+c = p["containers"][0]
+print(d["kind"], d["spec"]["concurrencyPolicy"], p["restartPolicy"], c["command"][0], c["command"][1],
+      [r["onExitCodes"]["values"] for r in j["podFailurePolicy"]["rules"] if "onExitCodes" in r],
+      [e["name"] for e in c["env"]])' "$out/cronjob.yaml")
+    [ "$yaml" = "CronJob Forbid Never /usr/local/bin/pglock run [[64]] ['PGHOST', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']" ]
+}
