@@ -264,3 +264,44 @@ print(d["kind"], d["spec"]["concurrencyPolicy"], p["restartPolicy"], c["command"
       [e["name"] for e in c["env"]])' "$out/cronjob.yaml")
     [ "$yaml" = "CronJob Forbid Never /usr/local/bin/pglock run [[64]] ['PGHOST', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']" ]
 }
+
+@test "the README's map of the tree names paths that exist, and every top-level directory of the tree" {
+    cd "$SRC"
+    local rows row cell1 cell2 tok base bases checked=0
+    rows=$(awk '/^## Where things live/ { m = 1; next } /^## / { m = 0 } m && /^\| `/' README.md)
+    [ "$(wc -l <<<"$rows")" -ge 10 ]
+    while IFS= read -r row; do
+        cell1=$(cut -d'|' -f2 <<<"$row")
+        cell2=$(cut -d'|' -f3- <<<"$row")
+        bases=()
+        base=.
+        # the first cell: paths from the top (a bare name: beside the one before)
+        while IFS= read -r tok; do
+            [[ "$tok" == */* ]] || tok=$base/$tok
+            compgen -G "$tok" >/dev/null || { echo "the map names $tok, which is not in the tree"; false; }
+            if [[ "$tok" == */ ]]; then base=${tok%/}; else base=$(dirname "$tok"); fi
+            bases+=("$base")
+            checked=$((checked + 1))
+        done < <(grep -oE '`[^` ]+`' <<<"$cell1" | tr -d '`')
+        # the second cell: file and directory names, in the first cell's
+        # directories (or from the top, with a slash inside); NAME is a
+        # placeholder (cmd_NAME.c)
+        while IFS= read -r tok; do
+            tok=${tok//NAME/*}
+            local hit=
+            if [[ "${tok%/}" == */* ]]; then compgen -G "$tok" >/dev/null && hit=1
+            else
+                for base in "${bases[@]}"; do compgen -G "$base/$tok" >/dev/null && hit=1; done
+            fi
+            [ -n "$hit" ] || { echo "the map's row for${cell1} names $tok, which is not there"; false; }
+            checked=$((checked + 1))
+        done < <(grep -oE '`[A-Za-z0-9_.*/-]+(\.[ch1-3]|\.md|\.sh|/)`' <<<"$cell2" | tr -d '`')
+    done <<<"$rows"
+    [ "$checked" -ge 50 ]
+    # every top-level directory of the tree has its row
+    command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1 || skip "not a git checkout: the tree's directories are not known"
+    local dir
+    for dir in $(git ls-files | grep / | cut -d/ -f1 | sort -u); do
+        grep -qE "^\| [^|]*\`$dir/" <<<"$rows" || { echo "the map has no row for $dir/"; false; }
+    done
+}
