@@ -45,6 +45,8 @@ setup() {
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     install_to "$out/prefix"
     doc_block README.md readme-library >"$out/example.c"
+    # pglock(3)'s EXAMPLE is the same program
+    diff <(doc_block docs/pglock.3 man3-example) "$out/example.c"
     grep -q 'pglock_hold_start' "$out/example.c"
     grep -q 'int main' "$out/example.c"
     # strictly, against the installed header
