@@ -54,7 +54,7 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 # pass runs"): our tooling and packaging (the harness, the bench's smoke
 # run, the installed library's files), and the suites whose every line of
 # src/ another suite or a C test runs too, by gcov.
-ASAN_SKIP='^(harness|library_install|examples|run_bad_input|run_group_signals|failover_tokens|versions|status_round_trips|run_verbose)\.bats$'
+ASAN_SKIP='^(harness|library_install|examples|examples_docs|run_bad_input|run_group_signals|failover_tokens|versions|status_round_trips|run_verbose)\.bats$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bats
 # The deployment examples work as written: docs/deployment.md's cron line
-# and systemd unit, docs/examples/*.service, and pglock(1)'s cron line.  They
+# and systemd unit, docs/examples/*.service, pglock(1)'s cron line and
+# docs/operations.md's crontab lines; also the README's quick start and its
+# package lines.  The blocks are looked up by name (doc_block, see
+# tests/cli/examples_docs.bats).  The cron lines
 # name /usr/local/bin/pglock, where `make install` puts it; here the build
 # is installed into a temporary prefix whose bin/ is mounted on
 # /usr/local/bin in a mount namespace of the test's own (`unshare -rm`),
@@ -18,8 +21,16 @@ setup() {
     bin=$out/prefix/bin
     # The jobs the examples name, as stubs that say they ran.
     printf '#!/bin/sh\necho "$PGLOCK_KEY" >>%s/billing.ran\n' "$out" >"$bin/billing"
+    cp "$bin/billing" "$bin/bill"
     printf '#!/bin/sh\necho $$ >%s/scheduler.started\nexec sleep 60\n' "$out" >"$bin/scheduler"
-    chmod +x "$bin/billing" "$bin/scheduler"
+    chmod +x "$bin/billing" "$bin/bill" "$bin/scheduler"
+}
+
+# A host left running by a failed test (its pid in $bg_pid, still one of
+# this shell's jobs: not waited for) is stopped, or bats would wait for it.
+teardown() {
+    [ -n "${bg_pid:-}" ] && jobs -p | grep -qx "$bg_pid" || return 0
+    pkill -TERM -P "$bg_pid" 2>/dev/null || kill -TERM "$bg_pid" 2>/dev/null || true
 }
 
 # as_installed PREFIX CMD...: CMD with PREFIX mounted on /usr/local, as
@@ -37,13 +48,6 @@ as_installed_bg() {
     bg_pid=$!
 }
 
-# block LANG: the first ```LANG block of docs/deployment.md, verbatim.
-block() {
-    awk -v lang="$1" '$0 == "```" lang { inblk = 1; next }
-                      inblk && /^```$/ { exit }
-                      inblk { print }' "$SRC/docs/deployment.md"
-}
-
 # cron_env: the environment cron gives a command (only PATH=/usr/bin:/bin
 # and what the crontab sets; here the harness's server instead of
 # db1.internal), then sh -c.
@@ -54,7 +58,7 @@ cron_env() {
 
 @test "docs/deployment.md's cron line runs as written under cron's PATH: one run, then a quiet skip (75)" {
     local line cmd
-    line=$(block cron | grep -E '^[0-9*]+ [0-9*]+ \* \* \* ')
+    line=$(doc_block docs/deployment.md deploy-cron | grep -E '^[0-9*]+ [0-9*]+ \* \* \* ')
     # five time fields and the user, then the command
     cmd=$(awk '{ for (i = 1; i <= 6; i++) $i = ""; sub(/^ +/, ""); print }' <<<"$line")
     [[ "$cmd" == /usr/local/bin/pglock\ * ]]
@@ -64,7 +68,7 @@ cron_env() {
     # (cron's sh -c runs pglock: first is that shell)
     as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
     local first=$bg_pid
-    wait_until 15 file_exists "$out/billing.ran"
+    wait_until 15 test -s "$out/billing.ran"
     [ "$(cat "$out/billing.ran")" = "$K" ]
     # --min-hold keeps it for 10 minutes: a late host skips, and -q keeps
     # it quiet
@@ -80,13 +84,66 @@ cron_env() {
     wait_until 10 not_held "$K"
     # Without the full path cron would not find pglock at all.
     run -127 "${cron[@]}" "${cmd#/usr/local/bin/}"
-    # pglock(1)'s cron line names the same path.
-    grep -q '^0 2 \* \* \* /usr/local/bin/pglock run ' "$SRC/docs/pglock.1"
+}
+
+# cron_command LINE: a crontab line's command (after five time fields).
+cron_command() { awk '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); print }' <<<"$1"; }
+
+@test "pglock(1)'s cron line runs as written under cron's PATH, on the harness's server instead of db1" {
+    local cmd
+    cmd=$(cron_command "$(doc_block docs/pglock.1 man-cron)")
+    [[ "$cmd" == '/usr/local/bin/pglock run '*'-d "host=db1 dbname=app" nightly-billing -- /usr/local/bin/billing' ]]
+    cmd=${cmd//\"host=db1 dbname=app\"/$(printf %q "$PGLOCK_TEST_PRIMARY")}
+    cmd=${cmd//nightly-billing/$K}
+    local -a cron
+    cron_env
+    as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
+    local first=$bg_pid
+    wait_until 15 test -s "$out/billing.ran"
+    [ "$(cat "$out/billing.ran")" = "$K" ]
+    # --min-hold: held after billing ended, until told to stop
+    held "$K"
+    pkill -TERM -P "$first" || kill -TERM "$first"
+    local status=0
+    wait "$first" || status=$?
+    cat "$out/first.out"
+    [ "$status" = 143 ]
+}
+
+@test "docs/operations.md's crontab lines run under cron's PATH: a recorded run, then the metrics file says pglock_up 1" {
+    local block cmd setting
+    block=$(doc_block docs/operations.md ops-cron)
+    # the crontab's variable assignments, then its one command
+    local -a cron
+    cron_env
+    # (before cron_env's closing `sh -c`, after its env -i)
+    while read -r setting; do
+        cron=("${cron[@]:0:${#cron[@]}-2}" "$setting" sh -c)
+    done < <(grep -E '^[A-Z_]+=' <<<"$block")
+    [[ "${cron[*]}" == *PGLOCK_RECORD=1* ]]
+    cmd=$(cron_command "$(grep -E '^[0-9*]+ ' <<<"$block")")
+    [[ "$cmd" == "/usr/local/bin/pglock run "*"-d app nightly-billing -- /usr/local/bin/bill" ]]
+    cmd=${cmd//-d app/-d $(printf %q "$PGLOCK_TEST_PRIMARY")}
+    cmd=${cmd//nightly-billing/$K}
+    "$PGLOCK_BIN" init -q -d "$PGLOCK_TEST_PRIMARY"
+    run -0 as_installed "$out/prefix" "${cron[@]}" "$cmd"
+    [ "$(cat "$out/billing.ran")" = "$K" ]
+    run -0 "$PGLOCK_BIN" history -d "$PGLOCK_TEST_PRIMARY" "$K"
+    [[ "$output" == *succeeded* ]]
+    # the node_exporter line, into this test's directory instead
+    cmd=$(cron_command "$(doc_block docs/operations.md ops-metrics-cron)")
+    [[ "$cmd" == "/usr/local/bin/pglock metrics -d app > /var/lib/node_exporter/"* ]]
+    cmd=${cmd//-d app/-d $(printf %q "$PGLOCK_TEST_PRIMARY")}
+    cmd=${cmd//\/var\/lib\/node_exporter/$out}
+    cron_env
+    run -0 as_installed "$out/prefix" "${cron[@]}" "$cmd"
+    grep -qx 'pglock_up 1' "$out/pglock.prom"
+    [ ! -e "$out/pglock.prom.tmp" ]
 }
 
 @test "the systemd units pass systemd-analyze verify with the binaries where they name them, and count 143 as success" {
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is not installed (Debian's systemd package)"
-    block ini >"$out/billing.service"
+    doc_block docs/deployment.md deploy-systemd >"$out/billing.service"
     cp "$SRC"/docs/examples/*.service "$out/"
     local unit units=0
     for unit in "$out"/*.service; do
@@ -122,28 +179,46 @@ cron_env() {
     wait_until 10 not_held "$K"
 }
 
-@test "the README's package lines are .ci/run's packages, no more, no less, and npm only where none is" {
-    local readme ci
-    readme=$(grep -E '^ +sudo apt-get install -y ' "$SRC/README.md" | sed 's/.*install -y //' | tr -s ' ' '\n' | grep . | sort -u)
-    ci=$(sed -n '/^packages=(/,/)/p' "$SRC/.ci/run" | sed 's/packages=(//; s/)//' | tr -s ' ' '\n' | grep . | sort -u)
-    [ -n "$ci" ]
-    diff <(echo "$readme") <(echo "$ci")
-    grep -qx '    command -v npm || sudo apt-get install -y npm' "$SRC/README.md"
+# packages BLOCK: the packages of BLOCK's `sudo apt-get install -y` lines,
+# one a line, sorted (npm's line apart).
+packages() {
+    grep -E '^sudo apt-get install -y ' <<<"$1" | grep -v ' npm$' | sed 's/.*install -y //' |
+        tr -s ' ' '\n' | grep . | sort -u
 }
 
-# quick_start N: the Nth ```sh block of the README's quick start, verbatim.
-quick_start() {
-    awk -v n="$1" '/^## / { qs = ($0 ~ /^## Quick start/) }
-                   qs && /^```sh$/ { if (++i == n) { inblk = 1 }; next }
-                   inblk && /^```$/ { exit }
-                   inblk { print }' "$SRC/README.md"
+@test "the README's build, test and package-building lines are .ci/run's packages, no more, no less, npm only where none is; the bench line names what bench/ uses" {
+    local build tests deb bench ci p
+    build=$(packages "$(doc_block README.md install-build)")
+    tests=$(packages "$(doc_block README.md install-test)")
+    deb=$(packages "$(doc_block README.md install-deb)")
+    bench=$(packages "$(doc_block README.md install-bench)")
+    [ -n "$build" ] && [ -n "$tests" ] && [ -n "$bench" ]
+    ci=$(sed -n '/^packages=(/,/)/p' "$SRC/.ci/run" | sed 's/packages=(//; s/)//' | tr -s ' ' '\n' | grep . | sort -u)
+    [ -n "$ci" ]
+    # build and test apart: no package on both lines
+    [ -z "$(comm -12 <(echo "$build") <(echo "$tests"))" ]
+    diff <(printf '%s\n%s\n%s\n' "$build" "$tests" "$deb" | sort -u) <(echo "$ci")
+    doc_block README.md install-test | grep -qx 'command -v npm || sudo apt-get install -y npm'
+    # make bench: each package's program or library is one bench/ uses,
+    # and nothing from the build line is repeated
+    [ -z "$(comm -12 <(echo "$build") <(echo "$bench"))" ]
+    for p in $bench; do
+        case $p in
+        postgresql) grep -q 'harness.sh' "$SRC/bench/run.sh" ;;
+        libhiredis-dev) grep -q 'hiredis' "$SRC/bench/CMakeLists.txt" ;;
+        *) grep -qE "(command -v|^| )$p( |$)" "$SRC/bench/run.sh" ;;
+        esac || { echo "the README's bench line names $p, which bench/ does not use"; false; }
+    done
+    for p in hyperfine redis-server strace python3; do
+        grep -qx "$p" <<<"$bench" || { echo "bench/run.sh uses $p, the README's bench line omits it"; false; }
+    done
 }
 
 @test "the README's quick start runs as written: one of three hosts runs the job, two are told who holds it, status names it" {
     # the first block builds and starts the harness, which this test has
     # done already: it must name them as they are
-    [ "$(quick_start 1)" = "$(printf '%s\n' make '. "$(tests/harness/harness.sh start --build build)"')" ]
-    quick_start 2 >"$out/race.sh"
+    [ "$(doc_block README.md quick-start-build)" = "$(printf '%s\n' make '. "$(tests/harness/harness.sh start --build build)"')" ]
+    doc_block README.md quick-start-race >"$out/race.sh"
     grep -q 'pglock run --try nightly-billing' "$out/race.sh"
     mkdir "$out/tree"
     ln -s "$PGLOCK_BUILD" "$out/tree/build"

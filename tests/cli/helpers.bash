@@ -180,3 +180,32 @@ install_to() {
     cmake --install "$PGLOCK_BUILD" --prefix "$1" >"$out/install.log" 2>&1 ||
         { cat "$out/install.log"; return 1; }
 }
+
+# doc_block FILE NAME: the code block that FILE (a path under the source
+# tree) names NAME, verbatim: in markdown the fenced block right after
+# `<!-- example: NAME -->`, in a man page the .EX block right after
+# `.\" example: NAME` (roff's \- \e \& undone).  Fails if there is none.
+# tests/cli/examples_docs.bats checks that every code block of the docs is
+# either named and looked up here by a test, or marked as a fragment.
+doc_block() {
+    local file=$BATS_TEST_DIRNAME/../../$1
+    case $1 in
+    *.md)
+        awk -v name="$2" '
+            $1 == "<!--" && $2 == "example:" && $3 == name && $4 == "-->" && NF == 4 { found = 1; next }
+            found == 1 && /^```/ { found = 2; next }
+            found == 1 { exit }
+            found == 2 && /^```$/ { done = 1; exit }
+            found == 2 { print }
+            END { exit !done }' "$file" ;;
+    *)
+        awk -v name="$2" '
+            $1 == ".\\\"" && $2 == "example:" && $3 == name && NF == 3 { found = 1; next }
+            found == 1 && /^\.EX/ { found = 2; next }
+            found == 1 { exit }
+            found == 2 && /^\.EE/ { done = 1; exit }
+            found == 2 { print }
+            END { exit !done }' "$file" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/\\&//g'
+        return "${PIPESTATUS[0]}" ;;
+    esac
+}

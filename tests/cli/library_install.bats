@@ -56,19 +56,12 @@ setup() {
         "${libpq_cflags[@]}" -c "$out/alone.c" -o "$out/alone.o"
 }
 
-# readme_example: the README's library example (the ```c block of "## The
-# library" that uses the managed hold), verbatim.
-readme_example() {
-    awk '/^## / { lib = ($0 == "## The library") }
-         lib && /^```c$/ { inblk = 1; buf = ""; next }
-         inblk && /^```$/ { inblk = 0; if (buf ~ /pglock_hold_start/) { printf "%s", buf; exit } next }
-         inblk { buf = buf $0 "\n" }' "$SRC/README.md"
-}
-
 @test "the README's library example builds and links as written, and runs: one holder bills, a second finds it busy (75)" {
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     install_to "$out/prefix"
-    readme_example >"$out/example.c"
+    doc_block README.md readme-library >"$out/example.c"
+    # pglock(3)'s EXAMPLE is the same program
+    diff <(doc_block docs/pglock.3 man3-example) "$out/example.c"
     grep -q 'pglock_hold_start' "$out/example.c"
     grep -q 'int main' "$out/example.c"
     # strictly, against the installed header
@@ -222,6 +215,13 @@ check_version_rule() {
 }
 
 @test "find_package(pglock): a CMake consumer builds against the installed package and locks" {
+    # the consumer's CMakeLists.txt has the README's two lines, its target
+    # named consumer instead of myapp
+    local line
+    while IFS= read -r line; do
+        grep -qxF "${line//myapp/consumer}" "$CONSUMER/CMakeLists.txt" ||
+            { echo "the consumer lacks the README's line: $line"; false; }
+    done < <(doc_block README.md readme-cmake)
     install_to "$out/prefix"
     local ver
     read -r -a ver <<<"$(header_version "$out/prefix/include/pglock.h")"

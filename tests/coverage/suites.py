@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 # Not in the ASan pass whatever they run: our tooling and packaging.
-TOOLING = {"harness.bats", "library_install.bats"}
+TOOLING = {"harness.bats", "library_install.bats", "examples.bats", "examples_docs.bats"}
 OBJECT_DIRS = ("pglock_exe.dir", "pglock_objects.dir", "pglock_cli.dir")
 
 

@@ -40,12 +40,12 @@ ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_
 # bounds of a commit stalled by synchronous_standby_names, which every
 # major since 9.6 stalls alike) and of our tooling and packaging (the
 # harness and the bench's smoke run, the installed library, the
-# deployment examples); the 60 s
+# deployment examples, the docs' examples); the 60 s
 # chaos run, which `make check` runs on 15 and `make chaos` at length; and
 # the suites whose every statement to the server a suite of the matrix
 # sends too (key, run_bad_input, lead_bad_input, status_round_trips:
 # tests/README.md says which suite covers each).
-VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats|key\.bats|run_bad_input\.bats|lead_bad_input\.bats|status_round_trips\.bats)$'
+VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|examples_docs\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats|key\.bats|run_bad_input\.bats|lead_bad_input\.bats|status_round_trips\.bats)$'
 
 # Two servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
 # two lanes (PGLOCK_TEST_JOBS): one server's run ends with its longest
