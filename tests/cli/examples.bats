@@ -232,6 +232,6 @@ packages() {
 }
 
 @test "docs/examples/billing.cron and billing.service are docs/deployment.md's cron and systemd examples (the packages ship them)" {
-    diff <(block cron) "$SRC/docs/examples/billing.cron"
-    diff <(block ini) "$SRC/docs/examples/billing.service"
+    diff <(doc_block docs/deployment.md deploy-cron) "$SRC/docs/examples/billing.cron"
+    diff <(doc_block docs/deployment.md deploy-systemd) "$SRC/docs/examples/billing.service"
 }
