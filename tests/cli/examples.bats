@@ -56,6 +56,18 @@ cron_env() {
           PGUSER="$PGUSER" PGDATABASE="$PGDATABASE" sh -c)
 }
 
+# cron_first_runs CMD: CMD started as cron starts it (cron_env), in the
+# background as "first" (its pid in $first); returns once its billing ran
+# for $K.  cron is left set for the caller's next runs.
+cron_first_runs() {
+    cron_env
+    # (cron's sh -c runs pglock: first is that shell)
+    as_installed_bg first "$out/prefix" "${cron[@]}" "$1"
+    first=$bg_pid
+    wait_until 15 test -s "$out/billing.ran"
+    [ "$(cat "$out/billing.ran")" = "$K" ]
+}
+
 @test "docs/deployment.md's cron line runs as written under cron's PATH: one run, then a quiet skip (75)" {
     local line cmd
     line=$(doc_block docs/deployment.md deploy-cron | grep -E '^[0-9*]+ [0-9*]+ \* \* \* ')
@@ -64,12 +76,8 @@ cron_env() {
     [[ "$cmd" == /usr/local/bin/pglock\ * ]]
     cmd=${cmd//nightly-billing/$K}
     local -a cron
-    cron_env
-    # (cron's sh -c runs pglock: first is that shell)
-    as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
-    local first=$bg_pid
-    wait_until 15 test -s "$out/billing.ran"
-    [ "$(cat "$out/billing.ran")" = "$K" ]
+    local first
+    cron_first_runs "$cmd"
     # --min-hold keeps it for 10 minutes: a late host skips, and -q keeps
     # it quiet
     run -75 as_installed "$out/prefix" "${cron[@]}" "$cmd"
@@ -96,11 +104,8 @@ cron_command() { awk '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); print 
     cmd=${cmd//\"host=db1 dbname=app\"/$(printf %q "$PGLOCK_TEST_PRIMARY")}
     cmd=${cmd//nightly-billing/$K}
     local -a cron
-    cron_env
-    as_installed_bg first "$out/prefix" "${cron[@]}" "$cmd"
-    local first=$bg_pid
-    wait_until 15 test -s "$out/billing.ran"
-    [ "$(cat "$out/billing.ran")" = "$K" ]
+    local first
+    cron_first_runs "$cmd"
     # --min-hold: held after billing ended, until told to stop
     held "$K"
     pkill -TERM -P "$first" || kill -TERM "$first"
