@@ -53,7 +53,7 @@ for n in "${COUNTS[@]}"; do [ "$n" -le "$MAXN" ] || MAXN=$n; done
 if [ "$SMOKE" = 1 ]; then
     WINDOW=5 WINDOWS=2 STATUS_RUNS=3 REPORT=$BUILD/capacity-smoke.md
 else
-    WINDOW=30 WINDOWS=3 STATUS_RUNS=7 REPORT=$ROOT/bench/results/capacity.md
+    WINDOW=20 WINDOWS=3 STATUS_RUNS=7 REPORT=$ROOT/bench/results/capacity.md
 fi
 POOL=20 # PgBouncer's server connections per pool in the storm through it
 
@@ -220,7 +220,7 @@ for n in "${COUNTS[@]}"; do
         awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v w="$WINDOW" \
             'BEGIN {printf "%.2f\n", (b - a) * 100 / hz / w}' >>"$D/ccpu"
     done
-    cpu=$(spread '%.1f' <"$D/cpu")
+    cpu=$(spread '%.2f' <"$D/cpu")
     # heartbeats: n every 5 s; CPU per heartbeat in µs of server time
     per_beat=$(median <"$D/cpu" | awk -v n="$n" '{printf "%.0f", $1 / 100 * 1e6 / (n / 5)}')
     ccpu=$(spread '%.1f' <"$D/ccpu")
