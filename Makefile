@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 # plain cmake build does not).
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all lint check check-asan check-fast check-valgrind check-versions chaos demo bench fuzz install deb check-deb clean
+.PHONY: all lint check check-asan check-fast check-valgrind check-versions chaos demo bench bench-capacity fuzz install deb check-deb clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -61,6 +61,12 @@ demo: all
 
 bench: all
 	@bench/run.sh $(BUILD)
+
+# What one PostgreSQL carries: 100, 500 and 1,000 holders, storms and
+# waiters against a throwaway server with max_connections raised
+# (bench/capacity.sh; about 15 minutes; not part of `make bench`).
+bench-capacity: all
+	@bench/capacity.sh $(BUILD)
 
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGLOCK_FUZZ=ON -DPGLOCK_TESTS=OFF -DPGLOCK_WERROR=ON >/dev/null

@@ -68,6 +68,23 @@ static const run_command lead_cmd = {
 /* A connection refused for the same reason is said again this often. */
 #define LEAD_SAY_AGAIN_MS 60000
 
+/* Why lead keeps contending without leadership, as a warning when the
+ * reason changes and again every minute, so a daemon never waits in
+ * silence; verbose in between. */
+static void say_retrying(const char *what, const char *why)
+{
+    static char last_error[512];
+    static int64_t said_at;
+    int64_t now = pglock_now_ms();
+    if (strcmp(last_error, why) != 0 || now - said_at >= LEAD_SAY_AGAIN_MS) {
+        snprintf(last_error, sizeof last_error, "%s", why);
+        said_at = now;
+        cli_warning("%s: %s; retrying", what, why);
+    } else {
+        cli_verbose("%s: %s", what, why);
+    }
+}
+
 /* Connects and waits for leadership.  0 when leader; else a stop signal's
  * exit status (128+N), a usage status, or -1 to back off and retry. */
 static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
@@ -90,20 +107,9 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
              * being edited) may pass, as a refused password may. */
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", st->error);
         /* A server that is down, a standby (a failover under way), even a
-         * refused password (being rotated) may pass: keep contending, but
-         * say why when the reason changes, and again every minute, so a
-         * daemon never waits in silence. */
-        static char last_error[sizeof st->error];
-        static int64_t said_at;
-        int64_t now = pglock_now_ms();
-        if (strcmp(last_error, st->error) != 0 ||
-            now - said_at >= LEAD_SAY_AGAIN_MS) {
-            snprintf(last_error, sizeof last_error, "%s", st->error);
-            said_at = now;
-            cli_warning("could not connect: %s; retrying", st->error);
-        } else {
-            cli_verbose("could not connect: %s", st->error);
-        }
+         * refused password (being rotated), a server out of connection
+         * slots may pass: keep contending, but say why. */
+        say_retrying("could not connect", st->error);
         return -1;
     }
     if ((rc = run_record_prepare(st)) >= 0) {
@@ -119,6 +125,14 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         pglock_client_close(st->client);
         st->client = NULL;
         return 128 + run_stop_signal();
+    }
+    if (rc == PGLOCK_ELOCKTABLE) {
+        /* The server's lock table is full: a limit the operator must
+         * hear of, and one that other sessions' locks going may lift. */
+        say_retrying("could not take the lock", pglock_client_error(st->client));
+        pglock_client_close(st->client);
+        st->client = NULL;
+        return -1;
     }
     if (rc < 0) {
         /* A lost connection, or a wait someone cancelled on the server

@@ -170,7 +170,8 @@ int cmd_run(int argc, char **argv)
     if (rc < 0) {
         int code;
         const char *key_text = st.key_texts[failed];
-        const char *why = st.client ? pglock_client_error(st.client) : st.error;
+        /* run_lock_all() and run_reconnect() both leave it there */
+        const char *why = st.error;
         if (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT) {
             code = a.conflict_code;
             char holder[512];

@@ -290,7 +290,8 @@ int run_keys_parse(run_state *st, pglock_key *keys, char *err, size_t errlen);
 int run_keys_order(run_state *st, pglock_key *keys, char *err, size_t errlen);
 /* Takes st->nkeys keys in order, all or none, within timeout_ms for all of
  * them together (PGLOCK_TRY: each a try).  0 when all are held; else
- * pglock_lock()'s code for keys[*failed], and none is held. */
+ * pglock_lock()'s code for keys[*failed], its message in st->error, and
+ * none is held. */
 int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
                  long timeout_ms, int *failed);
 /* Reconnect backoff: from RUN_BACKOFF_MIN_MS doubling up to

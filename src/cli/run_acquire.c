@@ -4,7 +4,9 @@
  * (a server restart, a failover to a host the conninfo also names), it
  * reconnects with backoff and waits again, as `pglock lead` does, within
  * the same budget (--wait=DURATION only).  The command never runs on the strength of an earlier
- * connection: every key is taken again on the new one.
+ * connection: every key is taken again on the new one.  A full lock table
+ * on the server (53200) is waited out the same way, on the same
+ * connection.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +60,8 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
 {
     const run_args *a = st->args;
     int64_t deadline = a->timeout_ms > 0 ? pglock_now_ms() + a->timeout_ms : 0;
-    int said = 0;
+    int said = 0, said_full = 0;
+    long full_base = RUN_BACKOFF_MIN_MS;
     for (;;) {
         long t = a->timeout_ms;
         if (deadline) {
@@ -66,6 +69,29 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
             t = left > 0 ? (long)left : PGLOCK_TRY;
         }
         int rc = run_lock_all(st, keys, a->mode, t, failed);
+        if (rc == PGLOCK_ELOCKTABLE && deadline && !run_stop_signal()) {
+            /* The server's lock table is full: other sessions' locks may
+             * go within the budget; the connection itself is fine.  Said
+             * once, tried again with backoff to the budget's end, then 69
+             * with the same words. */
+            if (!said_full)
+                srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+            long pause = run_next_backoff(&full_base);
+            int64_t left = deadline - pglock_now_ms();
+            if (left <= 0)
+                return rc;
+            if (pause > left)
+                pause = (long)left; /* one last try as the budget ends */
+            if (!said_full++) {
+                cli_warning("could not take lock \"%s\": %s; retrying within "
+                            "--wait", st->key_texts[*failed], st->error);
+            } else {
+                cli_verbose("lock table still full: %s", st->error);
+            }
+            if (run_pause_ms(pause))
+                return PGLOCK_EINTR;
+            continue;
+        }
         /* Only with a budget: an unbounded wait (no --wait) keeps exit
          * 69, so that a caller with no budget hears of the outage rather
          * than wait on a server that may never return (lead is for that). */

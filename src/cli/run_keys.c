@@ -157,6 +157,9 @@ int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
             rc = PGLOCK_ETIMEDOUT; /* the budget ran out: a wait's end */
         if (rc < 0) {
             *failed = i;
+            /* why, before the unlock empties the client's last error */
+            snprintf(st->error, sizeof st->error, "%s",
+                     pglock_client_error(st->client));
             /* all or none: give back what was taken (a lost connection
              * has freed it already) */
             if (i > 0 && rc != PGLOCK_ECONNLOST)

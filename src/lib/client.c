@@ -109,7 +109,8 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_ECONNECT,
             "connected, but the server did not answer within %ld s "
             "(connect_timeout): through a pooler, its pool may have no free "
-            "server connection", timeout_ms / 1000);
+            "server connection (raise its pool size: default_pool_size in "
+            "PgBouncer)", timeout_ms / 1000);
     }
     if (end == PGLOCK__WAIT_DONE && nres == 0)
         end = PGLOCK__WAIT_CONNLOST;

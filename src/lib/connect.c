@@ -196,7 +196,13 @@ static PGconn *fail(PGconn *conn, pglock_error *err, int code,
     snprintf(all, sizeof all, "%s%s", earlier, *msg ? msg : "could not connect");
     take_sqlstate(all, state);
     pglock__conn_error_message(line, sizeof line, all, conninfo);
-    pglock__error_set(err, code, state, "%s", line);
+    /* A limit reached says which setting to raise, on the same line: the
+     * message gives way to the advice if both do not fit. */
+    const char *advice = pglock__limit_advice(line, state);
+    if (!advice)
+        advice = "";
+    int room = (int)(sizeof err->message - 1 - strlen(advice));
+    pglock__error_set(err, code, state, "%.*s%s", room, line, advice);
     PQfinish(conn);
     return NULL;
 }

@@ -75,6 +75,53 @@ int pglock__code_for_sqlstate(const char *s)
     return PGLOCK_ESERVER;
 }
 
+/* ---------------------------------------------------- limits, named */
+
+/* Each limit by the words of its refusal, the first match winning.  A
+ * server with a translated lc_messages says them otherwise: its SQLSTATE
+ * (53300, 53200) then still names the two commonest. */
+#define ADVICE_CONNECTIONS                                                   \
+    " (all max_connections slots are in use: raise max_connections on the"  \
+    " server, or put a pooler in front)"
+#define ADVICE_LOCK_TABLE                                                    \
+    " (the server's lock table is full: raise max_locks_per_transaction,"   \
+    " which needs a restart)"
+
+static const struct {
+    const char *words;
+    const char *advice;
+} limit_table[] = {
+    {"too many clients already", ADVICE_CONNECTIONS},
+    {"remaining connection slots are reserved",
+     " (the slots left are superuser_reserved_connections: raise"
+     " max_connections on the server)"},
+    {"too many connections for role",
+     " (the role's CONNECTION LIMIT is reached: raise it with ALTER ROLE)"},
+    {"too many connections for database",
+     " (the database's CONNECTION LIMIT is reached: raise it with ALTER"
+     " DATABASE)"},
+    {"no more connections allowed (max_client_conn)",
+     " (PgBouncer's max_client_conn is reached: raise max_client_conn in"
+     " pgbouncer.ini)"},
+    {"query_wait_timeout",
+     " (PgBouncer had no free server connection in time: raise its"
+     " default_pool_size, within the server's max_connections)"},
+    {"out of shared memory", ADVICE_LOCK_TABLE},
+};
+
+const char *pglock__limit_advice(const char *msg, const char *sqlstate)
+{
+    for (unsigned i = 0; msg && i < sizeof limit_table / sizeof limit_table[0];
+         i++)
+        if (strstr(msg, limit_table[i].words))
+            return limit_table[i].advice;
+    if (sqlstate && strcmp(sqlstate, "53300") == 0)
+        return ADVICE_CONNECTIONS; /* too_many_connections */
+    if (sqlstate && strcmp(sqlstate, "53200") == 0)
+        return ADVICE_LOCK_TABLE; /* out_of_memory: the lock table */
+    return NULL;
+}
+
 /* ------------------------------------------------------- the writers */
 
 void pglock__first_line(char *buf, size_t len, const char *msg)
@@ -134,9 +181,10 @@ int pglock__error_result(pglock_error *err, const PGresult *res,
     /* No SQLSTATE: the answer never came (libpq's own error). */
     if (!*state || (conn && PQstatus(conn) != CONNECTION_OK))
         code = PGLOCK_ECONNLOST;
-    return pglock__error_set(err, code, state, "%s: %s%s%s%s", what, msg,
+    const char *advice = pglock__limit_advice(msg, state);
+    return pglock__error_set(err, code, state, "%s: %s%s%s%s%s", what, msg,
                              *state ? " (SQLSTATE " : "", state,
-                             *state ? ")" : "");
+                             *state ? ")" : "", advice ? advice : "");
 }
 
 void pglock__error_begin(pglock_error *err)

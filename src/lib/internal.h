@@ -111,6 +111,12 @@ const char *pglock__key_invalid(const pglock_key *key);
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
 void pglock__first_line(char *buf, size_t len, const char *msg);
+/* For an error that a server or pooler limit caused (too many clients,
+ * a full lock table, PgBouncer's max_client_conn): the words that name
+ * the setting to raise, as " (...)" to append to the message's one line;
+ * NULL for any other error.  msg: the message (libpq's or the server's);
+ * sqlstate: its SQLSTATE or "" / NULL. */
+const char *pglock__limit_advice(const char *msg, const char *sqlstate);
 
 /* ---- the release as the last heartbeat (heartbeat.c) */
 
