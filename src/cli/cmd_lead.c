@@ -267,7 +267,6 @@ int cmd_lead(int argc, char **argv)
     /* A conninfo libpq refuses (a misspelt keyword) never becomes valid:
      * the first connect says so with 64 rather than retrying forever. */
     setenv("PGLOCK_LEADER", "1", 1);
-    srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
     rc = lead(&st, &job, &key);
     cli_registry_free(st.registry);
     return rc;

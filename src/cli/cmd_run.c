@@ -120,7 +120,6 @@ int cmd_run(int argc, char **argv)
         /* --wait=DURATION: a server not there yet (a container that
          * starts before its database) is waited for, as a lost one is;
          * the hosts of a fleet that start with it do not retry in step. */
-        srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
         cli_warning("could not connect: %s; retrying within --wait", st.error);
         rc = run_reconnect(&st, keys, started + a.timeout_ms);
         if (rc == 0) {

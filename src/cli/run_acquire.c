@@ -74,8 +74,6 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
              * go within the budget; the connection itself is fine.  Said
              * once, tried again with backoff to the budget's end, then 69
              * with the same words. */
-            if (!said_full)
-                srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
             long pause = run_next_backoff(&full_base);
             int64_t left = deadline - pglock_now_ms();
             if (left <= 0)
@@ -98,7 +96,6 @@ int run_acquire(run_state *st, pglock_key *keys, int *failed)
         if (rc != PGLOCK_ECONNLOST || !deadline || run_stop_signal())
             return rc;
         if (!said++) {
-            srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
             cli_warning("connection lost while waiting for lock \"%s\": %s; "
                         "reconnecting within --wait", st->key_texts[*failed],
                         pglock_client_error(st->client));

@@ -153,7 +153,6 @@ int run_slots_acquire(run_state *st, run_slots *s, pglock_key *key)
             return rc;
         const char *why = st->client ? pglock_client_error(st->client) : st->error;
         if (!said) {
-            srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
             cli_warning("connection lost while waiting for a slot of lock "
                         "\"%s\": %s; reconnecting within --wait",
                         st->key_label, why);
