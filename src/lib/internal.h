@@ -107,6 +107,9 @@ void pglock__error_begin(pglock_error *err);
 /* NULL when key is one the pglock_key rule accepts (a known kind, reserved
  * bytes zero), else why not, for "invalid key: %s".  key may be NULL. */
 const char *pglock__key_invalid(const pglock_key *key);
+/* The message of a key pglock__key_invalid() refuses (%s: its reason). */
+#define PGLOCK__INVALID_KEY_FMT \
+    "invalid key: %s; make keys with the pglock_key_*() constructors"
 /* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */

@@ -38,8 +38,7 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
     const char *why = pglock__key_invalid(key);
     if (why)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
-                                 "invalid key: %s; make keys with the "
-                                 "pglock_key_*() constructors", why);
+                                 PGLOCK__INVALID_KEY_FMT, why);
     if (!pglock__key_is_legacy(key))
         return PGLOCK_OK; /* nothing to ask: the value is known */
     if (!key->name)

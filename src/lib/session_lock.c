@@ -132,8 +132,7 @@ static int check_call(pglock_client *c, const pglock_key *key,
         return PGLOCK_EINVAL;
     const char *why = pglock__key_invalid(key);
     if (why)
-        return pglock__fail(c, PGLOCK_EINVAL, "invalid key: %s; make keys "
-                            "with the pglock_key_*() constructors", why);
+        return pglock__fail(c, PGLOCK_EINVAL, PGLOCK__INVALID_KEY_FMT, why);
     if (!check_key(key))
         return pglock__fail(c, PGLOCK_EINVAL, "invalid key");
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)

@@ -35,8 +35,7 @@ static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
     const char *why = pglock__key_invalid(key);
     if (why)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
-                                 "invalid key: %s; make keys with the "
-                                 "pglock_key_*() constructors", why);
+                                 PGLOCK__INVALID_KEY_FMT, why);
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid lock mode %d", (int)mode);
@@ -44,9 +43,6 @@ static int check_args(PGconn *conn, const pglock_key *key, pglock_mode mode,
         return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                  "invalid timeout %ld ms", timeout_ms);
     if (pglock__key_is_legacy(key) && !key->name && !key->resolved)
-        return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key");
-    if (key->kind < PGLOCK_KEY_INT64 ||
-        key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key");
     if (PQstatus(conn) != CONNECTION_OK)
         return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
