@@ -352,14 +352,15 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
     int64_t until = pt_now_ms() + 10000;
     for (;;) {
         vacuum_deleted_rows(obs, &removed, &kept);
-        if ((removed == 1000 && kept == 0) || pt_now_ms() > until)
+        /* a try that had to keep rows leaves them to the next */
+        if ((removed >= 1000 && kept == 0) || pt_now_ms() > until)
             break;
         xmin_holders(obs, others, sizeof others);
         poll(NULL, 0, 100);
     }
-    if (removed != 1000 || kept != 0) {
+    if (removed < 1000 || kept != 0) {
         pglock_client_close(c);
-        fail_msg("VACUUM removed %ld and kept %ld of 1000 dead rows for 10 s;"
+        fail_msg("VACUUM kept dead rows for 10 s (%ld removed, %ld kept);"
                  " the hold's backend %d; snapshots seen: %s", removed, kept,
                  pid, others);
     }
