@@ -288,42 +288,44 @@ static int reap(watchdog *w)
     return 0;
 }
 
-/* What the job's process writes instead of an errno when the deadline
+/* What the job's process leaves instead of an errno when the deadline
  * passed before its exec. */
 #define RUN_EXEC_PAST_DEADLINE (-1)
 
-/* In the job's process, before the exec: says why through fd (an errno,
- * or RUN_EXEC_PAST_DEADLINE) and exits. */
-static void job_fail(int fd, int why)
+/* In the job's process, before the exec: leaves why in *why (an errno, or
+ * RUN_EXEC_PAST_DEADLINE) and exits. */
+static void job_fail(volatile int *why, int e)
 {
-    if (write(fd, &why, sizeof why) < 0) {
-        /* the watchdog will see the exit status alone */
-    }
-    _exit(why == ENOENT ? 127 : why == RUN_EXEC_PAST_DEADLINE ? 70 : 126);
+    *why = e;
+    _exit(e == ENOENT ? 127 : e == RUN_EXEC_PAST_DEADLINE ? 70 : 126);
 }
 
-/* Starts the command in a child; reports exec failure to the watchdog
- * through a close-on-exec pipe (*exec_errno: an errno, or
- * RUN_EXEC_PAST_DEADLINE when the command was not started).  Returns the
- * pid, or -errno. */
+/* Starts the command in a child; *exec_errno: why it was not started (an
+ * errno, or RUN_EXEC_PAST_DEADLINE), 0 once it has exec'd.  Returns the
+ * pid, or -errno.
+ *
+ * vfork(): the child borrows the watchdog's memory until it execs or
+ * exits, and the watchdog sleeps until then.  So starting the command
+ * copies no page tables (the watchdog is a fork of pglock, with libpq and
+ * its TLS libraries mapped: a fork is most of the start's cost), and the
+ * child can leave its failure in a variable of ours: when vfork()
+ * returns, the exec has happened or the child has said why not.  The
+ * child only makes system calls and then execs or _exits, as vfork
+ * requires; no handler of ours can run in it (the watchdog's signals are
+ * blocked and at SIG_DFL, and the job's dispositions come from pglock's
+ * own start, where only SIG_DFL and SIG_IGN are inherited). */
 static pid_t spawn_job(const run_job *job, int *exec_errno)
 {
     pid_t job_parent = getpid();
-    int ep[2];
-    *exec_errno = 0;
-    if (pipe2(ep, O_CLOEXEC) < 0)
+    volatile int why = 0;
+    pid_t p = vfork();
+    if (p < 0)
         return -errno;
-    pid_t p = fork();
-    if (p < 0) {
-        int e = errno;
-        close(ep[0]);
-        close(ep[1]);
-        return -e;
-    }
     if (p == 0) {
-        close(ep[0]);
         /* Our own group, or (--foreground) pglock's, which the terminal
-         * talks to; never the watchdog's (see watchdog_main). */
+         * talks to; never the watchdog's (see watchdog_main).  Done here,
+         * before the exec, and the watchdog sleeps until then: no signal
+         * finds the command in the old group. */
         setpgid(0, job->foreground ? job->foreground_pgrp : 0);
         /* Defence in depth: should the watchdog itself be killed, the
          * command does not outlive it.  (Its own children are still found
@@ -338,7 +340,7 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
          * exec).  With no_new_privs that exec grants nothing, so the
          * program fails at once, in its own words. */
         if (!job->allow_setuid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-            job_fail(ep[1], errno);
+            job_fail(&why, errno);
         for (const int *sig = run_handled_signals; *sig; sig++)
             sigaction(*sig, &job->orig_act[*sig], NULL);
         sigprocmask(SIG_SETMASK, &job->orig_mask, NULL);
@@ -346,24 +348,14 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
          * freeze, a debugger, a suspended host) may have outlasted the
          * client deadline, and then the lease. */
         if (job->deadline > 0 && pglock_now_ms() >= job->deadline)
-            job_fail(ep[1], RUN_EXEC_PAST_DEADLINE);
+            job_fail(&why, RUN_EXEC_PAST_DEADLINE);
         if (job->shell_command)
             execl("/bin/sh", "sh", "-c", job->shell_command, (char *)NULL);
         else
             execvp(job->argv[0], job->argv);
-        job_fail(ep[1], errno);
+        job_fail(&why, errno);
     }
-    /* both sides, so that no signal finds the command in the old group */
-    setpgid(p, job->foreground ? job->foreground_pgrp : p);
-    close(ep[1]);
-    int e;
-    ssize_t n;
-    do
-        n = read(ep[0], &e, sizeof e);
-    while (n < 0 && errno == EINTR);
-    close(ep[0]);
-    if (n == (ssize_t)sizeof e)
-        *exec_errno = e;
+    *exec_errno = why;
     return p;
 }
 
