@@ -47,20 +47,29 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
  * hold only turns idle_session_timeout off here, so that a default the
  * DBA set does not end the session before its first lock: on a busy
  * machine even the gap before run's first lock passed 100 ms.) */
-static int open_sql(char *buf, size_t len, const pglock_options *o)
+static int open_sql(char *buf, size_t len, const pglock_options *o,
+                    int version)
 {
     char settings[2048];
-    if (pglock__settings_sql(settings, sizeof settings, o, 0) != 0)
+    if (pglock__settings_sql(settings, sizeof settings, o, 0, version) != 0)
         return PGLOCK_EINVAL;
+    /* The version is libpq's (the server's ParameterStatus): exact for a
+     * direct connection, the only one that runs the settings; tested in
+     * the statement only when unknown (see settings.c's set_since). */
+    const char *idle_off =
+        version >= 140000 ? "set_config('idle_session_timeout', '0', false)"
+        : version > 0     ? "NULL"
+                          : "CASE WHEN current_setting('server_version_num')"
+                            "::int >= 140000 THEN set_config("
+                            "'idle_session_timeout', '0', false) END";
     int n = snprintf(buf, len,
         "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
-        " current_setting('server_version_num')::int,"
+        " current_setting('server_version_num'),"
         " CASE WHEN pg_backend_pid() = $1::int AND NOT pg_is_in_recovery()"
         "  AND $2::bool THEN %s END,"
         " CASE WHEN pg_backend_pid() = $1::int AND NOT $2::bool"
-        "  AND current_setting('server_version_num')::int >= 140000"
-        "  THEN set_config('idle_session_timeout', '0', false) END",
-        settings);
+        "  THEN %s END",
+        settings, idle_off);
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
@@ -73,7 +82,7 @@ void pglock__quiet_notices(void *arg, const char *message)
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
-    if (open_sql(sql, sizeof sql, &c->opts) != 0)
+    if (open_sql(sql, sizeof sql, &c->opts, PQserverVersion(c->conn)) < 0)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid options");
     char pid[16];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));

@@ -258,13 +258,14 @@ void pglock__settings_derive(const pglock_options *o, pglock__derived *d);
 
 /* A select-list expression that applies the lock connection's settings
  * (lease, statement and transaction timeouts, keepalives, connection
- * check), for the server version in the statement's own
- * server_version_num; local: transaction-locally (set_config(..., true)),
- * else for the session.  The lease goes to idle_in_transaction_session_-
- * timeout when local, else to idle_session_timeout.  Literal values only
- * (numbers we format).  Returns 0 or PGLOCK_EINVAL (too long). */
+ * check), for server version `version` (server_version_num; 0: unknown,
+ * the statement reads its own); local: transaction-locally
+ * (set_config(..., true)), else for the session.  The lease goes to
+ * idle_in_transaction_session_timeout when local, else to
+ * idle_session_timeout.  Literal values only (numbers we format).
+ * Returns 0 or PGLOCK_EINVAL (too long). */
 int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
-                         int local);
+                         int local, int version);
 
 /* ---- transaction locks (xact_lock.c) */
 

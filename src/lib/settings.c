@@ -3,6 +3,7 @@
  * timeouts, all derived from the lease (or, without one, from
  * dead_peer_ms), and the SQL that applies them.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include "internal.h"
 #include "lease_rules.h"
@@ -53,34 +54,67 @@ void pglock__settings_derive(const pglock_options *o, pglock__derived *d)
     snprintf(d->lease, sizeof d->lease, "%ld", o->lease_ms);
 }
 
+/* Appends to buf at *at; keeps *at at len once the text did not fit. */
+static void append(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    *at = n < 0 || (size_t)n >= len - *at ? len : *at + (size_t)n;
+}
+
+/* Appends ", set_config(name, value, local)" for a setting that exists
+ * since server version `since`.  The version is the client's when it has
+ * one (a setting the server lacks is left out here, not tested in the
+ * statement: a version test in SQL costs the server an operator lookup
+ * and a cast on every statement, about a third of the open query's time
+ * on a new backend); when it has none (0), the statement tests it. */
+static void set_since(char *buf, size_t len, size_t *at, int version,
+                      int since, const char *name, const char *value,
+                      const char *local)
+{
+    if (version > 0 && version < since)
+        return;
+    if (version > 0 || since == 0)
+        append(buf, len, at, ", set_config('%s', '%s', %s)", name, value,
+               local);
+    else
+        append(buf, len, at, ", CASE WHEN current_setting("
+               "'server_version_num')::int >= %d THEN set_config('%s', '%s',"
+               " %s) END", since, name, value, local);
+}
+
 int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
-                         int local)
+                         int local, int version)
 {
     pglock__derived d;
     pglock__settings_derive(o, &d);
     const char *l = local ? "true" : "false";
-    const char *ver = "current_setting('server_version_num')::int";
     /* In a transaction the lease is idle_in_transaction_session_timeout;
      * in a session it is idle_session_timeout (and the other one is off). */
-    const char *in_xact_idle = local ? d.lease : "0";
-    int n = snprintf(buf, len,
-        "concat_ws(',',"
-        " set_config('statement_timeout', '0', %s),"
-        " set_config('idle_in_transaction_session_timeout', '%s', %s),"
-        " set_config('lock_timeout', '0', %s),"
-        " set_config('tcp_keepalives_idle', '%s', %s),"
-        " set_config('tcp_keepalives_interval', '%s', %s),"
-        " set_config('tcp_keepalives_count', '%s', %s),"
-        " CASE WHEN %s >= 120000"
-        "  THEN set_config('tcp_user_timeout', '%s', %s) END,"
-        " CASE WHEN %s >= 140000"
-        "  THEN set_config('client_connection_check_interval', '%s', %s) END,"
-        " CASE WHEN %s >= 140000 AND %s AND '%s' <> '0'"
-        "  THEN set_config('idle_session_timeout', '%s', false) END,"
-        " CASE WHEN %s >= 170000"
-        "  THEN set_config('transaction_timeout', '0', %s) END)",
-        l, in_xact_idle, l, l, d.ka_idle, l, d.ka_interval, l, d.ka_count, l,
-        ver, d.user_timeout, l, ver, d.check_interval, l,
-        ver, local ? "false" : "true", d.lease, d.lease, ver, l);
-    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+    size_t at = 0;
+    append(buf, len, &at, "concat_ws(','");
+    set_since(buf, len, &at, version, 0, "statement_timeout", "0", l);
+    set_since(buf, len, &at, version, 0,
+              "idle_in_transaction_session_timeout", local ? d.lease : "0", l);
+    set_since(buf, len, &at, version, 0, "lock_timeout", "0", l);
+    set_since(buf, len, &at, version, 0, "tcp_keepalives_idle", d.ka_idle, l);
+    set_since(buf, len, &at, version, 0, "tcp_keepalives_interval",
+              d.ka_interval, l);
+    set_since(buf, len, &at, version, 0, "tcp_keepalives_count", d.ka_count,
+              l);
+    set_since(buf, len, &at, version, 120000, "tcp_user_timeout",
+              d.user_timeout, l);
+    set_since(buf, len, &at, version, 140000,
+              "client_connection_check_interval", d.check_interval, l);
+    /* A session's lease (with none, a DBA's own value stays) */
+    if (!local && o->lease_ms > 0)
+        set_since(buf, len, &at, version, 140000, "idle_session_timeout",
+                  d.lease, "false");
+    set_since(buf, len, &at, version, 170000, "transaction_timeout", "0", l);
+    append(buf, len, &at, ")");
+    return at >= len ? PGLOCK_EINVAL : 0;
 }

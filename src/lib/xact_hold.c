@@ -35,7 +35,8 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
     if (key && pglock__key_is_legacy(key) && !key->resolved)
         rc = pglock__value_literal(value, sizeof value, c->conn, key);
     if (rc == 0 && begin)
-        rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1);
+        rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1,
+                                  c->server_version);
     if (rc != 0)
         return rc;
     /* The server counts up from its own value, not ours: a lock undone
