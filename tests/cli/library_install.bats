@@ -6,7 +6,8 @@
 # tests/data/exports.txt, the CMake package's version rule is the SONAME's,
 # the README's library example builds, links and runs as written, and
 # every command has its installed man page, which names each of its
-# options.
+# options, and every exported function its page, pglock_FUNCTION(3),
+# generated from pglock(3) (cmake/man3_pages.awk).
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -290,4 +291,66 @@ page_names() {
             page_names "$page" "$opt" || { echo "pglock-$cmd(1) does not name $opt"; false; }
         done
     done
+}
+
+@test "every exported function has its page, pglock_FUNCTION(3), and every such page is an exported function's: man and whatis find it, and it renders cleanly" {
+    install_to "$out/prefix"
+    local man=$out/prefix/share/man s page warnings rendered
+    grep -v '^#' "$SRC/tests/data/exports.txt" >"$out/listed"
+    find "$man/man3" -name '*.3' ! -name pglock.3 -printf '%f\n' | sed 's/\.3$//' |
+        LC_ALL=C sort >"$out/pages"
+    diff -u "$out/listed" "$out/pages" || {
+        echo "the installed man3 pages (+) differ from tests/data/exports.txt (-):" \
+            "each function needs its SYNOPSIS lines in pglock(3) and its name in a" \
+            "'.\\\" man3 pages:' comment under the heading of the section that describes it" >&2
+        false
+    }
+    command -v man >/dev/null || skip "man is not installed"
+    while read -r s; do
+        page=$man/man3/$s.3
+        run -0 env MANPATH="$man:" man -w "$s"
+        [ "$output" = "$page" ] || { echo "man -w $s: $output"; false; }
+        warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null)
+        [ -z "$warnings" ] || { echo "$s(3): $warnings"; false; }
+        # wide, so that no name is hyphenated across two lines
+        rendered=$(LC_ALL=C.UTF-8 MANPATH="$man:" MANWIDTH=2000 man -E UTF-8 "$s")
+        grep -qE "^ +$s - [a-z]" <<<"$rendered" ||
+            { echo "$s(3) has no NAME line for it"; false; }
+        sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' <<<"$rendered" | grep -qE "[ *]$s\(" ||
+            { echo "$s(3)'s SYNOPSIS does not declare it"; false; }
+        sed -n '/^DESCRIPTION/,/^SEE ALSO/p' <<<"$rendered" | grep -qF "$s()" ||
+            { echo "$s(3)'s DESCRIPTION (its section of pglock(3)) does not name it"; false; }
+    done <"$out/listed"
+    # whatis and apropos read the NAME lines, once mandb has indexed them
+    # (on a copy: mandb writes its index into the tree it is given).
+    if command -v mandb >/dev/null && command -v whatis >/dev/null; then
+        cp -R "$man" "$out/indexed"
+        mandb -q "$out/indexed"
+        # shellcheck disable=SC2046 # one name a word
+        whatis -M "$out/indexed" $(cat "$out/listed") | awk '{ print $1 }' |
+            LC_ALL=C sort >"$out/whatis"
+        diff -u "$out/listed" "$out/whatis"
+        run -0 apropos -M "$out/indexed" lease
+        [[ "$output" == *"pglock_hold_start (3)"* ]]
+    fi
+}
+
+@test "the per-function pages follow pglock(3) at the next build: a function renamed there has its page under the new name only" {
+    mkdir "$out/tree"
+    cp -R "$SRC/CMakeLists.txt" "$SRC/include" "$SRC/src" "$SRC/cmake" "$SRC/docs" "$out/tree/"
+    cmake -S "$out/tree" -B "$out/tree-build" -DPGLOCK_TESTS=OFF >"$out/configure.log" 2>&1 ||
+        { cat "$out/configure.log"; false; }
+    cmake --build "$out/tree-build" --target pglock_man3 >"$out/build.log" 2>&1 ||
+        { cat "$out/build.log"; false; }
+    [ -f "$out/tree-build/man3/pglock_hold_start.3" ]
+    sed -i 's/pglock_hold_start\b/pglock_hold_begin/g' "$out/tree/docs/pglock.3"
+    cmake --build "$out/tree-build" --target pglock_man3 >"$out/build.log" 2>&1 ||
+        { cat "$out/build.log"; false; }
+    [ -f "$out/tree-build/man3/pglock_hold_begin.3" ]
+    [ ! -e "$out/tree-build/man3/pglock_hold_start.3" ]
+    grep -q '^pglock_hold_begin \\- ' "$out/tree-build/man3/pglock_hold_begin.3"
+    # A function declared but in no section's list fails the build, saying so.
+    sed -i '/^\.\\" man3 pages: .*pglock_hold_begin/s/ pglock_hold_begin//' "$out/tree/docs/pglock.3"
+    run ! cmake --build "$out/tree-build" --target pglock_man3
+    [[ "$output" == *"pglock_hold_begin is in the SYNOPSIS but no section lists it"* ]]
 }

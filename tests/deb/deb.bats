@@ -163,6 +163,19 @@ header_version() { sed -n 's/^#define PGLOCK_VERSION "\(.*\)"/\1/p' "$SRC/includ
     [ "$(q "select pg_try_advisory_lock($(name_sql "$K"))")" = t ]
 }
 
+@test "libpglock-dev ships a page per exported function: man finds each, pglock_FUNCTION(3), and it renders cleanly" {
+    command -v man >/dev/null || skip "man is not installed"
+    local s page warnings
+    while read -r s; do
+        page=$(dpkg -L libpglock-dev | grep -E "/man3/$s\\.3(\\.gz)?\$") ||
+            { echo "libpglock-dev has no page for $s"; false; }
+        run -0 env MANPATH=/usr/share/man man -w "$s"
+        [ "$output" = "$page" ] || { echo "man -w $s: $output, not $page"; false; }
+        warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null)
+        [ -z "$warnings" ] || { echo "$s(3): $warnings"; false; }
+    done < <(grep -v '^#' "$SRC/tests/data/exports.txt")
+}
+
 @test "apt-get purge leaves nothing: every dpkg -L path is gone (but directories other packages own), no stray file" {
     DEBIAN_FRONTEND=noninteractive apt-get purge -y -q pglock "$LIBPKG" libpglock-dev </dev/null
     local p left=0
