@@ -23,6 +23,13 @@ enum {
     CLI_EXIT_NOT_FOUND = 127
 };
 
+/* The one mapping from a library code (a negative PGLOCK_E*) to an exit
+ * status, for the codes a command has no story of its own for: 64 for
+ * PGLOCK_EINVAL (the user's options or key), 70 for PGLOCK_ENOMEM and
+ * PGLOCK_ESTATE (our fault), 69 for the rest (the server or the path to
+ * it). */
+int cli_exit_status_for(int pglock_code);
+
 /* "pglock: error: MESSAGE\n" on stderr; returns code, so that
  * `return cli_error(CLI_EXIT_UNAVAILABLE, "...")` reads naturally. */
 int cli_error(int code, const char *fmt, ...)

@@ -95,8 +95,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         if (run_stop_signal())
             return 128 + run_stop_signal();
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
-            return cli_error(rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE,
-                             "%s", st->error);
+            return cli_error(cli_exit_status_for(rc), "%s", st->error);
         if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION ||
             !strcmp(st->error_sqlstate, "3D000") ||
             (!strcmp(st->error_sqlstate, "28000") &&

@@ -133,7 +133,7 @@ int cmd_run(int argc, char **argv)
             cli_registry_free(st.registry);
             return 128 + run_stop_signal();
         }
-        int code = cli_error(run_exit_code_for_open(rc), "%s", st.error);
+        int code = cli_error(cli_exit_status_for(rc), "%s", st.error);
         cli_connect_hint(st.error);
         if (rc == PGLOCK_EPOOLER)
             cli_hint("Use --mode=auto or --mode=xact to hold the lock in a "
@@ -198,9 +198,7 @@ int cmd_run(int argc, char **argv)
                              "\"%s\"; the command was not run: %s", key_text,
                              why);
         } else {
-            code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
-                   : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
-            cli_error(code, "%s", why);
+            code = cli_error(cli_exit_status_for(rc), "%s", why);
         }
         run_record_not_run(&st, rc);
         pglock_client_close(st.client);
@@ -304,9 +302,7 @@ static int slots_not_taken(run_state *st, int rc, const char *db)
                          "\"%s\" was cancelled on the server: %s",
                          st->key_label, why);
     } else {
-        code = rc == PGLOCK_ENOMEM || rc == PGLOCK_ESTATE ? CLI_EXIT_SOFTWARE
-               : rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
-        cli_error(code, "could not take a slot of lock \"%s\"; the command "
+        code = cli_error(cli_exit_status_for(rc), "could not take a slot of lock \"%s\"; the command "
                   "was not run: %s", st->key_label, why);
     }
     run_record_not_run(st, rc);

@@ -572,10 +572,8 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     int rc = refresh(out, conn, o, reg, &held, err, sizeof err);
     if (out != stdout)
         fclose(out);
-    if (rc == PGLOCK_ENOMEM)
-        return cli_error(CLI_EXIT_SOFTWARE, "%s", err);
     if (rc) /* no connection, a standby, a server error: could not look */
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        return cli_error(cli_exit_status_for(rc), "%s", err);
     return o->n_filter && !held ? EXIT_SOME_FREE : 0;
 }
 

@@ -369,8 +369,6 @@ int run_hold_end(run_state *st);
 int run_exit_status_of(int status);
 /* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
 void run_application_name(char buf[64], const char *command, const char *key);
-/* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
-int run_exit_code_for_open(int rc);
 
 /* ----------------------------------------- semaphores (run_slots*.c) */
 

@@ -37,18 +37,6 @@ void run_application_name(char buf[64], const char *command, const char *key)
     buf[n] = '\0';
 }
 
-int run_exit_code_for_open(int rc)
-{
-    switch (rc) {
-    case PGLOCK_ENOMEM:
-        return CLI_EXIT_SOFTWARE;
-    case PGLOCK_EINVAL:
-        return CLI_EXIT_USAGE;
-    default:
-        return CLI_EXIT_UNAVAILABLE;
-    }
-}
-
 static int prepare(int argc, char **argv, run_args *a, run_state *st,
                    run_job *job, pglock_key *key)
 {
