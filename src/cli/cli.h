@@ -23,6 +23,18 @@ enum {
     CLI_EXIT_NOT_FOUND = 127
 };
 
+/*
+ * Return conventions, one meaning each.  A library call returns 0 or a
+ * negative PGLOCK_E* code, so `rc < 0` always means a library error.  A
+ * step of a command that may end it (an option, a check, a preparation)
+ * returns an exit status (0..255, its message printed) or CLI_GO_ON; an
+ * option function that is asked about an id not its own returns
+ * CLI_OPT_NOT_MINE, so that the next one is asked.  Both lie outside
+ * every exit status and library code: compare them by name, never by
+ * sign.
+ */
+enum { CLI_GO_ON = 256, CLI_OPT_NOT_MINE = 257 };
+
 /* The one mapping from a library code (a negative PGLOCK_E*) to an exit
  * status, for the codes a command has no story of its own for: 64 for
  * PGLOCK_EINVAL (the user's options or key), 70 for PGLOCK_ENOMEM and
@@ -105,7 +117,9 @@ long cli_query_timeout_ms(PGconn *conn);
  * without help is parsed but not shown.
  */
 enum { CLI_OPT_NO_VALUE, CLI_OPT_VALUE, CLI_OPT_OPTIONAL };
-#define CLI_OPT_HELP 1000 /* the id of -? and --help */
+#define CLI_OPT_HELP 1000    /* the id of -? and --help */
+#define CLI_OPT_DONE 0       /* cli_opt_next(): the options have ended */
+#define CLI_OPT_REFUSED 1001 /* cli_opt_next(): a usage error, printed */
 typedef struct cli_opt {
     int id;                 /* what cli_opt_next() returns for it */
     char short_name;        /* 0: long only */
@@ -137,9 +151,10 @@ typedef struct cli_opt_parser {
 int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
                  char **argv, const cli_opt *const *tables,
                  int stop_at_operand);
-/* The next option's id, its value in *value (NULL if none); 0 when the
- * options end (optind is then the first operand); or -64 after printing
- * the usage error (an unknown option, a missing or unwanted value). */
+/* The next option's id, its value in *value (NULL if none);
+ * CLI_OPT_DONE when the options end (optind is then the first operand);
+ * or CLI_OPT_REFUSED after printing the usage error (an unknown option, a
+ * missing or unwanted value): the command then exits CLI_EXIT_USAGE. */
 int cli_opt_next(cli_opt_parser *p, const char **value);
 /* Prints the tables' entries: headings, then "  -x, --name=VALUE" with
  * the description in one column, for every command alike. */

@@ -595,9 +595,9 @@ int cmd_doctor(int argc, char **argv)
     cli_opt_parser p;
     const char *value;
     cli_opt_init(&p, "doctor", argc, argv, doctor_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         if (id == 'V') {
             cli_print_version();
             return 0;

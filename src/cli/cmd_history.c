@@ -65,7 +65,7 @@ static int parse(int argc, char **argv, history_args *h)
     int id;
     cli_opt_parser p;
     cli_opt_init(&p, "history", argc, argv, history_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         char err[256], *end;
         switch (id) {
         case OPT_SINCE:
@@ -88,12 +88,12 @@ static int parse(int argc, char **argv, history_args *h)
         case 'q': cli_quiet = 1; break;
         case 'V': cli_print_version(); return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&h->conn, id, value);
         }
     }
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* The keys asked for, as stored (pglock_key_format()), into h->keys.
@@ -318,7 +318,7 @@ int cmd_history(int argc, char **argv)
         return 0;
     }
     int rc = parse(argc, argv, &h);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
     if (h.prune_ms >= 0 && optind < argc)
         return cli_usage_error("history", "--prune deletes for every key: "

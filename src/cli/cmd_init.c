@@ -185,9 +185,9 @@ int cmd_init(int argc, char **argv)
     }
     cli_opt_parser p;
     cli_opt_init(&p, "init", argc, argv, init_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         if (id == 'q')
             cli_quiet = 1;
         else if (id == 'V')

@@ -281,7 +281,7 @@ int cmd_key(int argc, char **argv)
                                    "negative key write int:-N)", argv[i]);
     cli_opt_parser p;
     cli_opt_init(&p, "key", argc, argv, key_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_SQL: o.sql = 1; break;
         case OPT_JSON: o.json = 1; break;
@@ -290,8 +290,8 @@ int cmd_key(int argc, char **argv)
         case OPT_KEYS: keys_file = value; break;
         case 'V': cli_print_version(); return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&conn, id, value);
         }
     }

@@ -246,9 +246,9 @@ int cmd_metrics(int argc, char **argv)
     }
     cli_opt_parser p;
     cli_opt_init(&p, "metrics", argc, argv, metrics_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         if (id == OPT_KEYS)
             keys_file = value;
         else if (id == 'V')

@@ -53,12 +53,12 @@ static int run_option(run_args *a, int id, const char *value)
         a->timeout_option = id;
         if (id == 'n') {
             a->timeout_ms = PGLOCK_TRY;
-            return -1;
+            return CLI_GO_ON;
         }
         int rc = run_duration_option("run", "--wait", value, &a->timeout_ms);
         /* the library takes waits up to INT_MAX ms: say so here, before
          * connecting, rather than fail the lock call */
-        if (rc < 0 && a->timeout_ms > INT_MAX)
+        if (rc == CLI_GO_ON && a->timeout_ms > INT_MAX)
             return cli_usage_error("run", "invalid value for --wait: \"%s\" is "
                                    "out of range (at most 24 days)", value);
         return rc;
@@ -69,11 +69,11 @@ static int run_option(run_args *a, int id, const char *value)
                                     &a->conflict_code);
     case OPT_FENCING_TOKEN:
         a->fencing_token = 1;
-        return -1;
+        return CLI_GO_ON;
     case OPT_SLOTS:
         return run_slots_option(a, value);
     default:
-        return -2;
+        return CLI_OPT_NOT_MINE;
     }
 }
 
@@ -98,9 +98,9 @@ int cmd_run(int argc, char **argv)
     /* Only lead's job is a leader: never one inherited from an outer lead. */
     unsetenv("PGLOCK_LEADER");
     int rc = run_prepare(argc, argv, &a, &st, &job, keys);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
-    if ((rc = run_slots_check(&a)) >= 0) {
+    if ((rc = run_slots_check(&a)) != CLI_GO_ON) {
         cli_registry_free(st.registry);
         return rc;
     }
@@ -144,7 +144,7 @@ int cmd_run(int argc, char **argv)
     /* a copy: a reconnect while waiting replaces the client */
     char db[128];
     snprintf(db, sizeof db, "%s", pglock_client_database(st.client));
-    if ((rc = run_record_prepare(&st)) >= 0) {
+    if ((rc = run_record_prepare(&st)) != CLI_GO_ON) {
         pglock_client_close(st.client);
         cli_registry_free(st.registry);
         return rc;
@@ -233,7 +233,7 @@ static int run_locked(run_state *st, run_job *job)
 {
     const run_args *a = st->args;
     int code = run_job_term(st, job);
-    if (code >= 0) {
+    if (code != CLI_GO_ON) {
         run_hold_end(st);
         run_record_end(st, code);
         pglock_client_close(st->client);

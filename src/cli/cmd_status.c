@@ -470,19 +470,19 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 
 /* ------------------------------------------------------ options */
 
-static int parse_options(int argc, char **argv, status_options *o,
-                         int *help)
+/* CLI_GO_ON, else the exit status (0 after --help or --version). */
+static int parse_options(int argc, char **argv, status_options *o)
 {
     char err[256];
     if (cli_help_asked(argc, argv)) {
-        *help = 1;
+        print_help();
         return 0;
     }
     cli_opt_parser p;
     const char *value;
     int id;
     cli_opt_init(&p, "status", argc, argv, status_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_KEYS: o->keys_path = value; break;
         case OPT_JSON: o->json = 1; break;
@@ -505,15 +505,14 @@ static int parse_options(int argc, char **argv, status_options *o,
             break;
         case 'V':
             cli_print_version();
-            *help = -1;
             return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&o->conn, id, value);
         }
     }
-    return 0;
+    return CLI_GO_ON;
 }
 
 /* ------------------------------------------------------ the command */
@@ -582,15 +581,9 @@ int cmd_status(int argc, char **argv)
     status_options o;
     memset(&o, 0, sizeof o);
     o.watch_ms = DEFAULT_WATCH_MS;
-    int help = 0;
-    int rc = parse_options(argc, argv, &o, &help);
-    if (rc)
+    int rc = parse_options(argc, argv, &o);
+    if (rc != CLI_GO_ON)
         return rc;
-    if (help) {
-        if (help > 0)
-            print_help();
-        return 0;
-    }
     char err[512];
     cli_registry *reg = NULL;
     if (cli_registry_load(&reg, o.keys_path, err, sizeof err))

@@ -67,7 +67,7 @@ typedef struct terminate_options {
     const char *key_text;
 } terminate_options;
 
-/* -1 to go on, else the exit status. */
+/* CLI_GO_ON, else the exit status. */
 static int parse_options(int argc, char **argv, terminate_options *o)
 {
     if (cli_help_asked(argc, argv)) {
@@ -78,7 +78,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     const char *value;
     int id;
     cli_opt_init(&p, "terminate", argc, argv, terminate_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_YES: o->yes = 1; break;
         case OPT_ALL: o->all = 1; break;
@@ -93,8 +93,8 @@ static int parse_options(int argc, char **argv, terminate_options *o)
             cli_print_version();
             return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&o->conn, id, value);
         }
     }
@@ -104,7 +104,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
         return cli_usage_error("terminate", "one key at a time: \"%s\" is a "
                                "second one", argv[optind + 1]);
     o->key_text = argv[optind];
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* One holder (of slot `slot`, or -1), on one line of stdout. */
@@ -368,7 +368,7 @@ int cmd_terminate(int argc, char **argv)
     terminate_options o;
     memset(&o, 0, sizeof o);
     int rc = parse_options(argc, argv, &o);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
     char err[512];
     cli_registry *reg = NULL;

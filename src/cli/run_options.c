@@ -111,7 +111,7 @@ int run_duration_option(const char *command, const char *name,
     char err[256];
     if (cli_parse_duration(text, out, err, sizeof err) < 0)
         return cli_usage_error(command, "invalid value for %s: %s", name, err);
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_exit_code_option(const char *command, const char *name,
@@ -125,17 +125,17 @@ int run_exit_code_option(const char *command, const char *name,
         return cli_usage_error(command, "invalid value for %s: \"%s\" (expected 0 to 255)",
                                name, text);
     *out = (int)v;
-    return -1;
+    return CLI_GO_ON;
 }
 
-/* One of the shared options: -1 to go on, else an exit status. */
+/* One of the shared options: CLI_GO_ON, else an exit status. */
 static int shared_option(run_args *a, int id, const char *value)
 {
     const char *command = a->command;
     switch (id) {
     case 's':
         a->mode = PGLOCK_SHARED;
-        return -1;
+        return CLI_GO_ON;
     case OPT_LEASE:
         return run_duration_option(command, "--lease", value, &a->lease_ms);
     case OPT_KILL_AFTER:
@@ -152,25 +152,25 @@ static int shared_option(run_args *a, int id, const char *value)
         else
             return cli_usage_error(command, "invalid value for --mode: "
                                    "\"%s\" (expected session, xact or auto)", value);
-        return -1;
+        return CLI_GO_ON;
     case 'c':
         a->shell_command = value;
-        return -1;
+        return CLI_GO_ON;
     case OPT_FOREGROUND:
         a->foreground = 1;
-        return -1;
+        return CLI_GO_ON;
     case OPT_ALLOW_SETUID:
         a->allow_setuid = 1;
-        return -1;
+        return CLI_GO_ON;
     case OPT_KEYS:
         a->keys_file = value;
-        return -1;
+        return CLI_GO_ON;
     case 'q':
         cli_quiet = 1;
-        return -1;
+        return CLI_GO_ON;
     case 'v':
         cli_verbosity++;
-        return -1;
+        return CLI_GO_ON;
     case 'V':
         cli_print_version();
         return 0;
@@ -179,7 +179,7 @@ static int shared_option(run_args *a, int id, const char *value)
         return 0;
     default:
         cli_conn_option(&a->conn, id, value);
-        return -1;
+        return CLI_GO_ON;
     }
 }
 
@@ -192,7 +192,7 @@ static int ends_keys(const char *arg)
 /* KEY... up to "--" or -c, which must follow them: "run K1 K2 true"
  * would otherwise lock K1 and K2 and run "true", or lock K1 and run "K2"
  * (an older form, dropped), and a forgotten "--" changes what is locked.
- * -1 to go on, else the exit status. */
+ * CLI_GO_ON, else the exit status. */
 static int parse_keys(int argc, char **argv, run_args *a)
 {
     int end = optind;
@@ -217,7 +217,7 @@ static int parse_keys(int argc, char **argv, run_args *a)
                                a->keys[1]);
     a->key_text = a->keys[0];
     optind = end;
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_parse_args(int argc, char **argv, run_args *a)
@@ -230,18 +230,18 @@ int run_parse_args(int argc, char **argv, run_args *a)
         return cli_error(CLI_EXIT_SOFTWARE, "too many options");
     const char *value;
     int id, rc;
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         rc = a->cmd->option(a, id, value);
-        if (rc == -2)
+        if (rc == CLI_OPT_NOT_MINE)
             rc = run_record_option(a, id, value);
-        if (rc == -2)
+        if (rc == CLI_OPT_NOT_MINE)
             rc = shared_option(a, id, value);
-        if (rc >= 0)
+        if (rc != CLI_GO_ON)
             return rc;
     }
-    if ((rc = run_record_env(a)) >= 0)
+    if ((rc = run_record_env(a)) != CLI_GO_ON)
         return rc;
     /* getopt_long() consumed a "--" before any key: "run -- echo hi"
      * must not lock "echo". */
@@ -249,7 +249,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
         return cli_usage_error(command_name, "no lock key before \"--\"");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
-    if ((rc = parse_keys(argc, argv, a)) >= 0)
+    if ((rc = parse_keys(argc, argv, a)) != CLI_GO_ON)
         return rc;
     if (optind < argc && strcmp(argv[optind], "--") == 0) {
         optind++;
@@ -282,5 +282,5 @@ int run_parse_args(int argc, char **argv, run_args *a)
     } else if (!a->shell_command) {
         return cli_usage_error(command_name, "no command given");
     }
-    return -1;
+    return CLI_GO_ON;
 }
