@@ -130,10 +130,25 @@ typedef struct cli_opt {
 } cli_opt;
 #define CLI_OPT_END {0, 0, NULL, 0, NULL, NULL}
 
-/* -h -p -U -d (ids 'h' 'p' 'U' 'd', see cli_conn_option()), under the
- * "Connection" heading; -q -v under "Output"; -V and -?/--help last. */
+/*
+ * The options that several commands share, each declared once, with one
+ * help text; a command lists the tables it takes, in its --help's order.
+ *   cli_conn_opts     -h -p -U -d (ids 'h' 'p' 'U' 'd', cli_conn_option()),
+ *                     under "Connection"
+ *   cli_keys_opts     --keys=FILE (id CLI_OPT_KEYS), under "Key registry"
+ *   cli_output_heading  the "Output" heading alone, for the next three:
+ *   cli_json_opts     --json (id CLI_OPT_JSON)
+ *   cli_quiet_opts    -q (id 'q': set cli_quiet)
+ *   cli_verbose_opts  -v (id 'v': cli_verbosity++)
+ *   cli_help_opts     -V and -?/--help, under "Other", last
+ */
+enum { CLI_OPT_KEYS = 900, CLI_OPT_JSON };
 extern const cli_opt cli_conn_opts[];
-extern const cli_opt cli_output_opts[];
+extern const cli_opt cli_keys_opts[];
+extern const cli_opt cli_output_heading[];
+extern const cli_opt cli_json_opts[];
+extern const cli_opt cli_quiet_opts[];
+extern const cli_opt cli_verbose_opts[];
 extern const cli_opt cli_help_opts[];
 
 typedef struct cli_opt_parser {

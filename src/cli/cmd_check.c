@@ -24,7 +24,7 @@
 enum { CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN };
 static const char *const state_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
 
-enum { OPT_WITHIN = 300, OPT_WARN, OPT_KEYS };
+enum { OPT_WITHIN = 300, OPT_WARN };
 
 static const cli_opt check_opts[] = {
     {0, 0, NULL, 0, NULL, "Check:"},
@@ -33,12 +33,10 @@ static const cli_opt check_opts[] = {
      "(required)"},
     {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "AGE",
      "WARNING when the last run started longer ago"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
     CLI_OPT_END};
 
-static const cli_opt *const check_tables[] = {check_opts, cli_conn_opts,
-                                              cli_help_opts, NULL};
+static const cli_opt *const check_tables[] = {
+    check_opts, cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void usage(void)
 {
@@ -84,7 +82,7 @@ static int parse(int argc, char **argv, check_args *c)
                 return cli_usage_error("check", "invalid value for %s: %s",
                                        id == OPT_WITHIN ? "--within" : "--warn", err);
             break;
-        case OPT_KEYS: c->keys_file = value; break;
+        case CLI_OPT_KEYS: c->keys_file = value; break;
         case 'V': cli_print_version(); return 0;
         default:
             if (id == CLI_OPT_REFUSED)

@@ -14,7 +14,7 @@
 #define HISTORY_PRUNE_BATCH 10000
 #define HISTORY_DEFAULT_LIMIT 20
 
-enum { OPT_SINCE = 300, OPT_LIMIT, OPT_JSON, OPT_PRUNE, OPT_KEYS };
+enum { OPT_SINCE = 300, OPT_LIMIT, OPT_PRUNE };
 
 static const cli_opt history_opts[] = {
     {0, 0, NULL, 0, NULL, "History:"},
@@ -22,18 +22,14 @@ static const cli_opt history_opts[] = {
      "only runs started within AGE"},
     {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
      "at most N runs (default 20)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON array (see pglock-history(1))"},
     {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
      "delete finished runs older than AGE (at most\n"
      "10000 a call), then exit"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
-    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
     CLI_OPT_END};
 
-static const cli_opt *const history_tables[] = {history_opts, cli_conn_opts,
-                                                cli_help_opts, NULL};
+static const cli_opt *const history_tables[] = {
+    history_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 typedef struct history_args {
     cli_conn conn;
@@ -83,8 +79,8 @@ static int parse(int argc, char **argv, history_args *h)
                 return cli_usage_error("history", "invalid value for --limit: "
                                        "\"%s\" (expected 1 to 1000000)", value);
             break;
-        case OPT_JSON: h->json = 1; break;
-        case OPT_KEYS: h->keys_file = value; break;
+        case CLI_OPT_JSON: h->json = 1; break;
+        case CLI_OPT_KEYS: h->keys_file = value; break;
         case 'q': cli_quiet = 1; break;
         case 'V': cli_print_version(); return 0;
         default:

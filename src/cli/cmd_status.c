@@ -50,16 +50,12 @@ static void on_interrupt(int sig)
     interrupted = 1;
 }
 
-enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES, OPT_SLOTS };
+enum { OPT_WATCH = 256, OPT_ALL_DATABASES, OPT_SLOTS };
 
 static const cli_opt status_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
     {OPT_ALL_DATABASES, 0, "all-databases", CLI_OPT_NO_VALUE, NULL,
      "every database, not only the current one"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "registry of key names (default: $PGLOCK_KEYS)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock-status(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
@@ -67,12 +63,11 @@ static const cli_opt status_opts[] = {
      "show it as one entry even when nobody uses it\n"
      "(one in use is shown so without --slots); 0 when\n"
      "every slot is held"},
-    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
-     "print errors only; the exit status answers"},
     CLI_OPT_END};
 
 static const cli_opt *const status_tables[] = {
-    status_opts, cli_conn_opts, cli_help_opts, NULL};
+    status_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void print_help(void)
 {
@@ -484,8 +479,8 @@ static int parse_options(int argc, char **argv, status_options *o)
     cli_opt_init(&p, "status", argc, argv, status_tables, 0);
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
-        case OPT_KEYS: o->keys_path = value; break;
-        case OPT_JSON: o->json = 1; break;
+        case CLI_OPT_KEYS: o->keys_path = value; break;
+        case CLI_OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
         case 'q': cli_quiet = 1; break;
         case OPT_SLOTS:

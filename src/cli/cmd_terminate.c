@@ -24,7 +24,7 @@
 #include "cli.h"
 #include "run.h"
 
-enum { OPT_YES = 256, OPT_ALL, OPT_KEYS, OPT_SLOTS };
+enum { OPT_YES = 256, OPT_ALL, OPT_SLOTS };
 
 static const cli_opt terminate_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
@@ -35,12 +35,10 @@ static const cli_opt terminate_opts[] = {
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
      "KEY is a semaphore of N slots (run --slots=N):\n"
      "end the holders of its slots"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
     CLI_OPT_END};
 
 static const cli_opt *const terminate_tables[] = {
-    terminate_opts, cli_conn_opts, cli_help_opts, NULL};
+    terminate_opts, cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void print_help(void)
 {
@@ -82,7 +80,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
         switch (id) {
         case OPT_YES: o->yes = 1; break;
         case OPT_ALL: o->all = 1; break;
-        case OPT_KEYS: o->keys_path = value; break;
+        case CLI_OPT_KEYS: o->keys_path = value; break;
         case OPT_SLOTS:
             if (!(o->slots = run_slots_parse(value)))
                 return cli_usage_error("terminate", "invalid value for "

@@ -23,9 +23,27 @@ const cli_opt cli_conn_opts[] = {
      "database name, conninfo string or URI"},
     CLI_OPT_END};
 
-const cli_opt cli_output_opts[] = {
+const cli_opt cli_keys_opts[] = {
+    {0, 0, NULL, 0, NULL, "Key registry:"},
+    {CLI_OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "read @NAME keys, and the names shown for keys,\n"
+     "from FILE (default: $PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+const cli_opt cli_output_heading[] = {
     {0, 0, NULL, 0, NULL, "Output:"},
+    CLI_OPT_END};
+
+const cli_opt cli_json_opts[] = {
+    {CLI_OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "print one JSON document (schema: the man page)"},
+    CLI_OPT_END};
+
+const cli_opt cli_quiet_opts[] = {
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
+    CLI_OPT_END};
+
+const cli_opt cli_verbose_opts[] = {
     {'v', 'v', "verbose", CLI_OPT_NO_VALUE, NULL,
      "print each step with a timestamp on stderr"},
     CLI_OPT_END};

@@ -15,7 +15,6 @@ enum {
     OPT_LEASE = 256,
     OPT_KILL_AFTER,
     OPT_LOST,
-    OPT_KEYS,
     OPT_FOREGROUND,
     OPT_MODE,
     OPT_ALLOW_SETUID
@@ -54,11 +53,6 @@ static const cli_opt command_opts[] = {
      "in time (see pglock-run(1))"},
     CLI_OPT_END};
 
-static const cli_opt keys_opts[] = {
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
-    CLI_OPT_END};
-
 void run_args_init(run_args *a, const run_command *cmd)
 {
     memset(a, 0, sizeof *a);
@@ -75,23 +69,26 @@ void run_args_init(run_args *a, const run_command *cmd)
 }
 
 /* Every table, in --help's order. */
-static void tables_of(const run_command *cmd, const cli_opt *t[10])
+#define N_TABLES 10
+static void tables_of(const run_command *cmd, const cli_opt *t[N_TABLES + 1])
 {
     int n = 0;
     t[n++] = cmd->opts;
     t[n++] = lease_opts;
     t[n++] = command_opts;
+    t[n++] = cli_keys_opts;
     t[n++] = cli_conn_opts;
-    t[n++] = keys_opts;
     t[n++] = run_record_opts;
-    t[n++] = cli_output_opts;
+    t[n++] = cli_output_heading;
+    t[n++] = cli_quiet_opts;
+    t[n++] = cli_verbose_opts;
     t[n++] = cli_help_opts;
     t[n] = NULL;
 }
 
 void run_print_help(const run_command *cmd)
 {
-    const cli_opt *t[10];
+    const cli_opt *t[N_TABLES + 1];
     tables_of(cmd, t);
     const char *keys = cmd->several_keys ? "KEY..." : "KEY";
     printf("%s\n\nUsage:\n"
@@ -162,7 +159,7 @@ static int shared_option(run_args *a, int id, const char *value)
     case OPT_ALLOW_SETUID:
         a->allow_setuid = 1;
         return CLI_GO_ON;
-    case OPT_KEYS:
+    case CLI_OPT_KEYS:
         a->keys_file = value;
         return CLI_GO_ON;
     case 'q':
@@ -223,7 +220,7 @@ static int parse_keys(int argc, char **argv, run_args *a)
 int run_parse_args(int argc, char **argv, run_args *a)
 {
     const char *command_name = a->command;
-    const cli_opt *t[10];
+    const cli_opt *t[N_TABLES + 1];
     tables_of(a->cmd, t);
     cli_opt_parser p;
     if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
