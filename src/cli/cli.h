@@ -113,8 +113,10 @@ long cli_query_timeout_ms(PGconn *conn);
 /*
  * Options, declared once in tables (opt.c): the parser and --help both
  * read them.  A table is an array ended by CLI_OPT_END; an entry without
- * long_name is a group heading (its help is the heading's text); an entry
- * without help is parsed but not shown.
+ * long_name is a group heading (its help is the heading's text), and a
+ * table that opens without one continues the group before it; an entry
+ * without help is parsed but not shown.  Ids: a letter, or a command's
+ * own from 256 up to 899; 900 and up are the shared ones below.
  */
 enum { CLI_OPT_NO_VALUE, CLI_OPT_VALUE, CLI_OPT_OPTIONAL };
 #define CLI_OPT_HELP 1000    /* the id of -? and --help */
