@@ -23,6 +23,25 @@ enum {
     CLI_EXIT_NOT_FOUND = 127
 };
 
+/*
+ * Return conventions, one meaning each.  A library call returns 0 or a
+ * negative PGLOCK_E* code, so `rc < 0` always means a library error.  A
+ * step of a command that may end it (an option, a check, a preparation)
+ * returns an exit status (0..255, its message printed) or CLI_GO_ON; an
+ * option function that is asked about an id not its own returns
+ * CLI_OPT_NOT_MINE, so that the next one is asked.  Both lie outside
+ * every exit status and library code: compare them by name, never by
+ * sign.
+ */
+enum { CLI_GO_ON = 256, CLI_OPT_NOT_MINE = 257 };
+
+/* The one mapping from a library code (a negative PGLOCK_E*) to an exit
+ * status, for the codes a command has no story of its own for: 64 for
+ * PGLOCK_EINVAL (the user's options or key), 70 for PGLOCK_ENOMEM and
+ * PGLOCK_ESTATE (our fault), 69 for the rest (the server or the path to
+ * it). */
+int cli_exit_status_for(int pglock_code);
+
 /* "pglock: error: MESSAGE\n" on stderr; returns code, so that
  * `return cli_error(CLI_EXIT_UNAVAILABLE, "...")` reads naturally. */
 int cli_error(int code, const char *fmt, ...)
@@ -94,11 +113,15 @@ long cli_query_timeout_ms(PGconn *conn);
 /*
  * Options, declared once in tables (opt.c): the parser and --help both
  * read them.  A table is an array ended by CLI_OPT_END; an entry without
- * long_name is a group heading (its help is the heading's text); an entry
- * without help is parsed but not shown.
+ * long_name is a group heading (its help is the heading's text), and a
+ * table that opens without one continues the group before it; an entry
+ * without help is parsed but not shown.  Ids: a letter, or a command's
+ * own from 256 up to 899; 900 and up are the shared ones below.
  */
 enum { CLI_OPT_NO_VALUE, CLI_OPT_VALUE, CLI_OPT_OPTIONAL };
-#define CLI_OPT_HELP 1000 /* the id of -? and --help */
+#define CLI_OPT_HELP 1000    /* the id of -? and --help */
+#define CLI_OPT_DONE 0       /* cli_opt_next(): the options have ended */
+#define CLI_OPT_REFUSED 1001 /* cli_opt_next(): a usage error, printed */
 typedef struct cli_opt {
     int id;                 /* what cli_opt_next() returns for it */
     char short_name;        /* 0: long only */
@@ -109,10 +132,25 @@ typedef struct cli_opt {
 } cli_opt;
 #define CLI_OPT_END {0, 0, NULL, 0, NULL, NULL}
 
-/* -h -p -U -d (ids 'h' 'p' 'U' 'd', see cli_conn_option()), under the
- * "Connection" heading; -q -v under "Output"; -V and -?/--help last. */
+/*
+ * The options that several commands share, each declared once, with one
+ * help text; a command lists the tables it takes, in its --help's order.
+ *   cli_conn_opts     -h -p -U -d (ids 'h' 'p' 'U' 'd', cli_conn_option()),
+ *                     under "Connection"
+ *   cli_keys_opts     --keys=FILE (id CLI_OPT_KEYS), under "Key registry"
+ *   cli_output_heading  the "Output" heading alone, for the next three:
+ *   cli_json_opts     --json (id CLI_OPT_JSON)
+ *   cli_quiet_opts    -q (id 'q': set cli_quiet)
+ *   cli_verbose_opts  -v (id 'v': cli_verbosity++)
+ *   cli_help_opts     -V and -?/--help, under "Other", last
+ */
+enum { CLI_OPT_KEYS = 900, CLI_OPT_JSON };
 extern const cli_opt cli_conn_opts[];
-extern const cli_opt cli_output_opts[];
+extern const cli_opt cli_keys_opts[];
+extern const cli_opt cli_output_heading[];
+extern const cli_opt cli_json_opts[];
+extern const cli_opt cli_quiet_opts[];
+extern const cli_opt cli_verbose_opts[];
 extern const cli_opt cli_help_opts[];
 
 typedef struct cli_opt_parser {
@@ -130,9 +168,10 @@ typedef struct cli_opt_parser {
 int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
                  char **argv, const cli_opt *const *tables,
                  int stop_at_operand);
-/* The next option's id, its value in *value (NULL if none); 0 when the
- * options end (optind is then the first operand); or -64 after printing
- * the usage error (an unknown option, a missing or unwanted value). */
+/* The next option's id, its value in *value (NULL if none);
+ * CLI_OPT_DONE when the options end (optind is then the first operand);
+ * or CLI_OPT_REFUSED after printing the usage error (an unknown option, a
+ * missing or unwanted value): the command then exits CLI_EXIT_USAGE. */
 int cli_opt_next(cli_opt_parser *p, const char **value);
 /* Prints the tables' entries: headings, then "  -x, --name=VALUE" with
  * the description in one column, for every command alike. */

@@ -24,7 +24,7 @@
 enum { CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN };
 static const char *const state_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
 
-enum { OPT_WITHIN = 300, OPT_WARN, OPT_KEYS };
+enum { OPT_WITHIN = 300, OPT_WARN };
 
 static const cli_opt check_opts[] = {
     {0, 0, NULL, 0, NULL, "Check:"},
@@ -33,12 +33,10 @@ static const cli_opt check_opts[] = {
      "(required)"},
     {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "AGE",
      "WARNING when the last run started longer ago"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
     CLI_OPT_END};
 
-static const cli_opt *const check_tables[] = {check_opts, cli_conn_opts,
-                                              cli_help_opts, NULL};
+static const cli_opt *const check_tables[] = {
+    check_opts, cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void usage(void)
 {
@@ -73,7 +71,7 @@ static int parse(int argc, char **argv, check_args *c)
     int id;
     cli_opt_parser p;
     cli_opt_init(&p, "check", argc, argv, check_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         char err[256];
         switch (id) {
         case OPT_WITHIN:
@@ -84,11 +82,11 @@ static int parse(int argc, char **argv, check_args *c)
                 return cli_usage_error("check", "invalid value for %s: %s",
                                        id == OPT_WITHIN ? "--within" : "--warn", err);
             break;
-        case OPT_KEYS: c->keys_file = value; break;
+        case CLI_OPT_KEYS: c->keys_file = value; break;
         case 'V': cli_print_version(); return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&c->conn, id, value);
         }
     }
@@ -104,7 +102,7 @@ static int parse(int argc, char **argv, check_args *c)
         return cli_usage_error("check", "--within must be longer than 0");
     if (c->warn_ms >= c->within_ms)
         return cli_usage_error("check", "--warn must be shorter than --within");
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* Columns: 0 host, 1 started_at (UTC text), 2 age (s), 3 duration (s),
@@ -236,7 +234,7 @@ int cmd_check(int argc, char **argv)
     int rc = parse(argc, argv, &c);
     if (rc == 0)
         return 0;
-    if (rc > 0)
+    if (rc != CLI_GO_ON)
         return unknown("invalid options (see pglock check --help)");
     char err[512];
     PGconn *pg = history_connect(&c.conn, "pglock check", -1, err, sizeof err);

@@ -557,19 +557,18 @@ static void print_json(const report *r, PGconn *conn, const doctor_host *hosts,
 
 /* ------------------------------------------------ the command */
 
-enum { OPT_JSON = 256, OPT_RECORD };
+enum { OPT_RECORD = 300 };
 
 static const cli_opt doctor_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
     {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
      "check the run history for --record (else only when\n"
      "pglock.runs exists)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock-doctor(1))"},
     CLI_OPT_END};
 
 static const cli_opt *const doctor_tables[] = {
-    doctor_opts, cli_conn_opts, cli_help_opts, NULL};
+    doctor_opts, cli_output_heading, cli_json_opts, cli_conn_opts,
+    cli_help_opts, NULL};
 
 static void print_help(void)
 {
@@ -595,14 +594,14 @@ int cmd_doctor(int argc, char **argv)
     cli_opt_parser p;
     const char *value;
     cli_opt_init(&p, "doctor", argc, argv, doctor_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         if (id == 'V') {
             cli_print_version();
             return 0;
         }
-        if (id == OPT_JSON)
+        if (id == CLI_OPT_JSON)
             json = 1;
         else if (id == OPT_RECORD)
             record = 1;

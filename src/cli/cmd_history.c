@@ -14,7 +14,7 @@
 #define HISTORY_PRUNE_BATCH 10000
 #define HISTORY_DEFAULT_LIMIT 20
 
-enum { OPT_SINCE = 300, OPT_LIMIT, OPT_JSON, OPT_PRUNE, OPT_KEYS };
+enum { OPT_SINCE = 300, OPT_LIMIT, OPT_PRUNE };
 
 static const cli_opt history_opts[] = {
     {0, 0, NULL, 0, NULL, "History:"},
@@ -22,18 +22,14 @@ static const cli_opt history_opts[] = {
      "only runs started within AGE"},
     {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
      "at most N runs (default 20)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON array (see pglock-history(1))"},
     {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
      "delete finished runs older than AGE (at most\n"
      "10000 a call), then exit"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
-    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
     CLI_OPT_END};
 
-static const cli_opt *const history_tables[] = {history_opts, cli_conn_opts,
-                                                cli_help_opts, NULL};
+static const cli_opt *const history_tables[] = {
+    history_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 typedef struct history_args {
     cli_conn conn;
@@ -65,7 +61,7 @@ static int parse(int argc, char **argv, history_args *h)
     int id;
     cli_opt_parser p;
     cli_opt_init(&p, "history", argc, argv, history_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         char err[256], *end;
         switch (id) {
         case OPT_SINCE:
@@ -83,17 +79,17 @@ static int parse(int argc, char **argv, history_args *h)
                 return cli_usage_error("history", "invalid value for --limit: "
                                        "\"%s\" (expected 1 to 1000000)", value);
             break;
-        case OPT_JSON: h->json = 1; break;
-        case OPT_KEYS: h->keys_file = value; break;
+        case CLI_OPT_JSON: h->json = 1; break;
+        case CLI_OPT_KEYS: h->keys_file = value; break;
         case 'q': cli_quiet = 1; break;
         case 'V': cli_print_version(); return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&h->conn, id, value);
         }
     }
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* The keys asked for, as stored (pglock_key_format()), into h->keys.
@@ -318,7 +314,7 @@ int cmd_history(int argc, char **argv)
         return 0;
     }
     int rc = parse(argc, argv, &h);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
     if (h.prune_ms >= 0 && optind < argc)
         return cli_usage_error("history", "--prune deletes for every key: "

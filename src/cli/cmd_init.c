@@ -27,13 +27,11 @@ static const cli_opt init_opts[] = {
      "... that does all three"},
     {OPT_APPLY, 0, "apply", CLI_OPT_NO_VALUE, NULL,
      "run those GRANTs too (in one transaction)"},
-    {0, 0, NULL, 0, NULL, "Output:"},
-    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
-     "print errors only (not the GRANTs)"},
     CLI_OPT_END};
 
-static const cli_opt *const init_tables[] = {init_opts, cli_conn_opts,
-                                             cli_help_opts, NULL};
+static const cli_opt *const init_tables[] = {
+    init_opts, cli_output_heading, cli_quiet_opts, cli_conn_opts,
+    cli_help_opts, NULL};
 
 static void usage(void)
 {
@@ -185,9 +183,9 @@ int cmd_init(int argc, char **argv)
     }
     cli_opt_parser p;
     cli_opt_init(&p, "init", argc, argv, init_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         if (id == 'q')
             cli_quiet = 1;
         else if (id == 'V')

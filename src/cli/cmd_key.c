@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "json.h"
 
-enum { OPT_SQL = 256, OPT_JSON, OPT_SHARED, OPT_XACT, OPT_KEYS };
+enum { OPT_SQL = 256, OPT_SHARED, OPT_XACT };
 
 static const cli_opt key_opts_table[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
@@ -19,15 +19,16 @@ static const cli_opt key_opts_table[] = {
      "the SQL takes a shared lock"},
     {OPT_XACT, 0, "xact", CLI_OPT_NO_VALUE, NULL,
      "the SQL takes a transaction-level lock"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "the key registry (default: $PGLOCK_KEYS)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "print a JSON array (bigints as strings)"},
+    CLI_OPT_END};
+
+/* A note before the connection options: a heading alone. */
+static const cli_opt key_server_note[] = {
     {0, 0, NULL, 0, NULL, "(only hashtext keys need a server)"},
     CLI_OPT_END};
 
 static const cli_opt *const key_tables[] = {
-    key_opts_table, cli_conn_opts, cli_help_opts, NULL};
+    key_opts_table, cli_output_heading, cli_json_opts, cli_keys_opts,
+    key_server_note, cli_conn_opts, cli_help_opts, NULL};
 
 static void usage(FILE *to)
 {
@@ -281,17 +282,17 @@ int cmd_key(int argc, char **argv)
                                    "negative key write int:-N)", argv[i]);
     cli_opt_parser p;
     cli_opt_init(&p, "key", argc, argv, key_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_SQL: o.sql = 1; break;
-        case OPT_JSON: o.json = 1; break;
+        case CLI_OPT_JSON: o.json = 1; break;
         case OPT_SHARED: o.mode = PGLOCK_SHARED; break;
         case OPT_XACT: o.scope = PGLOCK_XACT; break;
-        case OPT_KEYS: keys_file = value; break;
+        case CLI_OPT_KEYS: keys_file = value; break;
         case 'V': cli_print_version(); return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&conn, id, value);
         }
     }

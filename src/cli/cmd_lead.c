@@ -22,6 +22,10 @@
 
 enum { OPT_RESTART = 300, OPT_REFUSED };
 
+/* What contend() and lead_term() return besides an exit status (and
+ * contend()'s CLI_GO_ON: leader): back off and contend again. */
+enum { LEAD_CONTEND_AGAIN = CLI_OPT_NOT_MINE + 1 };
+
 static const cli_opt lead_opts[] = {
     {0, 0, NULL, 0, NULL, "Leadership:"},
     {OPT_RESTART, 0, "restart", CLI_OPT_OPTIONAL, "DELAY",
@@ -40,14 +44,14 @@ static int lead_option(run_args *a, int id, const char *value)
     case OPT_RESTART:
         a->restart_ms = 0;
         return value ? run_duration_option("lead", "--restart", value, &a->restart_ms)
-                     : -1;
+                     : CLI_GO_ON;
     case 'n':
     case 'w':
     case OPT_REFUSED:
         return cli_usage_error("lead", "--try, --wait and --min-hold are for "
                                "pglock run: a leader waits as long as it takes");
     default:
-        return -2;
+        return CLI_OPT_NOT_MINE;
     }
 }
 
@@ -85,8 +89,8 @@ static void say_retrying(const char *what, const char *why)
     }
 }
 
-/* Connects and waits for leadership.  0 when leader; else a stop signal's
- * exit status (128+N), a usage status, or -1 to back off and retry. */
+/* Connects and waits for leadership.  CLI_GO_ON when leader; else a stop
+ * signal's exit status (128+N), a usage status, or LEAD_CONTEND_AGAIN. */
 static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
 {
     const run_args *a = st->args;
@@ -95,8 +99,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         if (run_stop_signal())
             return 128 + run_stop_signal();
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
-            return cli_error(rc == PGLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE,
-                             "%s", st->error);
+            return cli_error(cli_exit_status_for(rc), "%s", st->error);
         if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION ||
             !strcmp(st->error_sqlstate, "3D000") ||
             (!strcmp(st->error_sqlstate, "28000") &&
@@ -110,9 +113,9 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
          * refused password (being rotated), a server out of connection
          * slots may pass: keep contending, but say why. */
         say_retrying("could not connect", st->error);
-        return -1;
+        return LEAD_CONTEND_AGAIN;
     }
-    if ((rc = run_record_prepare(st)) >= 0) {
+    if ((rc = run_record_prepare(st)) != CLI_GO_ON) {
         pglock_client_close(st->client);
         st->client = NULL;
         return rc;
@@ -132,7 +135,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         say_retrying("could not take the lock", pglock_client_error(st->client));
         pglock_client_close(st->client);
         st->client = NULL;
-        return -1;
+        return LEAD_CONTEND_AGAIN;
     }
     if (rc < 0) {
         /* A lost connection, or a wait someone cancelled on the server
@@ -143,7 +146,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
                     pglock_client_error(st->client));
         pglock_client_close(st->client);
         st->client = NULL;
-        return -1;
+        return LEAD_CONTEND_AGAIN;
     }
     st->acquired_at = pglock_now_ms();
     if ((rc = run_job_env(st)) < 0) {
@@ -152,13 +155,14 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         run_record_not_run(st, 0);
         pglock_client_close(st->client);
         st->client = NULL;
-        return run_stop_signal() ? code : -1;
+        return run_stop_signal() ? code : LEAD_CONTEND_AGAIN;
     }
-    return 0;
+    return CLI_GO_ON;
 }
 
 /* Runs the command (again, with --restart) while leader.  Returns the
- * exit status to end with, or -1 when leadership was lost. */
+ * exit status to end with, or LEAD_CONTEND_AGAIN when leadership was
+ * lost. */
 static int lead_term(run_state *st, run_job *job)
 {
     const run_args *a = st->args;
@@ -166,11 +170,11 @@ static int lead_term(run_state *st, run_job *job)
         st->lost = 0;
         st->fatal = 0;
         int code = run_job_term(st, job);
-        if (code >= 0 && !st->lost)
+        if (code != CLI_GO_ON && !st->lost)
             return code; /* a stop signal before the start, or a pipe */
         if (st->lost) {
             cli_verbose("leadership lost: %s; the command was stopped", st->lost_reason);
-            return -1;
+            return LEAD_CONTEND_AGAIN;
         }
         code = run_term_status(st);
         if (st->fatal || st->exec_errno)
@@ -199,7 +203,7 @@ static int lead_term(run_state *st, run_job *job)
             run_supervise(st, pglock_now_ms() + a->restart_ms);
         if (st->lost) {
             cli_verbose("leadership lost: %s", st->lost_reason);
-            return -1;
+            return LEAD_CONTEND_AGAIN;
         }
         if (run_stop_signal())
             return 128 + run_stop_signal();
@@ -207,7 +211,7 @@ static int lead_term(run_state *st, run_job *job)
         if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
                                     st->lease.client_ms) < 0) {
             cli_verbose("leadership lost: %s", st->lost_reason);
-            return -1;
+            return LEAD_CONTEND_AGAIN;
         }
     }
 }
@@ -226,9 +230,9 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
     long base = RUN_BACKOFF_MIN_MS;
     for (;;) {
         int rc = contend(st, key, connect_timeout);
-        if (rc > 0)
+        if (rc != CLI_GO_ON && rc != LEAD_CONTEND_AGAIN)
             return rc;
-        if (rc == 0) {
+        if (rc == CLI_GO_ON) {
             base = RUN_BACKOFF_MIN_MS;
             cli_verbose("leader: \"%s\" (%s), backend pid %d, fencing token %lld",
                         a->key_text, st->key_id,
@@ -236,10 +240,10 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
             run_record_start(st);
             rc = lead_term(st, job);
             run_hold_end(st);
-            run_record_end(st, rc >= 0 ? rc : a->lost_code);
+            run_record_end(st, rc != LEAD_CONTEND_AGAIN ? rc : a->lost_code);
             pglock_client_close(st->client);
             st->client = NULL;
-            if (rc >= 0) {
+            if (rc != LEAD_CONTEND_AGAIN) {
                 cli_verbose("released leadership");
                 return rc;
             }
@@ -262,7 +266,7 @@ int cmd_lead(int argc, char **argv)
     run_args_init(&a, &lead_cmd);
     a.fencing_token = 1; /* a new leadership is exactly what to fence */
     int rc = run_prepare(argc, argv, &a, &st, &job, &key);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
     /* A conninfo libpq refuses (a misspelt keyword) never becomes valid:
      * the first connect says so with 64 rather than retrying forever. */

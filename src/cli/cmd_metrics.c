@@ -21,15 +21,7 @@
 #include "cli.h"
 #include "history.h"
 
-enum { OPT_KEYS = 300 };
-
-static const cli_opt metrics_opts[] = {
-    {0, 0, NULL, 0, NULL, "Metrics:"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry, to name the keys (or PGLOCK_KEYS)"},
-    CLI_OPT_END};
-
-static const cli_opt *const metrics_tables[] = {metrics_opts, cli_conn_opts,
+static const cli_opt *const metrics_tables[] = {cli_keys_opts, cli_conn_opts,
                                                 cli_help_opts, NULL};
 
 static void usage(void)
@@ -246,10 +238,10 @@ int cmd_metrics(int argc, char **argv)
     }
     cli_opt_parser p;
     cli_opt_init(&p, "metrics", argc, argv, metrics_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
-        if (id == OPT_KEYS)
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
+        if (id == CLI_OPT_KEYS)
             keys_file = value;
         else if (id == 'V')
             return cli_print_version(), 0;

@@ -50,16 +50,12 @@ static void on_interrupt(int sig)
     interrupted = 1;
 }
 
-enum { OPT_KEYS = 256, OPT_JSON, OPT_WATCH, OPT_ALL_DATABASES, OPT_SLOTS };
+enum { OPT_WATCH = 256, OPT_ALL_DATABASES, OPT_SLOTS };
 
 static const cli_opt status_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
     {OPT_ALL_DATABASES, 0, "all-databases", CLI_OPT_NO_VALUE, NULL,
      "every database, not only the current one"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "registry of key names (default: $PGLOCK_KEYS)"},
-    {OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
-     "one JSON document (schema in pglock-status(1))"},
     {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
      "redraw every INTERVAL (default 2s) until ^C"},
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
@@ -67,12 +63,11 @@ static const cli_opt status_opts[] = {
      "show it as one entry even when nobody uses it\n"
      "(one in use is shown so without --slots); 0 when\n"
      "every slot is held"},
-    {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL,
-     "print errors only; the exit status answers"},
     CLI_OPT_END};
 
 static const cli_opt *const status_tables[] = {
-    status_opts, cli_conn_opts, cli_help_opts, NULL};
+    status_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void print_help(void)
 {
@@ -470,22 +465,22 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 
 /* ------------------------------------------------------ options */
 
-static int parse_options(int argc, char **argv, status_options *o,
-                         int *help)
+/* CLI_GO_ON, else the exit status (0 after --help or --version). */
+static int parse_options(int argc, char **argv, status_options *o)
 {
     char err[256];
     if (cli_help_asked(argc, argv)) {
-        *help = 1;
+        print_help();
         return 0;
     }
     cli_opt_parser p;
     const char *value;
     int id;
     cli_opt_init(&p, "status", argc, argv, status_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
-        case OPT_KEYS: o->keys_path = value; break;
-        case OPT_JSON: o->json = 1; break;
+        case CLI_OPT_KEYS: o->keys_path = value; break;
+        case CLI_OPT_JSON: o->json = 1; break;
         case OPT_ALL_DATABASES: o->all_databases = 1; break;
         case 'q': cli_quiet = 1; break;
         case OPT_SLOTS:
@@ -505,15 +500,14 @@ static int parse_options(int argc, char **argv, status_options *o,
             break;
         case 'V':
             cli_print_version();
-            *help = -1;
             return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&o->conn, id, value);
         }
     }
-    return 0;
+    return CLI_GO_ON;
 }
 
 /* ------------------------------------------------------ the command */
@@ -572,10 +566,8 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     int rc = refresh(out, conn, o, reg, &held, err, sizeof err);
     if (out != stdout)
         fclose(out);
-    if (rc == PGLOCK_ENOMEM)
-        return cli_error(CLI_EXIT_SOFTWARE, "%s", err);
     if (rc) /* no connection, a standby, a server error: could not look */
-        return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+        return cli_error(cli_exit_status_for(rc), "%s", err);
     return o->n_filter && !held ? EXIT_SOME_FREE : 0;
 }
 
@@ -584,15 +576,9 @@ int cmd_status(int argc, char **argv)
     status_options o;
     memset(&o, 0, sizeof o);
     o.watch_ms = DEFAULT_WATCH_MS;
-    int help = 0;
-    int rc = parse_options(argc, argv, &o, &help);
-    if (rc)
+    int rc = parse_options(argc, argv, &o);
+    if (rc != CLI_GO_ON)
         return rc;
-    if (help) {
-        if (help > 0)
-            print_help();
-        return 0;
-    }
     char err[512];
     cli_registry *reg = NULL;
     if (cli_registry_load(&reg, o.keys_path, err, sizeof err))

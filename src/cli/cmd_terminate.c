@@ -24,7 +24,7 @@
 #include "cli.h"
 #include "run.h"
 
-enum { OPT_YES = 256, OPT_ALL, OPT_KEYS, OPT_SLOTS };
+enum { OPT_YES = 256, OPT_ALL, OPT_SLOTS };
 
 static const cli_opt terminate_opts[] = {
     {0, 0, NULL, 0, NULL, "Options:"},
@@ -35,12 +35,10 @@ static const cli_opt terminate_opts[] = {
     {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
      "KEY is a semaphore of N slots (run --slots=N):\n"
      "end the holders of its slots"},
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
     CLI_OPT_END};
 
 static const cli_opt *const terminate_tables[] = {
-    terminate_opts, cli_conn_opts, cli_help_opts, NULL};
+    terminate_opts, cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
 
 static void print_help(void)
 {
@@ -67,7 +65,7 @@ typedef struct terminate_options {
     const char *key_text;
 } terminate_options;
 
-/* -1 to go on, else the exit status. */
+/* CLI_GO_ON, else the exit status. */
 static int parse_options(int argc, char **argv, terminate_options *o)
 {
     if (cli_help_asked(argc, argv)) {
@@ -78,11 +76,11 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     const char *value;
     int id;
     cli_opt_init(&p, "terminate", argc, argv, terminate_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != 0) {
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_YES: o->yes = 1; break;
         case OPT_ALL: o->all = 1; break;
-        case OPT_KEYS: o->keys_path = value; break;
+        case CLI_OPT_KEYS: o->keys_path = value; break;
         case OPT_SLOTS:
             if (!(o->slots = run_slots_parse(value)))
                 return cli_usage_error("terminate", "invalid value for "
@@ -93,8 +91,8 @@ static int parse_options(int argc, char **argv, terminate_options *o)
             cli_print_version();
             return 0;
         default:
-            if (id < 0)
-                return -id;
+            if (id == CLI_OPT_REFUSED)
+                return CLI_EXIT_USAGE;
             cli_conn_option(&o->conn, id, value);
         }
     }
@@ -104,7 +102,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
         return cli_usage_error("terminate", "one key at a time: \"%s\" is a "
                                "second one", argv[optind + 1]);
     o->key_text = argv[optind];
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* One holder (of slot `slot`, or -1), on one line of stdout. */
@@ -368,7 +366,7 @@ int cmd_terminate(int argc, char **argv)
     terminate_options o;
     memset(&o, 0, sizeof o);
     int rc = parse_options(argc, argv, &o);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
     char err[512];
     cli_registry *reg = NULL;

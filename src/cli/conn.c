@@ -84,9 +84,7 @@ void cli_connect_hint(const char *message)
 
 int cli_connect_error(const pglock_error *err, const char *what)
 {
-    int code = err->code == PGLOCK_EINVAL   ? CLI_EXIT_USAGE
-               : err->code == PGLOCK_ENOMEM ? CLI_EXIT_SOFTWARE
-                                            : CLI_EXIT_UNAVAILABLE;
+    int code = cli_exit_status_for(err->code);
     /* A refused conninfo is the whole story: no "what" before it. */
     if (code == CLI_EXIT_USAGE)
         what = NULL;

@@ -64,9 +64,14 @@ static void print_help(void)
            "in full.  See pglock(1) for keys, durations, exit codes and guarantees.\n");
 }
 
-/* stdout must really have been written: a full disk is an error. */
+/* stdout must really have been written: a full disk is an error.  And a
+ * command returns an exit status, never CLI_GO_ON or another value
+ * outside 0..255, which the shell would see cut to its low byte (256 as
+ * 0, a success). */
 static int finish_stdout(int code)
 {
+    if (code < 0 || code > 255)
+        return cli_error(CLI_EXIT_SOFTWARE, "internal error: exit status %d", code);
     if (fflush(stdout) != 0 || ferror(stdout))
         return cli_error(CLI_EXIT_SOFTWARE, "could not write to standard output");
     return code;

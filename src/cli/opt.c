@@ -23,9 +23,27 @@ const cli_opt cli_conn_opts[] = {
      "database name, conninfo string or URI"},
     CLI_OPT_END};
 
-const cli_opt cli_output_opts[] = {
+const cli_opt cli_keys_opts[] = {
+    {0, 0, NULL, 0, NULL, "Key registry:"},
+    {CLI_OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
+     "read @NAME keys, and the names shown for keys,\n"
+     "from FILE (default: $PGLOCK_KEYS)"},
+    CLI_OPT_END};
+
+const cli_opt cli_output_heading[] = {
     {0, 0, NULL, 0, NULL, "Output:"},
+    CLI_OPT_END};
+
+const cli_opt cli_json_opts[] = {
+    {CLI_OPT_JSON, 0, "json", CLI_OPT_NO_VALUE, NULL,
+     "print one JSON document (schema: the man page)"},
+    CLI_OPT_END};
+
+const cli_opt cli_quiet_opts[] = {
     {'q', 'q', "quiet", CLI_OPT_NO_VALUE, NULL, "print errors only"},
+    CLI_OPT_END};
+
+const cli_opt cli_verbose_opts[] = {
     {'v', 'v', "verbose", CLI_OPT_NO_VALUE, NULL,
      "print each step with a timestamp on stderr"},
     CLI_OPT_END};
@@ -79,19 +97,23 @@ int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
     return 0;
 }
 
-/* The usage error for what getopt_long() refused. */
-static int refused(const cli_opt_parser *p, int c)
+/* Prints the usage error for what getopt_long() refused. */
+static void refused(const cli_opt_parser *p, int c)
 {
     const char *arg = p->argv[optind - 1];
     int is_long = strncmp(arg, "--", 2) == 0;
     char shown[8];
     snprintf(shown, sizeof shown, "-%c", optopt);
     const char *name = is_long ? arg : shown;
-    if (c == ':')
-        return cli_usage_error(p->command, "option \"%s\" needs a value", name);
+    if (c == ':') {
+        cli_usage_error(p->command, "option \"%s\" needs a value", name);
+        return;
+    }
     /* A long option that takes no value, given one, has optopt set. */
-    if (is_long && optopt && strchr(arg, '='))
-        return cli_usage_error(p->command, "option \"%s\" takes no value", arg);
+    if (is_long && optopt && strchr(arg, '=')) {
+        cli_usage_error(p->command, "option \"%s\" takes no value", arg);
+        return;
+    }
     const char *near = NULL;
     if (is_long) {
         const char *names[sizeof p->longopts / sizeof p->longopts[0]];
@@ -105,7 +127,7 @@ static int refused(const cli_opt_parser *p, int c)
     cli_error(CLI_EXIT_USAGE, "unrecognized option \"%s\"", name);
     if (near)
         cli_hint("Did you mean \"--%s\"?", near);
-    return cli_try_help(p->command);
+    cli_try_help(p->command);
 }
 
 /* The table id of what getopt_long() returned: a long option's is its id
@@ -125,11 +147,13 @@ int cli_opt_next(cli_opt_parser *p, const char **value)
     int c = getopt_long(p->argc, p->argv, p->shorts, p->longopts, NULL);
     *value = optarg;
     if (c == -1)
-        return 0;
+        return CLI_OPT_DONE;
     if (c == '?' && optopt == '?')
         return CLI_OPT_HELP; /* -? */
-    if (c == '?' || c == ':')
-        return -refused(p, c);
+    if (c == '?' || c == ':') {
+        refused(p, c);
+        return CLI_OPT_REFUSED;
+    }
     return id_of_short(p, c);
 }
 

@@ -23,6 +23,19 @@ int cli_error(int code, const char *fmt, ...)
     return code;
 }
 
+int cli_exit_status_for(int pglock_code)
+{
+    switch (pglock_code) {
+    case PGLOCK_EINVAL:
+        return CLI_EXIT_USAGE;
+    case PGLOCK_ENOMEM:
+    case PGLOCK_ESTATE:
+        return CLI_EXIT_SOFTWARE;
+    default:
+        return CLI_EXIT_UNAVAILABLE;
+    }
+}
+
 void cli_warning(const char *fmt, ...)
 {
     if (cli_quiet)

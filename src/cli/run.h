@@ -170,8 +170,8 @@ typedef struct run_command {
     const char *summary;      /* --help's first line */
     const char *epilogue;     /* --help's last lines (exit status) */
     const cli_opt *opts;
-    /* One option: -1 to go on, an exit status to stop with, or -2 when
-     * id is not one of opts. */
+    /* One option: CLI_GO_ON, an exit status to stop with, or
+     * CLI_OPT_NOT_MINE when id is not one of opts. */
     int (*option)(run_args *a, int id, const char *value);
     int several_keys;         /* takes KEY... (run), not one KEY (lead) */
 } run_command;
@@ -243,23 +243,25 @@ typedef struct run_state {
 
 /* Defaults for cmd. */
 void run_args_init(run_args *a, const run_command *cmd);
-/* Parses the options (cmd's and the shared ones), KEY and COMMAND.  -1
- * to go on, else the exit status (0 after --help). */
+/* Parses the options (cmd's and the shared ones), KEY and COMMAND.
+ * CLI_GO_ON, else the exit status (0 after --help). */
 int run_parse_args(int argc, char **argv, run_args *a);
-/* Whether a->argv[0] can be executed, looked up as execvp() will: -1 if
- * so (or with -c STRING), else 127 or 126 with the error printed. */
+/* Whether a->argv[0] can be executed, looked up as execvp() will:
+ * CLI_GO_ON if so (or with -c STRING), else 127 or 126 with the error
+ * printed. */
 int run_command_check(const run_args *a);
 /* cmd's --help, from the option tables. */
 void run_print_help(const run_command *cmd);
-/* Option values, for a command's option function: -1 when text is valid
- * (stored in *out), else the usage error's exit status (printed). */
+/* Option values, for a command's option function: CLI_GO_ON when text
+ * is valid (stored in *out), else the usage error's exit status
+ * (printed). */
 int run_duration_option(const char *command, const char *name,
                         const char *text, long *out);
 int run_exit_code_option(const char *command, const char *name,
                          const char *text, int *out);
 /* run_parse_args(), then the lease arithmetic, the keys (and registry) and
  * the signal handling; fills st, job and key[0..a->nkeys) (RUN_MAX_KEYS
- * for a command with several_keys, else one).  -1 to go on (the caller
+ * for a command with several_keys, else one).  CLI_GO_ON (the caller
  * frees st->registry), else the exit status (the message printed, nothing
  * left to free). */
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
@@ -341,7 +343,7 @@ int run_job_env(run_state *st);
 int run_job_env_failed(run_state *st, int rc, int warn_only);
 /* Runs the job once under the held lock and supervises it (the hold,
  * signals, job control) until no process of it remains; the hold goes on
- * (run_hold_end()).  -1 when it ran
+ * (run_hold_end()).  CLI_GO_ON when it ran
  * (see st->lost, st->exec_errno, st->job_exited/job_status, st->fatal);
  * else an exit status (printed) and the job was not started.  Leaves
  * st->client open. */
@@ -369,8 +371,6 @@ int run_hold_end(run_state *st);
 int run_exit_status_of(int status);
 /* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
 void run_application_name(char buf[64], const char *command, const char *key);
-/* The exit status for a failed pglock_client_open(): 69, 64 or 70. */
-int run_exit_code_for_open(int rc);
 
 /* ----------------------------------------- semaphores (run_slots*.c) */
 
@@ -396,11 +396,11 @@ typedef struct run_slots {
 
 /* N in 1..RUN_MAX_SLOTS from canonical digits, else 0. */
 int run_slots_parse(const char *value);
-/* --slots's value: -1 when valid (a->slots set), else the usage error's
- * exit status (printed). */
+/* --slots's value: CLI_GO_ON when valid (a->slots set), else the usage
+ * error's exit status (printed). */
 int run_slots_option(run_args *a, const char *value);
-/* What --slots cannot go with (--shared, several keys): -1
- * to go on, else 64 (printed). */
+/* What --slots cannot go with (--shared, several keys): CLI_GO_ON, else
+ * 64 (printed). */
 int run_slots_check(const run_args *a);
 /* The slot keys and the gate of key (a resolved key).  0, or -1 (a key
  * with no format: legacy and unresolved). */
@@ -440,15 +440,16 @@ void run_slots_wait_end(void);
 
 /* --record and --host-label, after the shared options in --help. */
 extern const cli_opt run_record_opts[];
-/* One of them: -1 to go on, an exit status, or -2 when id is not one. */
+/* One of them: CLI_GO_ON, an exit status, or CLI_OPT_NOT_MINE when id is
+ * not one. */
 int run_record_option(run_args *a, int id, const char *value);
 /* PGLOCK_RECORD: 1, yes, true or on (any case) set a->record; 0, no,
- * false, off or empty do not; anything else is a usage error.  -1 to go
- * on, else the exit status. */
+ * false, off or empty do not; anything else is a usage error.  CLI_GO_ON,
+ * else the exit status. */
 int run_record_env(run_args *a);
 /* Without --record, nothing.  Else before the lock is taken: opens the
- * history's connection and checks that pglock.runs can be written.  -1 to
- * go on (a connection not made in time only warns: the job runs
+ * history's connection and checks that pglock.runs can be written.
+ * CLI_GO_ON (a connection not made in time only warns: the job runs
  * unrecorded), or 69 after one line naming `pglock init`. */
 int run_record_prepare(run_state *st);
 /* After the grant (and the token): the start row, bounded by the client

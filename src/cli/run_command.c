@@ -59,7 +59,7 @@ static int search(const char *name, const char *search_path)
 int run_command_check(const run_args *a)
 {
     if (a->shell_command || !a->argv || !a->argv[0])
-        return -1; /* /bin/sh -c STRING: the shell finds its own commands */
+        return CLI_GO_ON; /* /bin/sh -c STRING: the shell finds its own commands */
     const char *name = a->argv[0];
     int e;
     if (*name == '\0') {
@@ -76,7 +76,7 @@ int run_command_check(const run_args *a)
         e = search(name, path);
     }
     if (e == 0)
-        return -1;
+        return CLI_GO_ON;
     return cli_error(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC,
                      "could not execute \"%s\": %s; the lock was not taken",
                      name, strerror(e));

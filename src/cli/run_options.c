@@ -15,7 +15,6 @@ enum {
     OPT_LEASE = 256,
     OPT_KILL_AFTER,
     OPT_LOST,
-    OPT_KEYS,
     OPT_FOREGROUND,
     OPT_MODE,
     OPT_ALLOW_SETUID
@@ -54,11 +53,6 @@ static const cli_opt command_opts[] = {
      "in time (see pglock-run(1))"},
     CLI_OPT_END};
 
-static const cli_opt keys_opts[] = {
-    {OPT_KEYS, 0, "keys", CLI_OPT_VALUE, "FILE",
-     "key registry for @NAME keys (or PGLOCK_KEYS)"},
-    CLI_OPT_END};
-
 void run_args_init(run_args *a, const run_command *cmd)
 {
     memset(a, 0, sizeof *a);
@@ -75,23 +69,26 @@ void run_args_init(run_args *a, const run_command *cmd)
 }
 
 /* Every table, in --help's order. */
-static void tables_of(const run_command *cmd, const cli_opt *t[10])
+#define N_TABLES 10
+static void tables_of(const run_command *cmd, const cli_opt *t[N_TABLES + 1])
 {
     int n = 0;
     t[n++] = cmd->opts;
     t[n++] = lease_opts;
     t[n++] = command_opts;
+    t[n++] = cli_keys_opts;
     t[n++] = cli_conn_opts;
-    t[n++] = keys_opts;
     t[n++] = run_record_opts;
-    t[n++] = cli_output_opts;
+    t[n++] = cli_output_heading;
+    t[n++] = cli_quiet_opts;
+    t[n++] = cli_verbose_opts;
     t[n++] = cli_help_opts;
     t[n] = NULL;
 }
 
 void run_print_help(const run_command *cmd)
 {
-    const cli_opt *t[10];
+    const cli_opt *t[N_TABLES + 1];
     tables_of(cmd, t);
     const char *keys = cmd->several_keys ? "KEY..." : "KEY";
     printf("%s\n\nUsage:\n"
@@ -111,7 +108,7 @@ int run_duration_option(const char *command, const char *name,
     char err[256];
     if (cli_parse_duration(text, out, err, sizeof err) < 0)
         return cli_usage_error(command, "invalid value for %s: %s", name, err);
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_exit_code_option(const char *command, const char *name,
@@ -125,17 +122,17 @@ int run_exit_code_option(const char *command, const char *name,
         return cli_usage_error(command, "invalid value for %s: \"%s\" (expected 0 to 255)",
                                name, text);
     *out = (int)v;
-    return -1;
+    return CLI_GO_ON;
 }
 
-/* One of the shared options: -1 to go on, else an exit status. */
+/* One of the shared options: CLI_GO_ON, else an exit status. */
 static int shared_option(run_args *a, int id, const char *value)
 {
     const char *command = a->command;
     switch (id) {
     case 's':
         a->mode = PGLOCK_SHARED;
-        return -1;
+        return CLI_GO_ON;
     case OPT_LEASE:
         return run_duration_option(command, "--lease", value, &a->lease_ms);
     case OPT_KILL_AFTER:
@@ -152,25 +149,25 @@ static int shared_option(run_args *a, int id, const char *value)
         else
             return cli_usage_error(command, "invalid value for --mode: "
                                    "\"%s\" (expected session, xact or auto)", value);
-        return -1;
+        return CLI_GO_ON;
     case 'c':
         a->shell_command = value;
-        return -1;
+        return CLI_GO_ON;
     case OPT_FOREGROUND:
         a->foreground = 1;
-        return -1;
+        return CLI_GO_ON;
     case OPT_ALLOW_SETUID:
         a->allow_setuid = 1;
-        return -1;
-    case OPT_KEYS:
+        return CLI_GO_ON;
+    case CLI_OPT_KEYS:
         a->keys_file = value;
-        return -1;
+        return CLI_GO_ON;
     case 'q':
         cli_quiet = 1;
-        return -1;
+        return CLI_GO_ON;
     case 'v':
         cli_verbosity++;
-        return -1;
+        return CLI_GO_ON;
     case 'V':
         cli_print_version();
         return 0;
@@ -179,7 +176,7 @@ static int shared_option(run_args *a, int id, const char *value)
         return 0;
     default:
         cli_conn_option(&a->conn, id, value);
-        return -1;
+        return CLI_GO_ON;
     }
 }
 
@@ -192,7 +189,7 @@ static int ends_keys(const char *arg)
 /* KEY... up to "--" or -c, which must follow them: "run K1 K2 true"
  * would otherwise lock K1 and K2 and run "true", or lock K1 and run "K2"
  * (an older form, dropped), and a forgotten "--" changes what is locked.
- * -1 to go on, else the exit status. */
+ * CLI_GO_ON, else the exit status. */
 static int parse_keys(int argc, char **argv, run_args *a)
 {
     int end = optind;
@@ -217,31 +214,31 @@ static int parse_keys(int argc, char **argv, run_args *a)
                                a->keys[1]);
     a->key_text = a->keys[0];
     optind = end;
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_parse_args(int argc, char **argv, run_args *a)
 {
     const char *command_name = a->command;
-    const cli_opt *t[10];
+    const cli_opt *t[N_TABLES + 1];
     tables_of(a->cmd, t);
     cli_opt_parser p;
     if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "too many options");
     const char *value;
     int id, rc;
-    while ((id = cli_opt_next(&p, &value)) != 0) {
-        if (id < 0)
-            return -id;
+    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_REFUSED)
+            return CLI_EXIT_USAGE;
         rc = a->cmd->option(a, id, value);
-        if (rc == -2)
+        if (rc == CLI_OPT_NOT_MINE)
             rc = run_record_option(a, id, value);
-        if (rc == -2)
+        if (rc == CLI_OPT_NOT_MINE)
             rc = shared_option(a, id, value);
-        if (rc >= 0)
+        if (rc != CLI_GO_ON)
             return rc;
     }
-    if ((rc = run_record_env(a)) >= 0)
+    if ((rc = run_record_env(a)) != CLI_GO_ON)
         return rc;
     /* getopt_long() consumed a "--" before any key: "run -- echo hi"
      * must not lock "echo". */
@@ -249,7 +246,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
         return cli_usage_error(command_name, "no lock key before \"--\"");
     if (optind >= argc)
         return cli_usage_error(command_name, "no lock key given");
-    if ((rc = parse_keys(argc, argv, a)) >= 0)
+    if ((rc = parse_keys(argc, argv, a)) != CLI_GO_ON)
         return rc;
     if (optind < argc && strcmp(argv[optind], "--") == 0) {
         optind++;
@@ -282,5 +279,5 @@ int run_parse_args(int argc, char **argv, run_args *a)
     } else if (!a->shell_command) {
         return cli_usage_error(command_name, "no command given");
     }
-    return -1;
+    return CLI_GO_ON;
 }

@@ -48,7 +48,7 @@ int run_record_option(run_args *a, int id, const char *value)
     switch (id) {
     case OPT_RECORD:
         a->record = 1;
-        return -1;
+        return CLI_GO_ON;
     case OPT_HOST_LABEL:
         if (!*value)
             return cli_usage_error(a->command, "invalid value for --host-label: "
@@ -58,9 +58,9 @@ int run_record_option(run_args *a, int id, const char *value)
             return cli_usage_error(a->command, "invalid value for --host-label: "
                                    "it is not valid UTF-8");
         a->host_label = value;
-        return -1;
+        return CLI_GO_ON;
     default:
-        return -2;
+        return CLI_OPT_NOT_MINE;
     }
 }
 
@@ -79,10 +79,10 @@ int run_record_env(run_args *a)
     static const char *const no[] = {"0", "no", "false", "off", "", NULL};
     const char *env = getenv("PGLOCK_RECORD");
     if (!env || is_one_of(env, no))
-        return -1;
+        return CLI_GO_ON;
     if (is_one_of(env, yes)) {
         a->record = 1;
-        return -1;
+        return CLI_GO_ON;
     }
     /* A typo must not turn the history off without a word. */
     return cli_usage_error(a->command, "invalid value for PGLOCK_RECORD: \"%s\" "
@@ -115,7 +115,7 @@ static const char keep_idle_sql[] =
 int run_record_prepare(run_state *st)
 {
     if (!recording(st))
-        return -1;
+        return CLI_GO_ON;
     close_record();
     char app[64], err[512];
     run_application_name(app, "record", st->args->key_text);
@@ -131,7 +131,7 @@ int run_record_prepare(run_state *st)
         cli_warning("could not reach the run history: %s; the run will not be "
                     "recorded", err);
         close_record();
-        return -1;
+        return CLI_GO_ON;
     }
     int rc = history_check_probe(probe, 1, CLI_EXIT_UNAVAILABLE);
     PQclear(probe);
@@ -147,7 +147,7 @@ int run_record_prepare(run_state *st)
         close_record();
     }
     PQclear(r);
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* The program recorded: its name only, never its arguments. */

@@ -37,24 +37,12 @@ void run_application_name(char buf[64], const char *command, const char *key)
     buf[n] = '\0';
 }
 
-int run_exit_code_for_open(int rc)
-{
-    switch (rc) {
-    case PGLOCK_ENOMEM:
-        return CLI_EXIT_SOFTWARE;
-    case PGLOCK_EINVAL:
-        return CLI_EXIT_USAGE;
-    default:
-        return CLI_EXIT_UNAVAILABLE;
-    }
-}
-
 static int prepare(int argc, char **argv, run_args *a, run_state *st,
                    run_job *job, pglock_key *key)
 {
     memset(st, 0, sizeof *st);
     int rc = run_parse_args(argc, argv, a);
-    if (rc >= 0)
+    if (rc != CLI_GO_ON)
         return rc;
 
     st->args = a;
@@ -77,7 +65,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
         return cli_usage_error(a->command, "%s", err);
     /* Before the lock: a host that cannot run the command must not win a
      * --try race it would then lose with 127. */
-    if ((rc = run_command_check(a)) >= 0)
+    if ((rc = run_command_check(a)) != CLI_GO_ON)
         return rc;
 
     /* Signals: stop signals interrupt the wait and later go to the job. */
@@ -91,14 +79,14 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
     job->allow_setuid = a->allow_setuid;
     if (run_signals_init(job) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_prepare(int argc, char **argv, run_args *a, run_state *st,
                 run_job *job, pglock_key *key)
 {
     int rc = prepare(argc, argv, a, st, job, key);
-    if (rc >= 0) { /* done before anything ran: the caller frees nothing */
+    if (rc != CLI_GO_ON) { /* done before anything ran: the caller frees nothing */
         cli_registry_free(st->registry);
         st->registry = NULL;
     }

@@ -39,20 +39,20 @@ int run_slots_option(run_args *a, const char *value)
         return cli_usage_error(a->command, "invalid value for --slots: \"%s\" "
                                "(expected 1 to %d)", value, RUN_MAX_SLOTS);
     a->slots = n;
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_slots_check(const run_args *a)
 {
     if (!a->slots)
-        return -1;
+        return CLI_GO_ON;
     if (a->mode == PGLOCK_SHARED)
         return cli_usage_error(a->command, "--slots cannot be used with "
                                "--shared: each slot is held exclusively");
     if (a->nkeys > 1)
         return cli_usage_error(a->command, "--slots takes one key, \"%s\" is "
                                "a second one", a->keys[1]);
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_slots_make(run_slots *s, const pglock_key *key, int n)

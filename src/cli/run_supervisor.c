@@ -451,7 +451,7 @@ int run_job_term(run_state *st, run_job *job)
         return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
                          "started: %s; the command was not run",
                          st->key_label, st->lost_reason);
-    return -1;
+    return CLI_GO_ON;
 }
 
 int run_term_status(run_state *st)

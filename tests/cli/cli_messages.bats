@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # Messages that say what went wrong: a misspelt command or option gets a
 # "did you mean", a fraction in a duration is understood, a refused
-# connection keeps libpq's hint, key --sql shows the form to type, and a
-# pooler's backend pid reads the same in run and doctor.
+# connection keeps libpq's hint, key --sql shows the form to type, a
+# pooler's backend pid reads the same in run and doctor, and an option
+# that several commands share reads the same in each one's --help.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -97,4 +98,35 @@ teardown() { teardown_run; }
     done
     [ "$(printf '%s\n' "${usage_col[@]}" | sort -u | wc -l)" -eq 1 ]
     [ "$(printf '%s\n' "${summary_col[@]}" | sort -u | wc -l)" -eq 1 ]
+}
+
+# option_entry OPT: from --help on stdin, "HEADING|the option's lines" for
+# the long option OPT (its continuation lines joined), or nothing.
+option_entry() {
+    awk -v opt="$1" '
+        /^[^ ]/ { heading = $0; inside = 0; next }
+        $0 ~ "^ +(-., )?" opt "([= ]|$)" { inside = 1; entry = heading "|" $0; next }
+        inside && /^                             / { entry = entry " " $0; next }
+        { inside = 0 }
+        END { if (entry != "") print entry }'
+}
+
+@test "--keys, --json and --quiet read the same in every command's --help, each under its own group" {
+    local cmds cmd opt entry seen
+    cmds=$("$PGLOCK_BIN" --help | awk '/^Commands:/ { c = 1; next } c && /^  [a-z]/ { print $1 } c && /^$/ { exit }')
+    [ "$(wc -l <<<"$cmds")" -ge 10 ]
+    for opt in --keys --json --quiet; do
+        seen=
+        for cmd in $cmds; do
+            entry=$("$PGLOCK_BIN" "$cmd" --help | option_entry "$opt")
+            [ -n "$entry" ] || continue
+            case $opt in
+            --keys) [[ "$entry" == "Key registry:|"* ]] || { echo "$cmd: $entry"; false; } ;;
+            *) [[ "$entry" == "Output:|"* ]] || { echo "$cmd: $entry"; false; } ;;
+            esac
+            [ -z "$seen" ] || [ "$entry" = "$seen" ] || { echo "$cmd: $entry, not $seen"; false; }
+            seen=$entry
+        done
+        [ -n "$seen" ] || { echo "no command takes $opt"; false; }
+    done
 }
