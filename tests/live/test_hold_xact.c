@@ -304,8 +304,8 @@ static void vacuum_deleted_rows(PGconn *obs, long *removed, long *kept)
 }
 
 /* Into out: the backends of the server with an xid or a snapshot, other
- * than obs's own ("pid state xmin query", one per line), for a failure's
- * message. */
+ * than obs's own ("pid state type xmin N xid N query", separated by
+ * "; "), for a failure's message. */
 static void xmin_holders(PGconn *obs, char *out, size_t len)
 {
     PGresult *r = PQexec(obs, "SELECT string_agg(pid || ' ' || coalesce(state,"
