@@ -82,6 +82,10 @@ typedef struct cli_conn {
  * for pglock_client_open_params() / PQconnectdbParams(..., 1). */
 void cli_conn_params(const cli_conn *conn, const char *application_name,
                      const char *keywords[8], const char *values[8]);
+/* "pglock COMMAND KEY" into buf, the application_name that names a lock
+ * for status, cut to 63 bytes (NAMEDATALEN - 1) on a UTF-8 character
+ * boundary, so that the server keeps it whole. */
+void cli_application_name(char buf[64], const char *command, const char *key);
 
 /* Connects with cli_conn_params(conn, application_name) and, when
  * client_encoding is not NULL, that client_encoding (a startup
@@ -111,7 +115,7 @@ PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
 long cli_query_timeout_ms(PGconn *conn);
 
 /*
- * Options, declared once in tables (opt.c): the parser and --help both
+ * Options, declared once in tables (option_table.c): the parser and --help both
  * read them.  A table is an array ended by CLI_OPT_END; an entry without
  * long_name is a group heading (its help is the heading's text), and a
  * table that opens without one continues the group before it; an entry
@@ -249,9 +253,9 @@ void cli_registry_collisions(const cli_registry *reg,
  * up in reg (a missing entry is an error).  0, or -1 with one line in err. */
 int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
                   char *err, size_t errlen);
-/* 1 if a and b take the same lock (the same locktag).  Unresolved legacy
- * keys have no locktag yet: they are the same when their expressions
- * are. */
+/* 1 if a and b take the same lock (the same locktag; same_lock.c).
+ * Unresolved legacy keys have no locktag yet: they are the same when
+ * their expressions are. */
 int cli_same_lock(const pglock_key *a, const pglock_key *b);
 
 /* Subcommands: argv[0] is the subcommand name; they return the exit code. */

@@ -1,7 +1,6 @@
-/* Keys as the user writes them on the command line, and which of them
- * take the same lock. */
+/* Keys as the user writes them on the command line: pglock_key_parse()
+ * syntax, or @NAME from the registry. */
 #include <stdio.h>
-#include <string.h>
 #include "cli.h"
 
 int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
@@ -29,19 +28,4 @@ int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
         return -1;
     }
     return pglock_key_parse(out, text, err, errlen) == PGLOCK_OK ? 0 : -1;
-}
-
-int cli_same_lock(const pglock_key *a, const pglock_key *b)
-{
-    uint32_t ca, oa, cb, ob;
-    int sa, sb;
-    int ra = pglock_key_locktag(a, &ca, &oa, &sa);
-    int rb = pglock_key_locktag(b, &cb, &ob, &sb);
-    if (ra == PGLOCK_OK && rb == PGLOCK_OK)
-        return ca == cb && oa == ob && sa == sb;
-    if (ra == PGLOCK_OK || rb == PGLOCK_OK)
-        return 0;
-    return a->kind == b->kind && a->seed == b->seed && a->name && b->name &&
-           a->name_len == b->name_len &&
-           !memcmp(a->name, b->name, a->name_len);
 }

@@ -369,8 +369,6 @@ int run_release_now(run_state *st, int64_t deadline);
 int run_hold_end(run_state *st);
 /* The exit status for a wait status (128+N for signal N). */
 int run_exit_status_of(int status);
-/* "pglock COMMAND KEY", cut to 63 bytes on a character boundary. */
-void run_application_name(char buf[64], const char *command, const char *key);
 
 /* ----------------------------------------- semaphores (run_slots*.c) */
 

@@ -118,7 +118,7 @@ int run_record_prepare(run_state *st)
         return CLI_GO_ON;
     close_record();
     char app[64], err[512];
-    run_application_name(app, "record", st->args->key_text);
+    cli_application_name(app, "record", st->args->key_text);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = pglock_now_ms() + st->lease.client_ms;

@@ -19,24 +19,6 @@
 #include "lease_rules.h"
 #include "run.h"
 
-/* "pglock run KEY", cut at 63 bytes (NAMEDATALEN - 1) on a UTF-8
- * character boundary, so that the server keeps it whole. */
-void run_application_name(char buf[64], const char *command, const char *key)
-{
-    /* Bounded pieces: only the first 63 bytes are kept anyway. */
-    char full[96];
-    snprintf(full, sizeof full, "pglock %.16s %.64s", command, key);
-    size_t n = strlen(full);
-    if (n > 63) {
-        /* Back up to the first byte of the character that straddles. */
-        n = 63;
-        while (n > 0 && ((unsigned char)full[n] & 0xC0) == 0x80)
-            n--;
-    }
-    memcpy(buf, full, n);
-    buf[n] = '\0';
-}
-
 static int prepare(int argc, char **argv, run_args *a, run_state *st,
                    run_job *job, pglock_key *key)
 {
@@ -100,7 +82,7 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     const run_args *a = st->args;
     char appname[64], keys[256];
     run_join_keys(keys, sizeof keys, a->keys, a->nkeys, " ");
-    run_application_name(appname, a->command, keys);
+    cli_application_name(appname, a->command, keys);
     const char *kw[12], *val[12];
     int nkw = 0;
     if (connect_timeout) {

@@ -1,8 +1,8 @@
 /*
  * status.h — what `pglock status`'s files share: the locks of one look
  * (from pglock_holders_list()), grouped by key and named, and the two
- * renderers.  cmd_status.c looks and groups; status_text.c prints the
- * table; status_json.c the JSON document.  A new kind of entry (a
+ * renderers.  cmd_status.c looks; status_model.c groups and names;
+ * status_text.c prints the table; status_json.c the JSON document.  A new kind of entry (a
  * semaphore's slots, say) is a new lock_view field that both renderers
  * read, next to the ones below.
  */
@@ -34,6 +34,12 @@ typedef struct status_scene {
     PGconn *conn;
     const cli_registry *reg;
 } status_scene;
+
+/* Groups the list's entries (already in key order) into locks, each
+ * named (status_model.c); returns how many (views has room for one per
+ * entry). */
+int status_group_locks(const pglock_holder *const *e, int n,
+                       const cli_registry *reg, lock_view *views);
 
 /* Index in v of the request whose child v->e[idx] is in the tree: a
  * waiter ahead of it that blocks it (the nearest), else the first holder
