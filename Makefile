@@ -19,9 +19,16 @@ $(BUILD)/Makefile: Makefile
 $(BUILD_ASAN)/Makefile: Makefile
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGLOCK_SANITIZE=ON -DPGLOCK_WERROR=ON >/dev/null
 
-# shellcheck over every shell script and bats file (tests/lint.sh).
-lint:
-	@tests/lint.sh
+# shellcheck over every shell script and bats file (tests/lint.sh); no
+# two files of src/ depending on each other in a circle, read from the
+# build's object files (tests/lint_cycles.py); no run of six lines
+# repeated to the letter in src/ (tests/lint_copies.py).  Every check
+# runs, and the lint fails if any does.
+lint: all
+	@rc=0; tests/lint.sh || rc=1; \
+	tests/lint_cycles.py $(BUILD) || rc=1; \
+	tests/lint_copies.py src || rc=1; \
+	exit $$rc
 
 # The lint, then every test, against throwaway servers the harness starts
 # and stops: every test on the normal build, the C tests once more under
