@@ -103,19 +103,27 @@ static char *key_sql(const pglock_key *key, const key_opts *o)
     return sql;
 }
 
-/* For a key named by text (SHA-256 rule, hashtext): the same lock by its
- * bigint, the form to type at a psql prompt; NULL for the others, whose
- * SQL already is that form, or when out of memory (*oom set). */
-static char *key_sql_bigint(const pglock_key *key, const key_opts *o, int *oom)
+/* The key's SQL forms, malloc'd: *sql takes the lock (key_sql()); for a
+ * key named by text (SHA-256 rule, hashtext), *bigint takes the same lock
+ * by its bigint, the form to type at a psql prompt, else it is NULL (the
+ * SQL already is that form).  0, or CLI_EXIT_SOFTWARE having said "out of
+ * memory" (nothing to free). */
+static int key_sql_forms(const pglock_key *key, const key_opts *o,
+                         char **sql, char **bigint)
 {
-    *oom = 0;
-    if (key->kind == PGLOCK_KEY_INT64 || key->kind == PGLOCK_KEY_PAIR)
-        return NULL;
-    pglock_key plain;
-    pglock_key_int64(&plain, key->id);
-    char *sql = key_sql(&plain, o);
-    *oom = sql == NULL;
-    return sql;
+    *sql = key_sql(key, o);
+    *bigint = NULL;
+    int named = key->kind != PGLOCK_KEY_INT64 && key->kind != PGLOCK_KEY_PAIR;
+    if (*sql && named) {
+        pglock_key plain;
+        pglock_key_int64(&plain, key->id);
+        *bigint = key_sql(&plain, o);
+    }
+    if (!*sql || (named && !*bigint)) {
+        free(*sql);
+        return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+    }
+    return 0;
 }
 
 /* The key's canonical text (id, 64 bytes) and its pg_locks coordinates;
@@ -159,18 +167,14 @@ static int print_key(const char *written, const pglock_key *key,
         printf(" (%s)\n", cli_registry_origin(o->reg));
     }
     if (o->sql) {
-        char *sql = key_sql(key, o);
-        if (!sql)
-            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        char *sql, *bigint;
+        if (key_sql_forms(key, o, &sql, &bigint))
+            return CLI_EXIT_SOFTWARE;
         printf("%-9s %s\n", "sql", sql);
+        if (bigint)
+            printf("%-9s %s\n", "", bigint);
         free(sql);
-        int oom;
-        sql = key_sql_bigint(key, o, &oom);
-        if (oom)
-            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
-        if (sql)
-            printf("%-9s %s\n", "", sql);
-        free(sql);
+        free(bigint);
     }
     return 0;
 }
@@ -221,18 +225,14 @@ static int print_key_json(json_writer *w, const char *written,
     if (regname)
         json_string(w, "registry", regname);
     if (o->sql) {
-        char *sql = key_sql(key, o);
-        if (!sql)
-            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
+        char *sql, *bigint;
+        if (key_sql_forms(key, o, &sql, &bigint))
+            return CLI_EXIT_SOFTWARE;
         json_string(w, "sql", sql);
+        if (bigint)
+            json_string(w, "sql_bigint", bigint);
         free(sql);
-        int oom;
-        sql = key_sql_bigint(key, o, &oom);
-        if (oom)
-            return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
-        if (sql)
-            json_string(w, "sql_bigint", sql);
-        free(sql);
+        free(bigint);
     }
     json_object_end(w);
     return 0;
@@ -269,7 +269,7 @@ int cmd_key(int argc, char **argv)
     key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *keys_file = NULL, *value;
-    int id;
+    int id, rc;
 
     if (cli_help_asked(argc, argv)) {
         usage(stdout);
@@ -289,11 +289,9 @@ int cmd_key(int argc, char **argv)
         case OPT_SHARED: o.mode = PGLOCK_SHARED; break;
         case OPT_XACT: o.scope = PGLOCK_XACT; break;
         case CLI_OPT_KEYS: keys_file = value; break;
-        case 'V': cli_print_version(); return 0;
         default:
-            if (id == CLI_OPT_REFUSED)
-                return CLI_EXIT_USAGE;
-            cli_conn_option(&conn, id, value);
+            if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
+                return rc;
         }
     }
     if (optind >= argc)
@@ -305,7 +303,8 @@ int cmd_key(int argc, char **argv)
         return cli_error(CLI_EXIT_USAGE, "%s", err);
     o.reg = reg;
 
-    int n = argc - optind, rc = 0;
+    int n = argc - optind;
+    rc = 0;
     pglock_key *keys = calloc((size_t)n, sizeof *keys);
     if (!keys) {
         cli_registry_free(reg);
