@@ -68,14 +68,12 @@ typedef struct terminate_options {
 /* CLI_GO_ON, else the exit status. */
 static int parse_options(int argc, char **argv, terminate_options *o)
 {
-    if (cli_help_asked(argc, argv)) {
-        print_help();
-        return 0;
-    }
     cli_opt_parser p;
     const char *value;
-    int id;
-    cli_opt_init(&p, "terminate", argc, argv, terminate_tables, 0);
+    int id, rc = cli_opt_start(&p, "terminate", argc, argv, terminate_tables,
+                               print_help);
+    if (rc != CLI_GO_ON)
+        return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_YES: o->yes = 1; break;
@@ -87,13 +85,9 @@ static int parse_options(int argc, char **argv, terminate_options *o)
                                        "--slots: \"%s\" (expected 1 to %d)",
                                        value, RUN_MAX_SLOTS);
             break;
-        case 'V':
-            cli_print_version();
-            return 0;
         default:
-            if (id == CLI_OPT_REFUSED)
-                return CLI_EXIT_USAGE;
-            cli_conn_option(&o->conn, id, value);
+            if ((rc = cli_shared_option(&o->conn, id, value)) != CLI_GO_ON)
+                return rc;
         }
     }
     if (optind >= argc)

@@ -187,6 +187,17 @@ int cli_conn_option(cli_conn *conn, int c, const char *arg);
 /* 1 if -? or --help comes before any "--" in argv[1..]: help is asked
  * for wherever it is, as PostgreSQL's tools do. */
 int cli_help_asked(int argc, char **argv);
+/* The start of a one-shot command's options: print_help() and 0 when
+ * help is asked for (cli_help_asked()), else cli_opt_init(p, ...,
+ * stop_at_operand 0) and CLI_GO_ON. */
+int cli_opt_start(cli_opt_parser *p, const char *command, int argc,
+                  char **argv, const cli_opt *const *tables,
+                  void (*print_help)(void));
+/* What a command does with an option id its own switch leaves: -V prints
+ * the version (0), CLI_OPT_REFUSED (the error already printed) is
+ * CLI_EXIT_USAGE, -h -p -U -d go into conn (cli_conn_option()) and
+ * anything else is ignored.  CLI_GO_ON, else the exit status. */
+int cli_shared_option(cli_conn *conn, int id, const char *value);
 /* Makes the next getopt_long() start afresh: main or a test may have used
  * getopt before. */
 void cli_getopt_reset(void);

@@ -23,6 +23,20 @@ int cli_help_asked(int argc, char **argv)
     return 0;
 }
 
+int cli_shared_option(cli_conn *conn, int id, const char *value)
+{
+    switch (id) {
+    case 'V':
+        cli_print_version();
+        return 0;
+    case CLI_OPT_REFUSED:
+        return CLI_EXIT_USAGE;
+    default:
+        cli_conn_option(conn, id, value);
+        return CLI_GO_ON;
+    }
+}
+
 void cli_getopt_reset(void)
 {
 #ifdef __GLIBC__

@@ -194,3 +194,15 @@ void cli_opt_help(FILE *out, const cli_opt *const *tables)
                 print_option(out, o);
         }
 }
+
+int cli_opt_start(cli_opt_parser *p, const char *command, int argc,
+                  char **argv, const cli_opt *const *tables,
+                  void (*print_help)(void))
+{
+    if (cli_help_asked(argc, argv)) {
+        print_help();
+        return 0;
+    }
+    cli_opt_init(p, command, argc, argv, tables, 0);
+    return CLI_GO_ON;
+}

@@ -587,26 +587,18 @@ int cmd_doctor(int argc, char **argv)
 {
     cli_conn cc = {0};
     int json = 0, record = 0, id;
-    if (cli_help_asked(argc, argv)) {
-        print_help();
-        return 0;
-    }
     cli_opt_parser p;
     const char *value;
-    cli_opt_init(&p, "doctor", argc, argv, doctor_tables, 0);
+    int rc = cli_opt_start(&p, "doctor", argc, argv, doctor_tables, print_help);
+    if (rc != CLI_GO_ON)
+        return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_REFUSED)
-            return CLI_EXIT_USAGE;
-        if (id == 'V') {
-            cli_print_version();
-            return 0;
-        }
         if (id == CLI_OPT_JSON)
             json = 1;
         else if (id == OPT_RECORD)
             record = 1;
-        else
-            cli_conn_option(&cc, id, value);
+        else if ((rc = cli_shared_option(&cc, id, value)) != CLI_GO_ON)
+            return rc;
     }
     if (optind < argc)
         return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);

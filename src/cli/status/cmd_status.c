@@ -281,14 +281,12 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 static int parse_options(int argc, char **argv, status_options *o)
 {
     char err[256];
-    if (cli_help_asked(argc, argv)) {
-        print_help();
-        return 0;
-    }
     cli_opt_parser p;
     const char *value;
-    int id;
-    cli_opt_init(&p, "status", argc, argv, status_tables, 0);
+    int id, rc = cli_opt_start(&p, "status", argc, argv, status_tables,
+                               print_help);
+    if (rc != CLI_GO_ON)
+        return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case CLI_OPT_KEYS: o->keys_path = value; break;
@@ -310,13 +308,9 @@ static int parse_options(int argc, char **argv, status_options *o)
                                            "less than 100ms", value);
             }
             break;
-        case 'V':
-            cli_print_version();
-            return 0;
         default:
-            if (id == CLI_OPT_REFUSED)
-                return CLI_EXIT_USAGE;
-            cli_conn_option(&o->conn, id, value);
+            if ((rc = cli_shared_option(&o->conn, id, value)) != CLI_GO_ON)
+                return rc;
         }
     }
     return CLI_GO_ON;
