@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""tests/lint_copies.py [--report-only DIR]... DIR...: no run of six or
-more lines is repeated to the letter in the C files (*.c, *.h) under DIR.
-`make lint` runs it over src/.
+"""tests/lint_copies.py DIR...: no run of six or more lines is repeated
+to the letter in the C files (*.c, *.h) under DIR.  `make lint` runs it
+over src/.
 
 Lines are compared with their whitespace collapsed.  Lines that carry no
 logic of their own take no part: blank lines, lines of braces, brackets,
@@ -10,9 +10,6 @@ parentheses and semicolons alone (`}`, `};`, `})`, `{`), preprocessor
 lines it spans).  Six counted lines in a row, the same in two places (in
 one file or in two), are a copy; a longer copy is reported once, whole.
 Exit status 1 on a copy, 0 on none, 2 on a usage error.
-
---report-only DIR: copies whose every place is under DIR are printed as
-notes and do not fail the check (a tree another branch is reworking).
 """
 import os
 import re
@@ -94,35 +91,18 @@ def copies(files):
 
 
 def main(argv):
-    args = argv[1:]
-    report_only, dirs = [], []
-    while args:
-        arg = args.pop(0)
-        if arg == "--report-only" and args:
-            report_only.append(os.path.normpath(args.pop(0)))
-        elif arg.startswith("-"):
-            print(__doc__.split("\n\n")[0], file=sys.stderr)
-            return 2
-        else:
-            dirs.append(arg)
-    if not dirs:
-        print("usage: tests/lint_copies.py [--report-only DIR]... DIR...", file=sys.stderr)
+    dirs = argv[1:]
+    if not dirs or any(d.startswith("-") for d in dirs):
+        print("usage: tests/lint_copies.py DIR...", file=sys.stderr)
         return 2
     files = sorted(set(sources(dirs)))
-
-    def noted(path):
-        return any(os.path.normpath(path).startswith(d + os.sep) for d in report_only)
-
-    failing = 0
-    for n, spots in copies(files):
+    found = copies(files)
+    for n, spots in found:
         where = " and ".join(f"{p}:{a}-{b}" for p, a, b in spots)
-        if all(noted(p) for p, _, _ in spots):
-            print(f"lint_copies: note: {n} lines repeated: {where} (not failing: --report-only)")
-        else:
-            print(f"lint_copies: {n} lines repeated to the letter: {where}")
-            failing += 1
-    if failing:
-        print(f"lint_copies: {failing} copies in {len(files)} files: make one function serve both")
+        print(f"lint_copies: {n} lines repeated to the letter: {where}")
+    if found:
+        print(f"lint_copies: {len(found)} copies in {len(files)} files: "
+              "make one function serve both")
         return 1
     print(f"lint_copies: {len(files)} C files, no run of {RUN} lines repeated")
     return 0
