@@ -1,6 +1,7 @@
 /*
- * pglock — the command table.  Each subcommand lives in its own file
- * (src/cli/cmd_NAME.c or NAME.c) and is called with argv[0] = its name.
+ * pglock — the command table.  Each subcommand lives in its own file,
+ * cmd_NAME.c, in the folder of its feature (run/, status/, history/,
+ * doctor/) or beside this one, and is called with argv[0] = its name.
  */
 #include <stdio.h>
 #include <string.h>
