@@ -81,7 +81,7 @@ static void raw_heartbeat_sql(ctx *c, int64_t key)
     PQclear(res);
 }
 
-/* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand.  The
+/* pglock_lock()'s statements (src/lib/lock.c) sent by hand.  The
  * session's lock_timeout already has the value the wait needs (the client
  * sends set_config() only when it must change), so the statement is the
  * lock call alone, its key declared int8. */

@@ -73,12 +73,6 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
-void pglock__quiet_notices(void *arg, const char *message)
-{
-    (void)arg;
-    (void)message; /* e.g. pg_advisory_unlock's "you don't own a lock" */
-}
-
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
@@ -293,7 +287,6 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
             err.code = PGLOCK_ECONNECT;
         return pglock__fail_error(c, &err);
     }
-    PQsetNoticeProcessor(c->conn, pglock__quiet_notices, NULL);
 
     int rc = run_open_query(c);
     if (rc != 0) {

@@ -19,6 +19,12 @@
 #include "internal.h"
 #include "conninfo_rules.h"
 
+static void quiet_notices(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 /* The value of keyword in conn's effective options, or NULL. */
 static char *option_of(PGconn *conn, const char *keyword)
 {
@@ -294,6 +300,10 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
         return fail(conn, err, PGLOCK_ECONNECT, earlier, PQerrorMessage(conn),
                     ci);
     PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
+    /* The server's notices (pg_advisory_unlock's "you don't own a lock", a
+     * cancelled wait for synchronous replication's warning) are not for
+     * the caller's stderr: a library does not write there. */
+    PQsetNoticeProcessor(conn, quiet_notices, NULL);
     return conn;
 }
 
@@ -309,9 +319,6 @@ PGconn *pglock__connect_params(const char *const *keywords,
                       .cancel_timeout_ms = -1};
     pglock_error mine = {0};
     pglock__error_begin(err);
-    PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
-                                   err ? err : &mine);
-    if (conn)
-        PQsetNoticeProcessor(conn, pglock__quiet_notices, NULL);
-    return conn;
+    return pglock__connect(keywords, values, expand_dbname, &w,
+                           err ? err : &mine);
 }

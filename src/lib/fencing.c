@@ -152,13 +152,8 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
 {
     /* the conninfo parsed for the lock connection: no password in
      * libpq's message */
-    PGconn *t = pglock__connect((const char *const *)c->conn_keywords,
-                                (const char *const *)c->conn_values, 1, w, err);
-    /* The server's notices (a cancelled wait for synchronous replication
-     * warns) are not for the caller's stderr. */
-    if (t)
-        PQsetNoticeProcessor(t, pglock__quiet_notices, NULL);
-    return t;
+    return pglock__connect((const char *const *)c->conn_keywords,
+                           (const char *const *)c->conn_values, 1, w, err);
 }
 
 int pglock_client_fencing_token(pglock_client *c, int64_t *out,

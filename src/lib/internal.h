@@ -143,11 +143,11 @@ void pglock__client_drop(pglock_client *c);
 int pglock__client_ready(pglock_client *c);
 /* Forgets every counted hold. */
 void pglock__holds_clear(pglock_client *c);
-/* The client's count for key+mode (session_lock.c), or NULL. */
+/* The client's count for key+mode (lock.c), or NULL. */
 pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
                                 pglock_mode mode);
 /* A lock of a resolved key the server just granted, to a statement sent
- * at sent_at (session_lock.c, lock_any.c): counted, the client's error
+ * at sent_at (lock.c, lock_any.c): counted, the client's error
  * cleared and its lease confirmed from sent_at.  0, or PGLOCK_ENOMEM with
  * the connection closed (a lock nobody could unlock or verify must go). */
 int pglock__hold_granted(pglock_client *c, const pglock_key *key,
@@ -155,7 +155,7 @@ int pglock__hold_granted(pglock_client *c, const pglock_key *key,
 /* Sends a session-lock statement, sql with its nparams params, on the
  * client's connection and waits for its answer until deadline (a
  * pglock_now_ms() value, -1: none) or the client's interrupt
- * (session_lock.c, lock_any.c).  0 with the results in res[] (at least
+ * (lock.c, lock_any.c).  0 with the results in res[] (at least
  * one; the caller PQclear()s each), their count in *nres and *cancelled
  * as pglock__await() sets it; else PGLOCK_ECONNLOST with the results
  * cleared, the message set and the client dropped: the statement could not
@@ -165,7 +165,7 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
                               const Oid *types, const char *const *params,
                               int64_t deadline, PGresult **res, int *nres,
                               int *cancelled);
-/* After a failed session-lock statement (grant_race.c): which key of a
+/* After a failed session-lock statement (lock.c): which key of a
  * set this backend was granted anyway, in mode (pg_locks has the last
  * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
  * all of one objsubid (1 bigints, 2 int4 pairs); or a set of one
@@ -177,9 +177,6 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
 int pglock__granted_among(pglock_client *c, const char *ids, int objsubid,
                           pglock_mode mode, pglock_key *resolve,
                           const char *failed);
-/* A libpq notice processor that drops the server's notices: a library
- * does not write to its caller's stderr. */
-void pglock__quiet_notices(void *arg, const char *message);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
@@ -198,7 +195,7 @@ int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
  * of the list or at anything that is not a bigint (holders.c). */
 int pglock__locktag_next(const char **list, uint32_t *classid, uint32_t *objid);
 
-/* ---- SQL for a lock call (lock_sql.c) */
+/* ---- SQL for a lock call (xact_lock.c) */
 
 typedef enum pglock__op {
     PGLOCK__OP_LOCK,    /* pg_advisory_lock */
@@ -308,7 +305,7 @@ int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
                      long timeout_ms, const pglock__xact_req *req,
                      pglock_error *err);
 
-/* ---- the client's xact hold (xact_hold.c) */
+/* ---- the client's xact hold (lock.c) */
 
 /* pglock_lock() in xact hold, after the arguments were checked: 0 when
  * held (key resolved, not yet counted), else a code with the message on

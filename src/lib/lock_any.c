@@ -21,7 +21,7 @@
  * documentation promises that for a volatile function in WHERE.
  *
  * In xact hold the same statement, with pg_try_advisory_xact_lock(), is
- * one lock statement of the holding transaction (xact_hold.c): it opens
+ * one lock statement of the holding transaction (lock.c): it opens
  * the transaction when none is open, counts itself for the heartbeat and
  * runs under a savepoint.  A failed statement is rolled back to that
  * savepoint, which releases whatever it was granted: no pg_locks check is

@@ -8,7 +8,7 @@
  * in a transaction (xact hold, as `pglock run` does behind a pooler).
  * (test_wait.c covers session locks: there a grant is always "held".)
  *
- * For session locks, the check after a failed wait (pg_locks, grant_race.c)
+ * For session locks, the check after a failed wait (pg_locks, lock.c)
  * for every key form and mode: a timeout takes nothing and says so; a
  * grant at cancel is reported held, counted under the key's own
  * coordinates (a legacy key resolved by the check) and released by
