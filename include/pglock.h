@@ -81,7 +81,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <signal.h>
 #include <libpq-fe.h>
 
 #ifdef __cplusplus
@@ -305,11 +304,11 @@ typedef struct pglock_options {
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;
-    /* A wait returns PGLOCK_EINTR soon after *interrupt becomes nonzero
-     * (set it from a signal handler).  NULL: not interruptible. */
-    volatile sig_atomic_t *interrupt;
-    /* Optional: a readable interrupt_fd wakes the wait at once (a self-pipe
-     * written by the signal handler).  -1: none. */
+    /* Interrupts: a wait (connecting, a lock, a fencing token) returns
+     * PGLOCK_EINTR as soon as interrupt_fd is readable, e.g. the read end
+     * of a self-pipe that a signal handler writes to.  The library only
+     * polls it, never reads it: it stays readable until the caller drains
+     * it.  -1: not interruptible. */
     int interrupt_fd;
     /* How long a cancel may take before the connection is closed instead,
      * in ms.  0: the default (2000). */
@@ -331,7 +330,7 @@ typedef struct pglock_options {
  *   pglock_options opts = PGLOCK_OPTIONS_INIT;
  * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
 #define PGLOCK_OPTIONS_INIT \
-    {PGLOCK_OPTIONS_VERSION, 0L, NULL, NULL, -1, 2000L, 10000L, \
+    {PGLOCK_OPTIONS_VERSION, 0L, NULL, -1, 2000L, 10000L, \
      PGLOCK_HOLD_AUTO}
 
 /* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
@@ -358,8 +357,8 @@ PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
  * Bounded: the connect, and then its first query (which, through a full
  * pooler, is what waits for a server connection), each within
  * connect_timeout (the conninfo's, else PGCONNECT_TIMEOUT, else
- * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR soon after
- * opts->interrupt or interrupt_fd fires.  A refused connection's
+ * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR as soon as
+ * opts->interrupt_fd is readable.  A refused connection's
  * SQLSTATE, when the server gave one, is pglock_client_sqlstate()'s.
  *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
@@ -418,7 +417,7 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * result: a lock granted in the instant the wait failed is reported as
  * held (0).
  *
- * Cancels: a wait ended by opts.interrupt (PGLOCK_EINTR) or by the client
+ * Cancels: a wait ended by opts.interrupt_fd (PGLOCK_EINTR) or by the client
  * deadline (PGLOCK_ETIMEDOUT; the server's lock_timeout normally answers
  * first, SQLSTATE 55P03) is cancelled on the server, and the call waits
  * for the cancel's answer.  A cancel that is not answered within
@@ -451,7 +450,7 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).
  * keys: 1 to PGLOCK_LOCK_ANY_MAX 64-bit keys (integers, names, resolved
  * legacy keys; pairs are PGLOCK_EINVAL), none of which the client holds
- * already in mode (PGLOCK_ESTATE).  opts.interrupt cancels it
+ * already in mode (PGLOCK_ESTATE).  opts.interrupt_fd cancels it
  * (PGLOCK_EINTR).  Session hold: after a failed statement pg_locks
  * decides, as for pglock_lock(): a key granted in the instant it failed
  * is reported as taken (0).  Xact hold (through a transaction-mode
@@ -720,16 +719,15 @@ PGLOCK_EXPORT int pglock_hold_release(pglock_hold *hold, long timeout_ms);
  * cancel (interrupt or deadline) is not answered within 2 s, the socket of
  * conn is shut down and PGLOCK_ECONNLOST returned: PQfinish() conn.
  *
- * interrupt may be NULL.  err may be NULL.
+ * A readable interrupt_fd (-1: none) ends the wait with PGLOCK_EINTR, as
+ * pglock_options.interrupt_fd does a client's.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_xact_lock(PGconn *conn, const pglock_key *key,
                                    pglock_mode mode, long timeout_ms,
-                                   volatile sig_atomic_t *interrupt,
-                                   pglock_error *err);
+                                   int interrupt_fd, pglock_error *err);
 PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                                          pglock_mode mode, long timeout_ms,
-                                         volatile sig_atomic_t *interrupt,
-                                         pglock_error *err);
+                                         int interrupt_fd, pglock_error *err);
 
 /* ------------------------------------------------------ fencing tokens */
 
@@ -744,7 +742,7 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * a transaction (PGLOCK_ESTATE).
  *
  * Bounded: after timeout_ms (PGLOCK_WAIT_FOREVER: none), or when
- * *interrupt becomes nonzero (may be NULL), the query is cancelled on the
+ * interrupt_fd becomes readable (-1: none), the query is cancelled on the
  * server and PGLOCK_ETIMEDOUT / PGLOCK_EINTR returned.  A commit that
  * waits for synchronous replication cannot be cancelled into a failure
  * (the server reports success with a WARNING), so a token that comes back
@@ -754,8 +752,7 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * caller must PQfinish() conn.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
-                                       long timeout_ms,
-                                       volatile sig_atomic_t *interrupt,
+                                       long timeout_ms, int interrupt_fd,
                                        pglock_error *err);
 
 /*
@@ -766,7 +763,7 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
  * the client's connection parameters, takes the token there and closes
  * it; behind a pooler that second connection needs a free server
  * connection of its own.  Every step (connecting, the query, its cancel)
- * is bounded by timeout_ms and the client's interrupt, as for
+ * is bounded by timeout_ms and the client's interrupt_fd, as for
  * pglock_fencing_token(); a late token is discarded.  The error is on the
  * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST in
  * session hold (the lock connection was given up, and its locks with it).

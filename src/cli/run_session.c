@@ -94,8 +94,7 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
 }
 
 int run_open_client(const run_state *st, const char *connect_timeout,
-                    volatile sig_atomic_t *interrupt, int interrupt_fd,
-                    pglock_client **out)
+                    int interrupt_fd, pglock_client **out)
 {
     const run_args *a = st->args;
     char appname[64], keys[256];
@@ -119,7 +118,6 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
-    opts.interrupt = interrupt;
     opts.interrupt_fd = interrupt_fd;
     /* slots too: pglock_lock_any() and the watchers' waits work in either
      * hold, so --slots passes a transaction-mode pooler */
@@ -143,8 +141,8 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 {
     st->error_sqlstate[0] = '\0';
     cli_verbose("connecting");
-    int rc = run_open_client(st, connect_timeout, run_stop_flag(),
-                             run_interrupt_fd(), &st->client);
+    int rc = run_open_client(st, connect_timeout, run_interrupt_fd(),
+                             &st->client);
     if (rc < 0) {
         snprintf(st->error, sizeof st->error, "%s",
                  st->client ? pglock_client_error(st->client) : pglock_strerror(rc));

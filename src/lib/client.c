@@ -94,7 +94,6 @@ static int run_open_query(pglock_client *c)
     /* Interruptible, as the connect: a stop signal ends it at once. */
     pglock__wait w = {.deadline = timeout_ms < 0 ? -1
                                                  : pglock__deadline(timeout_ms, 0),
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     PGresult *all[PGLOCK__MAX_RESULTS];
@@ -272,7 +271,6 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     }
     int kept = keep_params(c, k, v);
     pglock__wait w = {.deadline = -1,
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error err = {0};
@@ -326,7 +324,7 @@ void pglock_client_close(pglock_client *c)
         if (c->heartbeat_busy) {
             /* Let the heartbeat's answer arrive before the next query. */
             pglock__wait w = {.deadline = deadline,
-                              .interrupt = NULL, .interrupt_fd = -1,
+                              .interrupt_fd = -1,
                               .cancel_timeout_ms = -1};
             PGresult *res[PGLOCK__MAX_RESULTS];
             int nres = 0, cancelled = 0;

@@ -5,15 +5,12 @@
 #define PGLOCK_INTERNAL_H
 
 #include <stddef.h>
-#include <signal.h>
 #include <stdint.h>
 #include "pglock.h"
 #include "bounded_conn.h"
 
 #define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 #define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
-/* How often a wait looks at opts.interrupt when it has one. */
-#define PGLOCK__INTERRUPT_POLL_MS 20
 /* How long after the server's lock_timeout the client deadline fires: the
  * server normally answers first, so a timeout needs no cancel. */
 #define PGLOCK__DEADLINE_GRACE_MS 250L
@@ -284,7 +281,6 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
-    volatile sig_atomic_t *interrupt;
     int interrupt_fd;
     long cancel_timeout_ms;
     int *pid_out;
@@ -327,8 +323,7 @@ int pglock__xact_hold_end(pglock_client *c, long timeout_ms);
 
 typedef struct pglock__wait {
     int64_t deadline;        /* pglock_now_ms() value, or -1: none */
-    volatile sig_atomic_t *interrupt;
-    int interrupt_fd;
+    int interrupt_fd;        /* readable: interrupted; -1: none */
     long cancel_timeout_ms;
 } pglock__wait;
 

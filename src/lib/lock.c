@@ -264,7 +264,6 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
         return PGLOCK_ECONNLOST;
     }
     pglock__wait w = {.deadline = deadline,
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     pglock__wait_end end = pglock__await(c->conn, &w, res, nres, cancelled);
@@ -488,7 +487,6 @@ static int hold_statement(pglock_client *c, pglock_key *key, const char *stmt,
     int pid = 0;
     pglock__xact_req req = {.begin_sql = BEGIN_SQL,
                             .prelude = prelude,
-                            .interrupt = c->opts.interrupt,
                             .interrupt_fd = c->opts.interrupt_fd,
                             .cancel_timeout_ms = c->opts.cancel_timeout_ms,
                             .pid_out = &pid,

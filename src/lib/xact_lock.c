@@ -197,7 +197,7 @@ static int cleanup(PGconn *conn, const char *sql)
     if (!PQsendQuery(conn, sql))
         return -1;
     pglock__wait w = {.deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0),
-                      .interrupt = NULL, .interrupt_fd = -1,
+                      .interrupt_fd = -1,
                       .cancel_timeout_ms = -1};
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
@@ -264,7 +264,6 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
     pglock__wait w = {
         .deadline = try ? -1
                         : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
-        .interrupt = req->interrupt,
         .interrupt_fd = req->interrupt_fd,
         .cancel_timeout_ms = req->cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
@@ -428,10 +427,9 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
 }
 
 int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
-                     long timeout_ms, volatile sig_atomic_t *interrupt,
-                     pglock_error *err)
+                     long timeout_ms, int interrupt_fd, pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
                             .cancel_timeout_ms =
                                 PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 0, &req, err);
@@ -439,9 +437,9 @@ int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
 
 int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                            pglock_mode mode, long timeout_ms,
-                           volatile sig_atomic_t *interrupt, pglock_error *err)
+                           int interrupt_fd, pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
                             .cancel_timeout_ms =
                                 PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 1, &req, err);

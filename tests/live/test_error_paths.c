@@ -39,7 +39,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
     pt_lock_table_fill(filler);
-    int rc = pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, NULL, &err);
+    int rc = pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, -1, &err);
     pt_lock_table_release(filler);
     if (rc != PGLOCK_ELOCKTABLE)
         fail_msg("try on a full lock table: %s (%s), expected "
@@ -50,7 +50,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     assert_int_equal(pt_query_intf(c, "SELECT count(*) FROM %s", table), 1);
     /* usable: the lock can be taken now, and the commit keeps the row */
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      NULL, &err), 0);
+                                      -1, &err), 0);
     pt_execf(c, "COMMIT");
     assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM %s", table), 1);
     pt_execf(c, "DROP TABLE %s", table);
@@ -70,8 +70,8 @@ static void a_begin_lock_on_a_full_lock_table_rolls_back(void **s)
     pglock_error err = {0};
     pt_lock_table_fill(filler);
     int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                     NULL, &err);
-    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
+                                     -1, &err);
+    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
                                       &err);
     pt_lock_table_release(filler);
     assert_int_equal(try, PGLOCK_ELOCKTABLE);
@@ -127,7 +127,7 @@ static void *xwait_main(void *arg)
 {
     xwaiter *w = arg;
     w->rc = pglock_xact_lock(w->c, &w->key, PGLOCK_EXCLUSIVE,
-                             PGLOCK_WAIT_FOREVER, NULL, &w->err);
+                             PGLOCK_WAIT_FOREVER, -1, &w->err);
     w->done = 1;
     return NULL;
 }

@@ -74,7 +74,7 @@ static int64_t token_on(PGconn *conn)
 {
     pglock_error err = {0};
     int64_t t = 0;
-    int rc = pglock_fencing_token(conn, &t, 5000, NULL, &err);
+    int rc = pglock_fencing_token(conn, &t, 5000, -1, &err);
     if (rc != 0)
         fail_msg("pglock_fencing_token: %s: %s", pglock_err_name(rc),
                  err.message);
@@ -99,12 +99,12 @@ static void tokens_on_the_callers_connection_increase(void **state)
     pglock_error err = {0};
     int64_t t = 0;
     pt_execf(a, "BEGIN");
-    assert_int_equal(pglock_fencing_token(a, &t, 5000, NULL, &err), PGLOCK_ESTATE);
+    assert_int_equal(pglock_fencing_token(a, &t, 5000, -1, &err), PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
     assert_int_equal(t, 0);
     assert_int_equal(PQtransactionStatus(a), PQTRANS_INTRANS);
     pt_execf(a, "COMMIT");
-    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, NULL, &err), PGLOCK_EINVAL);
+    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, -1, &err), PGLOCK_EINVAL);
     PQfinish(b);
     PQfinish(a);
 }

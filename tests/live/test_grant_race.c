@@ -43,10 +43,10 @@ static void *race_main(void *arg)
         r->rc = pglock_lock(r->client, &r->key, PGLOCK_EXCLUSIVE, 30000);
     else if (r->begin)
         r->rc = pglock_xact_begin_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE,
-                                       30000, NULL, &err);
+                                       30000, -1, &err);
     else
         r->rc = pglock_xact_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE, 30000,
-                                 NULL, &err);
+                                 -1, &err);
     return NULL;
 }
 

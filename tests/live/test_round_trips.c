@@ -140,12 +140,12 @@ static void transaction_locks_are_one_round_trip_each(void **state)
         pglock_key_int64(&k, pt_unique_key());
         long timeout = i % 2 ? 1000 : PGLOCK_TRY;
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                                timeout, NULL, &err), 0);
+                                                timeout, -1, &err), 0);
         expect_counts(1, -1, "begin+lock", i);
         pglock_key k2;
         pglock_key_pair(&k2, 77, i);
         assert_int_equal(pglock_xact_lock(c, &k2, PGLOCK_SHARED, timeout,
-                                          NULL, &err), 0);
+                                          -1, &err), 0);
         expect_counts(1, -1, "lock in transaction", i);
         pt_exec_ok(c, "COMMIT");
         pt_proxy_reset();

@@ -80,7 +80,6 @@ static void current(layout *l)
     FIELD(l, pglock_options, v, version);
     FIELD(l, pglock_options, v, lease_ms);
     FIELD(l, pglock_options, v, application_name);
-    FIELD(l, pglock_options, v, interrupt);
     FIELD(l, pglock_options, v, interrupt_fd);
     FIELD(l, pglock_options, v, cancel_timeout_ms);
     FIELD(l, pglock_options, v, dead_peer_ms);
