@@ -263,13 +263,15 @@ PGLOCK_EXPORT int pglock_key_sql(const pglock_key *key, pglock_mode mode,
 typedef struct pglock_client pglock_client;
 
 /*
- * How a client holds its locks.
+ * A lock's lifetime: what ends it besides its unlock, the session or the
+ * transaction.  (The lock's mode is pglock_mode, exclusive or shared; a
+ * "hold" is only ever the managed hold, pglock_hold_*.)
  *
- * PGLOCK_HOLD_SESSION (the default): session locks on a direct connection;
- * a pooler in the path is refused (PGLOCK_EPOOLER).  The lease is the
+ * PGLOCK_LIFETIME_SESSION: session locks on a direct connection; a pooler
+ * in the path is refused (PGLOCK_EPOOLER).  The lease is the
  * server's idle_session_timeout.
  *
- * PGLOCK_HOLD_XACT: transaction locks inside one open READ COMMITTED
+ * PGLOCK_LIFETIME_XACT: transaction locks inside one open READ COMMITTED
  * transaction that does nothing else, so that they pass a transaction-mode
  * pooler (PgBouncer): the pooler keeps that transaction on one server
  * backend.  The first pglock_lock() sends BEGIN, the transaction-local
@@ -282,24 +284,25 @@ typedef struct pglock_client pglock_client;
  * pglock_unlock().  A legacy key's value (hashtext) comes back in the
  * lock's own round trip.
  *
- * PGLOCK_HOLD_AUTO: SESSION on a direct connection, XACT behind a pooler
- * (PQbackendPID() differs from pg_backend_pid()).
+ * PGLOCK_LIFETIME_AUTO (the options' default): SESSION on a direct
+ * connection, XACT behind a pooler (PQbackendPID() differs from
+ * pg_backend_pid()).
  */
-typedef enum pglock_hold_mode {
-    PGLOCK_HOLD_SESSION = 0,
-    PGLOCK_HOLD_XACT = 1,
-    PGLOCK_HOLD_AUTO = 2
-} pglock_hold_mode;
+typedef enum pglock_lifetime {
+    PGLOCK_LIFETIME_SESSION = 0,
+    PGLOCK_LIFETIME_XACT = 1,
+    PGLOCK_LIFETIME_AUTO = 2
+} pglock_lifetime;
 
 #define PGLOCK_OPTIONS_VERSION 1
 typedef struct pglock_options {
     /* PGLOCK_OPTIONS_VERSION, set by pglock_options_init(). */
     unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
-     * ms (in xact hold: the holding transaction's
+     * ms (with the xact lifetime: the holding transaction's
      * idle_in_transaction_session_timeout).  0 leaves the server's setting
-     * alone (no lease; in xact hold idle_in_transaction_session_timeout is
-     * then 0 for the transaction).  Session hold needs PostgreSQL 14+
+     * alone (no lease; with the xact lifetime idle_in_transaction_session_timeout is
+     * then 0 for the transaction).  Session lifetime needs PostgreSQL 14+
      * (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
@@ -320,10 +323,10 @@ typedef struct pglock_options {
      * (figures: pglock(1), LEASES).  With no lease from this (ms): a dead
      * peer is noticed within about 2/3 of it.  0: the default (10000). */
     long dead_peer_ms;
-    /* How locks are held; PGLOCK_HOLD_AUTO by default, as pglock run and
-     * lead (--mode=auto): PGLOCK_HOLD_SESSION insists on session locks
-     * and refuses a pooler with PGLOCK_EPOOLER. */
-    pglock_hold_mode hold;
+    /* The locks' lifetime; PGLOCK_LIFETIME_AUTO by default, as pglock run
+     * and lead (--mode=auto): PGLOCK_LIFETIME_SESSION insists on session
+     * locks and refuses a pooler with PGLOCK_EPOOLER. */
+    pglock_lifetime lifetime;
 } pglock_options;
 
 /* The defaults of PGLOCK_OPTIONS_VERSION, as an initialiser:
@@ -331,7 +334,7 @@ typedef struct pglock_options {
  * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
 #define PGLOCK_OPTIONS_INIT \
     {PGLOCK_OPTIONS_VERSION, 0L, NULL, -1, 2000L, 10000L, \
-     PGLOCK_HOLD_AUTO}
+     PGLOCK_LIFETIME_AUTO}
 
 /* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
  * Returns 0, or PGLOCK_EINVAL for a version this library does not know
@@ -350,9 +353,9 @@ PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
  * keyword/value arrays, NULL-terminated, with expand_dbname on.
  *
  * On open the client refuses a standby (PGLOCK_ESTANDBY) and, in session
- * hold, a pooler (PQbackendPID() differs from pg_backend_pid():
+ * lifetime, a pooler (PQbackendPID() differs from pg_backend_pid():
  * PGLOCK_EPOOLER), and applies the lock connection's settings (in xact
- * hold: transaction-locally, with the first lock).
+ * lifetime: transaction-locally, with the first lock).
  *
  * Bounded: the connect, and then its first query (which, through a full
  * pooler, is what waits for a server connection), each within
@@ -388,12 +391,12 @@ PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_error(const pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_sqlstate(const pglock_client *client);
 
-/* The hold mode in effect: PGLOCK_HOLD_SESSION or PGLOCK_HOLD_XACT (AUTO
- * is settled when the client opens). */
-PGLOCK_EXPORT pglock_hold_mode pglock_client_hold_mode(
+/* The lifetime in effect: PGLOCK_LIFETIME_SESSION or PGLOCK_LIFETIME_XACT
+ * (AUTO is settled when the client opens). */
+PGLOCK_EXPORT pglock_lifetime pglock_client_lifetime(
     const pglock_client *client);
 
-/* The server backend's pid (in xact hold: the backend of the holding
+/* The server backend's pid (with the xact lifetime: the backend of the holding
  * transaction, 0 while none is open), the database name, the server version
  * (e.g. 150018), the socket (for poll; -1 when closed). */
 PGLOCK_EXPORT int pglock_client_backend_pid(const pglock_client *client);
@@ -428,7 +431,7 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * after the cancel request has finished.
  *
  * Any PGLOCK_ECONNLOST a call returns closes the client's connection:
- * every later call returns PGLOCK_ECONNLOST and pglock_held() counts
+ * every later call returns PGLOCK_ECONNLOST and pglock_lock_count() counts
  * nothing.  Two exceptions keep the connection open, because its locks
  * may still be held and closing it would free them while the caller's
  * work may still run: a heartbeat that fails on a session that goes on
@@ -451,9 +454,9 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * keys: 1 to PGLOCK_LOCK_ANY_MAX 64-bit keys (integers, names, resolved
  * legacy keys; pairs are PGLOCK_EINVAL), none of which the client holds
  * already in mode (PGLOCK_ESTATE).  opts.interrupt_fd cancels it
- * (PGLOCK_EINTR).  Session hold: after a failed statement pg_locks
+ * (PGLOCK_EINTR).  Session lifetime: after a failed statement pg_locks
  * decides, as for pglock_lock(): a key granted in the instant it failed
- * is reported as taken (0).  Xact hold (through a transaction-mode
+ * is reported as taken (0).  Xact lifetime (through a transaction-mode
  * pooler): the keys are tried with pg_try_advisory_xact_lock[_shared] in
  * the holding transaction, as one lock statement of pglock_lock()'s (it
  * opens the transaction when none is open, is counted for the heartbeat,
@@ -466,26 +469,28 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
 PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
                                   const pglock_key *keys, int nkeys,
                                   pglock_mode mode, int *index_out);
-/* Releases one hold; PGLOCK_ENOTHELD if this client holds none.
- * In xact hold a lock is released only with its transaction: an unlock
- * that leaves other holds of the same key and mode just counts down; the
- * last hold of the last lock the client holds ends the transaction
- * (ROLLBACK: it wrote nothing), which frees it; the last hold of a lock
- * while the client holds others returns PGLOCK_ESTATE and changes nothing
- * (use pglock_unlock_all()). */
+/* Counts key in mode down by one (each pglock_lock() needs its unlock);
+ * PGLOCK_ENOTHELD if this client does not hold it.  With the xact
+ * lifetime a lock is released only with its transaction: an unlock that
+ * leaves a count above zero just counts down; the last unlock of the last
+ * lock the client holds ends the transaction (ROLLBACK: it wrote
+ * nothing), which frees it; the last unlock of a lock while the client
+ * holds others returns PGLOCK_ESTATE and changes nothing (use
+ * pglock_unlock_all()). */
 PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
                                 pglock_mode mode);
-/* Releases every lock of the client (in xact hold: ends the transaction;
- * no round trip when none is open).  Never sends
+/* Releases every lock of the client (with the xact lifetime: ends the
+ * transaction; no round trip when none is open).  Never sends
  * pg_advisory_unlock_all() through a pooler. */
 PGLOCK_EXPORT int pglock_unlock_all(pglock_client *client);
-/* How many times this client holds key in mode (its own count). */
-PGLOCK_EXPORT int pglock_held(const pglock_client *client,
-                              const pglock_key *key, pglock_mode mode);
+/* How many times this client holds key in mode (its own count; 0 when
+ * it does not). */
+PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
+                                    const pglock_key *key, pglock_mode mode);
 
 /*
  * Heartbeat: a cheap query confirming that the connection is alive, on the
- * same backend and, in xact hold, in the same holding transaction, still
+ * same backend and, with the xact lifetime, in the same holding transaction, still
  * open, not failed, and not rolled back to a savepoint taken before one of
  * its locks: that proves the locks are held (an advisory lock goes only
  * with its session or transaction), without reading pg_locks, whose cost
@@ -499,11 +504,11 @@ PGLOCK_EXPORT int pglock_held(const pglock_client *client,
  *
  * PGLOCK_ESERVER: the heartbeat's statement failed on a session that goes
  * on (a query cancel, pg_cancel_backend(); the server's message and
- * SQLSTATE are on the client).  In session hold that is no loss: a session
+ * SQLSTATE are on the client).  With the session lifetime that is no loss: a session
  * advisory lock goes only with its session or its own unlock, so the
  * locks are still held and the connection is kept.  The lease is just not
  * confirmed (pglock_client_confirmed_at() does not move): send another
- * heartbeat at once; only the client deadline decides.  In xact hold a
+ * heartbeat at once; only the client deadline decides.  With the xact lifetime a
  * failed statement aborts the holding transaction, which frees its locks
  * at once: that is PGLOCK_ECONNLOST, a loss the server caused.
  *
@@ -550,7 +555,7 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * may still be held, and it stays held until stop or the server's lease
  * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
  * stop its work; after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
- * failover, an aborted holding transaction in xact hold) has already
+ * failover, an aborted holding transaction with the xact lifetime) has already
  * freed the lock: it is told at once, when the heartbeat's answer or the
  * socket's close reaches the client (within T_s/6 plus a round trip), and
  * the work should stop at once.
@@ -681,8 +686,8 @@ PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);
 /* Ends the hold as pglock_hold_stop() does, and releases every lock of
  * the client, in one round trip where stop + pglock_client_close() take
  * two: the release is the last heartbeat, and its answer the last word.
- * Session hold: pg_advisory_unlock_all(), run only when the statement
- * reaches the holding backend, which answers; xact hold: the heartbeat's
+ * Session lifetime: pg_advisory_unlock_all(), run only when the statement
+ * reaches the holding backend, which answers; xact lifetime: the heartbeat's
  * check inside the holding transaction (open, not failed, still counting
  * every lock statement) and ROLLBACK, in one message.  A heartbeat in
  * flight is answered first; all of it within timeout_ms (none of T_c's
@@ -757,8 +762,8 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
 
 /*
  * The fencing token of a client's acquisition: call it after pglock_lock()
- * succeeded.  In session hold it runs on the lock connection (one round
- * trip).  In xact hold it never runs inside the holding transaction (which
+ * succeeded.  With the session lifetime it runs on the lock connection (one round
+ * trip).  With the xact lifetime it never runs inside the holding transaction (which
  * must keep no transaction id): it opens a short second connection with
  * the client's connection parameters, takes the token there and closes
  * it; behind a pooler that second connection needs a free server
@@ -766,7 +771,7 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
  * is bounded by timeout_ms and the client's interrupt_fd, as for
  * pglock_fencing_token(); a late token is discarded.  The error is on the
  * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST in
- * session hold (the lock connection was given up, and its locks with it).
+ * session lifetime (the lock connection was given up, and its locks with it).
  */
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
                                               int64_t *out, long timeout_ms);

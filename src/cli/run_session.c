@@ -121,7 +121,7 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     opts.interrupt_fd = interrupt_fd;
     /* slots too: pglock_lock_any() and the watchers' waits work in either
      * hold, so --slots passes a transaction-mode pooler */
-    opts.hold = a->hold;
+    opts.lifetime = a->hold;
     return pglock_client_open_params(out, kw, val, &opts);
 }
 
@@ -157,9 +157,9 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     cli_verbose("connected: database \"%s\" on %s port %s, %s",
                 db, pc && PQhost(pc) ? PQhost(pc) : "?",
                 pc && PQport(pc) ? PQport(pc) : "?",
-                pglock_client_hold_mode(st->client) != PGLOCK_HOLD_XACT
+                pglock_client_lifetime(st->client) != PGLOCK_LIFETIME_XACT
                     ? "session lock on a direct connection"
-                : st->args->hold == PGLOCK_HOLD_XACT
+                : st->args->hold == PGLOCK_LIFETIME_XACT
                     ? "the lock is held in a transaction (--mode=xact)"
                     : "through a pooler: the lock is held in a transaction");
 

@@ -368,7 +368,7 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
      * and the gate with it, for the whole job (a transaction lock goes
      * only with its transaction): the watchers try instead, and one
      * granted at once wins. */
-    int xact = pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT;
+    int xact = pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
     int rc = xact ? PGLOCK_EBUSY
                   : pglock_lock_any(st->client, s->keys, s->n,
                                     PGLOCK_EXCLUSIVE, &st->slot);
@@ -432,7 +432,7 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         /* a watcher's failure: st->error says why (cmd_run prints it) */
         pglock_client_close(st->client);
         st->client = NULL;
-    } else if (pglock_held(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
+    } else if (pglock_lock_count(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
         /* a slot taken by the head's own try, or none: let the next in.
          * In xact hold the client holds only the gate here (as_head), so
          * the unlock ends its transaction. */

@@ -34,7 +34,7 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
     /* As pglock run and lead: session locks on a direct connection, a
      * holding transaction through a pooler (never PGLOCK_EPOOLER for the
      * setup docs/deployment.md recommends). */
-    opts->hold = PGLOCK_HOLD_AUTO;
+    opts->lifetime = PGLOCK_LIFETIME_AUTO;
     return PGLOCK_OK;
 }
 
@@ -42,9 +42,9 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
  * primary reached directly and the client holds session locks — the lock
  * connection's settings.  A plain SET through a pooler would leak to the
  * pool's other clients, so the settings are guarded by the pid comparison
- * inside the statement itself.  (In xact hold they are applied
+ * inside the statement itself.  (With the xact lifetime they are applied
  * transaction-locally with the first lock; a direct connection in xact
- * hold only turns idle_session_timeout off here, so that a default the
+ * lifetime only turns idle_session_timeout off here, so that a default the
  * DBA set does not end the session before its first lock: on a busy
  * machine even the gap before run's first lock passed 100 ms.) */
 static int open_sql(char *buf, size_t len, const pglock_options *o,
@@ -81,7 +81,7 @@ static int run_open_query(pglock_client *c)
     char pid[16];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
     const char *params[2] = {pid,
-                             c->opts.hold == PGLOCK_HOLD_XACT ? "f" : "t"};
+                             c->opts.lifetime == PGLOCK_LIFETIME_XACT ? "f" : "t"};
     /* As long as the connect may take: the connection's connect_timeout
      * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever).
      * Through a pooler whose pool is full, this query is the one that
@@ -135,15 +135,15 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
 
     int pooled = PQbackendPID(c->conn) != c->backend_pid;
-    c->hold = c->opts.hold == PGLOCK_HOLD_XACT ||
-                      (c->opts.hold == PGLOCK_HOLD_AUTO && pooled)
-                  ? PGLOCK_HOLD_XACT
-                  : PGLOCK_HOLD_SESSION;
+    c->lifetime = c->opts.lifetime == PGLOCK_LIFETIME_XACT ||
+                      (c->opts.lifetime == PGLOCK_LIFETIME_AUTO && pooled)
+                  ? PGLOCK_LIFETIME_XACT
+                  : PGLOCK_LIFETIME_SESSION;
     if (standby)
         return pglock__fail(c, PGLOCK_ESTANDBY,
             "the server is a standby (in recovery): advisory locks are not "
             "replicated, so a lock taken there excludes nobody");
-    if (c->hold == PGLOCK_HOLD_XACT) {
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
         /* Through a pooler this backend was only lent for one query. */
         c->backend_pid = 0;
         return 0;
@@ -153,14 +153,14 @@ static int run_open_query(pglock_client *c)
             "session locks need a direct connection, but a connection pooler "
             "is in the path (libpq's backend pid %u differs from the "
             "server's pg_backend_pid() %d); hold the locks in a transaction "
-            "(xact hold mode) through a pooler, or connect to the server "
+            "(xact lifetime mode) through a pooler, or connect to the server "
             "directly",
             (unsigned)PQbackendPID(c->conn), c->backend_pid);
     if (!settings_applied)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
     c->lock_timeout_ms = 0; /* the settings set it to 0 */
-    /* Only a session lease needs 14: the xact hold returned above, and its
+    /* Only a session lease needs 14: the xact lifetime returned above, and its
      * lease, idle_in_transaction_session_timeout, exists since 9.6. */
     if (c->opts.lease_ms > 0 && c->server_version < 140000) {
         char version[32];
@@ -168,7 +168,7 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_EVERSION,
             "a lease on session locks needs PostgreSQL 14 or newer "
             "(idle_session_timeout); the server is %s: hold the locks in a "
-            "transaction instead (--mode=xact, PGLOCK_HOLD_XACT: its lease "
+            "transaction instead (--mode=xact, PGLOCK_LIFETIME_XACT: its lease "
             "is idle_in_transaction_session_timeout)",
             version);
     }
@@ -236,10 +236,10 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         c->opts.dead_peer_ms < 0 || c->opts.lease_ms > 2147483647L)
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid options: negative or too large duration");
-    if (c->opts.hold != PGLOCK_HOLD_SESSION &&
-        c->opts.hold != PGLOCK_HOLD_XACT && c->opts.hold != PGLOCK_HOLD_AUTO)
-        return pglock__fail(c, PGLOCK_EINVAL, "invalid hold mode %d",
-                            (int)c->opts.hold);
+    if (c->opts.lifetime != PGLOCK_LIFETIME_SESSION &&
+        c->opts.lifetime != PGLOCK_LIFETIME_XACT && c->opts.lifetime != PGLOCK_LIFETIME_AUTO)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid lifetime %d",
+                            (int)c->opts.lifetime);
 
     /* Our defaults come first: with expand_dbname, the caller's conninfo
      * (and keywords) that follow override whatever they set themselves. */
@@ -334,12 +334,12 @@ void pglock_client_close(pglock_client *c)
         }
         long left = (long)(deadline - pglock_now_ms());
         if (end == PGLOCK__WAIT_DONE && left > 0) {
-            if (c->hold == PGLOCK_HOLD_XACT) {
+            if (c->lifetime == PGLOCK_LIFETIME_XACT) {
                 /* Never unlock_all through a pooler: that would free a
                  * stranger's session locks.  Ending the transaction frees
                  * ours, now. */
-                pglock__xact_hold_end(c, left);
-            } else if (!c->released || c->nholds != 0) {
+                pglock__holding_xact_end(c, left);
+            } else if (!c->released || c->nlocks != 0) {
                 /* A bare PQfinish frees the locks a moment later, when the
                  * backend notices; waiting for this answer frees them now.
                  * (Not needed when pglock_hold_release() just did so.) */
@@ -350,7 +350,7 @@ void pglock_client_close(pglock_client *c)
         }
     }
     pglock__client_drop(c);
-    free(c->holds);
+    free(c->locks);
     free(c->database);
     free_params(c->conn_keywords);
     free_params(c->conn_values);
@@ -369,9 +369,9 @@ const char *pglock_client_sqlstate(const pglock_client *c)
     return c ? c->sqlstate : "";
 }
 
-pglock_hold_mode pglock_client_hold_mode(const pglock_client *c)
+pglock_lifetime pglock_client_lifetime(const pglock_client *c)
 {
-    return c ? c->hold : PGLOCK_HOLD_SESSION;
+    return c ? c->lifetime : PGLOCK_LIFETIME_SESSION;
 }
 
 int pglock_client_backend_pid(const pglock_client *c)

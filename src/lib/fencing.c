@@ -169,7 +169,7 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     int rc, abandoned = 0;
-    if (c->hold == PGLOCK_HOLD_SESSION) {
+    if (c->lifetime == PGLOCK_LIFETIME_SESSION) {
         rc = token_on(c->conn, &w, out, &abandoned, &err);
         if (abandoned || rc == PGLOCK_ECONNLOST) {
             /* The lock connection cannot be trusted any more: its locks

@@ -237,7 +237,7 @@ static int check_start(pglock_client *c, const pglock_hold_options *opts)
     int rc = pglock__client_ready(c);
     if (rc)
         return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
-    if (c->nholds == 0)
+    if (c->nlocks == 0)
         return pglock__fail(c, PGLOCK_ESTATE,
                             "the client holds no lock: take the locks, then "
                             "start the hold");

@@ -17,14 +17,14 @@
 /* Bound on close's pg_advisory_unlock_all() and on follow-up queries
  * (pg_locks checks) when the caller gave no other bound. */
 #define PGLOCK__CLOSE_TIMEOUT_MS 5000L
-/* Xact hold: the transaction-local setting in which each lock statement
+/* Xact lifetime: the transaction-local setting in which each lock statement
  * counts itself (heartbeat.c says why). */
 #define PGLOCK__LOCKS_SETTING "pglock.lock_statements"
 
-/* One held session lock: its pg_locks coordinates, mode and count.  A
+/* One lock the client holds (its count): its pg_locks coordinates, mode and count.  A
  * legacy key (hashtext) is matched by its name too, so that it can be
  * unlocked without asking the server for its value again. */
-typedef struct pglock__hold {
+typedef struct pglock__lock_entry {
     uint32_t classid;
     uint32_t objid;
     int objsubid;
@@ -33,24 +33,24 @@ typedef struct pglock__hold {
     pglock_key_kind kind;
     int64_t seed;
     char *name; /* legacy kinds only, owned; else NULL */
-} pglock__hold;
+} pglock__lock_entry;
 
 struct pglock_client {
     PGconn *conn;          /* NULL once closed or lost */
-    pglock_hold_mode hold; /* in effect: SESSION or XACT */
-    int in_xact;           /* xact hold: the holding transaction is open */
-    /* Xact hold: the lock statements the holding transaction has kept (its
+    pglock_lifetime lifetime; /* in effect: SESSION or XACT */
+    int in_xact;           /* xact lifetime: the holding transaction is open */
+    /* Xact lifetime: the lock statements the holding transaction has kept (its
      * PGLOCK__LOCKS_SETTING, which the heartbeat reads back). */
     long xact_locks;
     /* The connection parameters (our defaults, then the caller's), owned,
      * NULL-terminated: for the fencing token's second connection. */
     char **conn_keywords, **conn_values;
-    int backend_pid;       /* xact hold: the holding transaction's, or 0 */
+    int backend_pid;       /* xact lifetime: the holding transaction's, or 0 */
     int server_version;
     char *database;
     pglock_options opts;
-    pglock__hold *holds;
-    size_t nholds, capholds;
+    pglock__lock_entry *locks;
+    size_t nlocks, caplocks;
     int64_t confirmed_at;
     int heartbeat_busy;    /* a heartbeat query is in flight */
     /* The heartbeat in flight got an error: 1, or 2 when it ends the
@@ -58,12 +58,12 @@ struct pglock_client {
     int heartbeat_error;
     /* The heartbeat in flight is the release (pglock__release_send()). */
     int releasing;
-    /* Session hold: the release answered, so the session holds nothing,
+    /* Session lifetime: the release answered, so the session holds nothing,
      * and no call has been made on the client since (close then sends
      * no pg_advisory_unlock_all()). */
     int released;
     int hold_running;      /* a managed hold owns the client (hold.c) */
-    /* Session hold: the lock_timeout (ms) the session has now, as far as
+    /* Session lifetime: the lock_timeout (ms) the session has now, as far as
      * the client knows, or -1: unknown.  A wait sends set_config() only
      * when it needs another value. */
     long lock_timeout_ms;
@@ -122,10 +122,10 @@ const char *pglock__limit_advice(const char *msg, const char *sqlstate);
 
 /* Sends, as a heartbeat that pglock_heartbeat_poll() reads, the release
  * of every lock whose answer is also the proof that they were held up to
- * it: session hold, pg_advisory_unlock_all() run only if the statement
- * reaches the holding backend; xact hold, the heartbeat's check and a
+ * it: session lifetime, pg_advisory_unlock_all() run only if the statement
+ * reaches the holding backend; xact lifetime, the heartbeat's check and a
  * ROLLBACK in one Query message.  A poll that returns 0 has released
- * them all; PGLOCK_ESERVER (session hold only: a statement error on a
+ * them all; PGLOCK_ESERVER (session lifetime only: a statement error on a
  * session that goes on) may be sent again.  Codes as
  * pglock_heartbeat_send(). */
 int pglock__release_send(pglock_client *c);
@@ -138,16 +138,16 @@ void pglock__client_drop(pglock_client *c);
  * connection was lost earlier) or PGLOCK_ESTATE (a heartbeat is in
  * flight), with the message set. */
 int pglock__client_ready(pglock_client *c);
-/* Forgets every counted hold. */
-void pglock__holds_clear(pglock_client *c);
+/* Forgets every counted lock. */
+void pglock__locks_clear(pglock_client *c);
 /* The client's count for key+mode (lock.c), or NULL. */
-pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
-                                pglock_mode mode);
+pglock__lock_entry *pglock__lock_find(const pglock_client *c,
+                                      const pglock_key *key, pglock_mode mode);
 /* A lock of a resolved key the server just granted, to a statement sent
  * at sent_at (lock.c, lock_any.c): counted, the client's error
  * cleared and its lease confirmed from sent_at.  0, or PGLOCK_ENOMEM with
  * the connection closed (a lock nobody could unlock or verify must go). */
-int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+int pglock__lock_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at);
 /* Sends a session-lock statement, sql with its nparams params, on the
  * client's connection and waits for its answer until deadline (a
@@ -301,23 +301,23 @@ int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
                      long timeout_ms, const pglock__xact_req *req,
                      pglock_error *err);
 
-/* ---- the client's xact hold (lock.c) */
+/* ---- the client's xact lifetime (lock.c) */
 
-/* pglock_lock() in xact hold, after the arguments were checked: 0 when
+/* pglock_lock() with the xact lifetime, after the arguments were checked: 0 when
  * held (key resolved, not yet counted), else a code with the message on
  * the client (the client is dropped on PGLOCK_ECONNLOST). */
-int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
-                           pglock_mode mode, long timeout_ms);
-/* pglock_lock_any() in xact hold: stmt (a try of a set of transaction
+int pglock__holding_xact_lock(pglock_client *c, pglock_key *key,
+                              pglock_mode mode, long timeout_ms);
+/* pglock_lock_any() with the xact lifetime: stmt (a try of a set of transaction
  * locks, see lock_any.c) in the holding transaction, with the same
  * bookkeeping; 0 with the index taken in *index_out (not yet counted),
  * PGLOCK_EBUSY with no message when none was free, else as above. */
-int pglock__xact_hold_any(pglock_client *c, const char *stmt,
-                          int *index_out);
+int pglock__holding_xact_any(pglock_client *c, const char *stmt,
+                             int *index_out);
 /* Ends the holding transaction, if one is open (ROLLBACK: it wrote
  * nothing), bounded by timeout_ms (-1: none).  0, or PGLOCK_ECONNLOST
  * with the client dropped. */
-int pglock__xact_hold_end(pglock_client *c, long timeout_ms);
+int pglock__holding_xact_end(pglock_client *c, long timeout_ms);
 
 /* ---- waiting (wait.c) */
 

@@ -2,10 +2,10 @@
  * The lock path of a client, from pglock_lock() to the grant: the client's
  * own count of its locks (PostgreSQL's locks are re-entrant: n locks need
  * n unlocks), the session-lock statement, the check of pg_locks after a
- * failed one (the grant race), and the xact hold's statements in the
+ * failed one (the grant race), and the xact lifetime's statements in the
  * holding transaction.
  *
- * Session hold.  Acquire and release are one statement each.  The
+ * Session lifetime.  Acquire and release are one statement each.  The
  * per-wait lock_timeout travels in the acquiring statement: set_config()
  * is evaluated before the lock function (target list, left to right) and
  * the server reads lock_timeout when the wait starts.  It is sent only
@@ -27,7 +27,7 @@
  * answer, nobody knows whether the lock is held, so the connection is
  * closed: that frees whatever it was granted.
  *
- * Xact hold: the locks are transaction locks inside one open READ
+ * Xact lifetime: the locks are transaction locks inside one open READ
  * COMMITTED transaction that does nothing else, so that they pass a
  * transaction-mode pooler, which keeps an open transaction on one server
  * backend.  The first lock opens the transaction, applies the lock
@@ -51,16 +51,17 @@
 
 /* ------------------------------------------------------------- counts */
 
-/* The hold for key+mode, or NULL.  An unresolved legacy key is found by
+/* The entry for key+mode, or NULL.  An unresolved legacy key is found by
  * its name (and seed). */
-pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
-                                pglock_mode mode)
+pglock__lock_entry *pglock__lock_find(const pglock_client *c,
+                                      const pglock_key *key,
+                                      pglock_mode mode)
 {
     uint32_t classid = 0, objid = 0;
     int objsubid = 0;
     int by_tag = pglock_key_locktag(key, &classid, &objid, &objsubid) == 0;
-    for (size_t i = 0; i < c->nholds; i++) {
-        pglock__hold *h = &c->holds[i];
+    for (size_t i = 0; i < c->nlocks; i++) {
+        pglock__lock_entry *h = &c->locks[i];
         if (h->mode != mode)
             continue;
         if (by_tag) {
@@ -77,23 +78,23 @@ pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
     return NULL;
 }
 
-/* Counts one more hold of a resolved key. */
-static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
+/* Counts one more lock of a resolved key. */
+static int entry_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
 {
-    pglock__hold *h = pglock__hold_find(c, key, mode);
+    pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     if (h) {
         h->count++;
         return 0;
     }
-    if (c->nholds == c->capholds) {
-        size_t cap = c->capholds ? c->capholds * 2 : 8;
-        pglock__hold *n = realloc(c->holds, cap * sizeof *n);
+    if (c->nlocks == c->caplocks) {
+        size_t cap = c->caplocks ? c->caplocks * 2 : 8;
+        pglock__lock_entry *n = realloc(c->locks, cap * sizeof *n);
         if (!n)
             return PGLOCK_ENOMEM;
-        c->holds = n;
-        c->capholds = cap;
+        c->locks = n;
+        c->caplocks = cap;
     }
-    h = &c->holds[c->nholds];
+    h = &c->locks[c->nlocks];
     memset(h, 0, sizeof *h);
     pglock_key_locktag(key, &h->classid, &h->objid, &h->objsubid);
     h->mode = mode;
@@ -105,14 +106,14 @@ static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
         if (!h->name)
             return PGLOCK_ENOMEM;
     }
-    c->nholds++;
+    c->nlocks++;
     return 0;
 }
 
-int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+int pglock__lock_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at)
 {
-    if (hold_add(c, key, mode) != 0) {
+    if (entry_add(c, key, mode) != 0) {
         /* Held on the server but not counted: a lock nobody could unlock
          * or verify.  Closing the connection frees it. */
         pglock__client_drop(c);
@@ -127,10 +128,10 @@ int pglock__hold_granted(pglock_client *c, const pglock_key *key,
     return 0;
 }
 
-static void hold_remove(pglock_client *c, pglock__hold *h)
+static void entry_remove(pglock_client *c, pglock__lock_entry *h)
 {
     free(h->name);
-    *h = c->holds[--c->nholds];
+    *h = c->locks[--c->nlocks];
 }
 
 /* --------------------------------------------------------- arguments */
@@ -406,13 +407,13 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
                             timeout_ms);
     pglock_key key = *key_in;
     int64_t sent_at = pglock_now_ms();
-    rc = c->hold == PGLOCK_HOLD_XACT
-             ? pglock__xact_hold_lock(c, &key, mode, timeout_ms)
+    rc = c->lifetime == PGLOCK_LIFETIME_XACT
+             ? pglock__holding_xact_lock(c, &key, mode, timeout_ms)
              : session_acquire(c, &key, mode, timeout_ms);
     if (rc)
         return rc;
     int64_t answered_at = pglock_now_ms();
-    if ((rc = pglock__hold_granted(c, &key, mode, sent_at)) != 0)
+    if ((rc = pglock__lock_granted(c, &key, mode, sent_at)) != 0)
         return rc;
     /* After a long wait the send time says little about the server's idle
      * clock, which starts when the lock is granted: confirm now, so the
@@ -430,7 +431,7 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     return 0;
 }
 
-/* ----------------------------------------------------------- xact hold */
+/* ----------------------------------------------------------- xact lifetime */
 
 
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
@@ -475,7 +476,7 @@ static int prelude_sql(char *buf, size_t len, pglock_client *c,
  * (key NULL; its index into *index_out).  0 when held, else a code with
  * the message on the client (dropped on PGLOCK_ECONNLOST); PGLOCK_EBUSY
  * has no message. */
-static int hold_statement(pglock_client *c, pglock_key *key, const char *stmt,
+static int holding_statement(pglock_client *c, pglock_key *key, const char *stmt,
                           pglock_mode mode, long timeout_ms, int *index_out)
 {
     int begin = !c->in_xact;
@@ -527,10 +528,10 @@ static int hold_statement(pglock_client *c, pglock_key *key, const char *stmt,
     return 0;
 }
 
-int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
-                           pglock_mode mode, long timeout_ms)
+int pglock__holding_xact_lock(pglock_client *c, pglock_key *key,
+                              pglock_mode mode, long timeout_ms)
 {
-    int rc = hold_statement(c, key, NULL, mode, timeout_ms, NULL);
+    int rc = holding_statement(c, key, NULL, mode, timeout_ms, NULL);
     if (rc == PGLOCK_EBUSY) {
         char k[128];
         pglock__key_describe(key, k, sizeof k);
@@ -540,13 +541,14 @@ int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
     return rc;
 }
 
-int pglock__xact_hold_any(pglock_client *c, const char *stmt, int *index_out)
+int pglock__holding_xact_any(pglock_client *c, const char *stmt,
+                             int *index_out)
 {
-    return hold_statement(c, NULL, stmt, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
+    return holding_statement(c, NULL, stmt, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
                           index_out);
 }
 
-int pglock__xact_hold_end(pglock_client *c, long timeout_ms)
+int pglock__holding_xact_end(pglock_client *c, long timeout_ms)
 {
     if (!c->in_xact || !c->conn)
         return 0;
@@ -568,16 +570,16 @@ int pglock__xact_hold_end(pglock_client *c, long timeout_ms)
 
 /* -------------------------------------------------------------- unlock */
 
-/* pglock_unlock() in xact hold: the lock goes only with its transaction. */
-static int xact_unlock(pglock_client *c, pglock__hold *h, const char *k)
+/* pglock_unlock() with the xact lifetime: the lock goes only with its transaction. */
+static int xact_unlock(pglock_client *c, pglock__lock_entry *h, const char *k)
 {
     if (h->count > 1) {
         h->count--;   /* still held, by the same transaction */
         return 0;
     }
-    if (c->nholds > 1)
+    if (c->nlocks > 1)
         return pglock__fail(c, PGLOCK_ESTATE,
-            "lock %s cannot be released alone: in xact hold the locks are "
+            "lock %s cannot be released alone: with the xact lifetime the locks are "
             "released together, when the holding transaction ends; release "
             "the client's other locks first, or use pglock_unlock_all()", k);
     return pglock_unlock_all(c);
@@ -589,7 +591,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     int rc = check_call(c, key, mode);
     if (rc)
         return rc;
-    pglock__hold *h = pglock__hold_find(c, key, mode);
+    pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     char k[128];
     pglock__key_describe(key, k, sizeof k);
     if (!h)
@@ -599,7 +601,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
             "connection (or through a pooler that moved the session) cannot "
             "be released here", k, mode == PGLOCK_SHARED ? "shared"
                                                           : "exclusive");
-    if (c->hold == PGLOCK_HOLD_XACT)
+    if (c->lifetime == PGLOCK_LIFETIME_XACT)
         return xact_unlock(c, h, k);
 
     /* Release by the coordinates we counted (a legacy key's value is
@@ -634,7 +636,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     int released = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
     if (--h->count == 0 || !released)
-        hold_remove(c, h);
+        entry_remove(c, h);
     if (!released)
         return pglock__fail(c, PGLOCK_ENOTHELD,
             "lock %s was counted as held but the server session no longer "
@@ -651,11 +653,11 @@ int pglock_unlock_all(pglock_client *c)
     int ready = pglock__client_ready(c);
     if (ready)
         return ready;
-    if (c->hold == PGLOCK_HOLD_XACT) {
-        int rc = pglock__xact_hold_end(c, -1);
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
+        int rc = pglock__holding_xact_end(c, -1);
         if (rc)
             return rc;
-        pglock__holds_clear(c);
+        pglock__locks_clear(c);
         return 0;
     }
     pglock__wait_end end;
@@ -671,17 +673,17 @@ int pglock_unlock_all(pglock_client *c)
         return rc;
     }
     PQclear(res);
-    pglock__holds_clear(c);
+    pglock__locks_clear(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
     return 0;
 }
 
-int pglock_held(const pglock_client *c, const pglock_key *key,
-                pglock_mode mode)
+int pglock_lock_count(const pglock_client *c, const pglock_key *key,
+                      pglock_mode mode)
 {
     if (!c || !check_key(key))
         return 0;
-    const pglock__hold *h = pglock__hold_find(c, key, mode);
+    const pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     return h ? h->count : 0;
 }

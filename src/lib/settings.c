@@ -19,7 +19,7 @@ static long dead_peer(const pglock_options *o)
  * kernels' dead-peer detection only after T_s, never before: the
  * arithmetic and its reasons are lease_rules.h's (lease_tcp_*).
  *
- * idle_session_timeout (idle_in_transaction_session_timeout in xact hold)
+ * idle_session_timeout (idle_in_transaction_session_timeout with the xact lifetime)
  * = T_s frees a silent holder's lock at T_s anyway; the kernels' bound is
  * for a session in a statement, a waiter above all: it ends too, at T_s
  * of silence, and client_connection_check_interval then ends its wait, so

@@ -369,7 +369,7 @@ static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
     notice n = {0};
     pglock_hold *hold;
     pglock_client *c = first_holds(pooler, id, &hold, &n);
-    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(c), PGLOCK_LIFETIME_XACT);
     /* longer than the lease: only the hold's heartbeats keep it */
     struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
     assert_int_equal(poll(&lost, 1, (int)(LEASE_MS * 3 / 2)), 0);
@@ -521,7 +521,7 @@ static void a_cancel_in_xact_hold_is_a_server_side_loss(void **s)
     notice n = {0};
     pglock_hold *hold;
     pglock_client *c = first_holds_lease(pooler, id, lease, &hold, &n);
-    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(c), PGLOCK_LIFETIME_XACT);
     pid_t pid = (pid_t)pglock_client_backend_pid(c);
     long before = pt_logged(pid, CANCEL);
     int64_t storm_at = pglock_now_ms();
@@ -610,7 +610,7 @@ static void bad_options_and_states_are_refused(void **s)
     assert_int_equal(pglock_hold_fd(hold), -1);
     assert_int_equal(pglock_hold_loss(hold, NULL, 0), 0);
     assert_int_equal(pglock_hold_stop(hold), 0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 1);
     pglock_client_close(c);
 }
 

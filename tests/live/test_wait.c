@@ -81,7 +81,7 @@ static void a_timeout_returns_and_leaves_no_waiter(void **state)
     int pid = pglock_client_backend_pid(c);
     assert_int_equal(pt_backend_waiting_on_advisory(holder, pid), 0);
     assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
     /* The client is still usable, and lock_timeout was for that wait only. */
     pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 300), 0);

@@ -46,7 +46,7 @@ static void the_options_init_macros_give_what_the_inits_give(void **s)
     assert_int_equal(m.interrupt_fd, o.interrupt_fd);
     assert_int_equal(m.cancel_timeout_ms, o.cancel_timeout_ms);
     assert_int_equal(m.dead_peer_ms, o.dead_peer_ms);
-    assert_int_equal(m.hold, o.hold);
+    assert_int_equal(m.lifetime, o.lifetime);
 
     pglock_hold_options hm = PGLOCK_HOLD_OPTIONS_INIT, h;
     memset(&h, 0xAB, sizeof h);
