@@ -6,11 +6,13 @@
  * Error convention
  *   Every function that can fail returns 0 on success or a negative
  *   PGLOCK_E* code.  The message (with the server's SQLSTATE where there is
- *   one) is kept on the handle the function was given: pglock_client_error()
- *   for a client, a caller-supplied pglock_error for the functions that work
- *   on the caller's own PGconn (it needs no initialising: each call sets
- *   every field).  pglock_strerror() turns a code into words.
- *   Codes are append-only.
+ *   one) goes to one of two places, never to a buffer of the caller's:
+ *   - the handle the function was given: pglock_client_error() for a
+ *     client, pglock_hold_error() for a managed hold;
+ *   - for a function with no handle of ours (those on the caller's own
+ *     PGconn, pglock_key_parse()), a caller-supplied pglock_error (it
+ *     needs no initialising: each call sets every field; NULL: none).
+ *   pglock_strerror() turns a code into words.  Codes are append-only.
  *
  * Ownership
  *   A pglock_client is created by pglock_client_open*() and freed by
@@ -212,12 +214,12 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  * and its rules: keys.md in the documentation of pglock's source (the one
  * home of the key syntax).
  * "@NAME" (a registry lookup) is the caller's to handle: an error here.
- * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
- * line ('invalid key "42:x": the id after ':' is not an integer') to
- * errbuf (may be NULL).
+ * The key borrows text.  On error returns PGLOCK_EINVAL with err (may be
+ * NULL) set as by any function without a handle: its message one line,
+ * 'invalid key "42:x": the id after ':' is not an integer'.
  */
 PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
-                                   char *errbuf, size_t errlen);
+                                   pglock_error *err);
 
 /* pg_locks coordinates of the key, without a round trip.  Legacy forms
  * need pglock_key_resolve() first (else PGLOCK_EINVAL). */
@@ -494,13 +496,13 @@ PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
  * open, not failed, and not rolled back to a savepoint taken before one of
  * its locks: that proves the locks are held (an advisory lock goes only
  * with its session or transaction), without reading pg_locks, whose cost
- * grows with every lock on the server.  Non-blocking form for event loops:
- * _send() starts it, then call _poll() whenever the socket is readable (or
- * at the deadline): it returns PGLOCK_EAGAIN until the answer is in, then
- * 0 (confirmed), PGLOCK_ESERVER or PGLOCK_ECONNLOST.  pglock_heartbeat()
- * does both, waiting at most timeout_ms; PGLOCK_ETIMEDOUT if the answer is
- * not in by then (the heartbeat stays in flight: _poll() can still finish
- * it, and other calls return PGLOCK_ESTATE until it does).
+ * grows with every lock on the server.  pglock_heartbeat() sends it and
+ * waits at most timeout_ms: 0 (confirmed), PGLOCK_ESERVER,
+ * PGLOCK_ECONNLOST, or PGLOCK_ETIMEDOUT if the answer is not in by then
+ * (the heartbeat stays in flight: other calls return PGLOCK_ESTATE, and
+ * the next pglock_heartbeat() waits for its answer before it sends
+ * another).  An event loop that must never block drives the managed hold
+ * in loop mode (pglock_hold_step()) instead.
  *
  * PGLOCK_ESERVER: the heartbeat's statement failed on a session that goes
  * on (a query cancel, pg_cancel_backend(); the server's message and
@@ -517,8 +519,6 @@ PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
  * (FATAL) or the connection broke — and the connection is closed (freeing
  * whatever it still held).
  */
-PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);
-PGLOCK_EXPORT int pglock_heartbeat_poll(pglock_client *client);
 PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
 
 /* When the last confirmed heartbeat (or acquisition) was sent, in ms on
@@ -565,7 +565,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * and a one-line message (which says the budget on a client-side loss).
  * The connection is not closed by a client-side loss's notice:
  * pglock_hold_stop() closes it.  (On a server-side loss it is closed
- * already, which frees nothing more: the lock was gone.)  pglock_hold_loss() tells the same at any time, from any thread.
+ * already, which frees nothing more: the lock was gone.)
+ * pglock_hold_loss() and pglock_hold_error() tell the same at any time,
+ * from any thread.
  *
  * Two ways to drive it:
  *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,
@@ -578,8 +580,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Thread rules.  While a hold runs (from pglock_hold_start() until
  * pglock_hold_stop() returns), the client and its connection are the
  * hold's: call no other function on the client, from any thread (not even
- * the accessors).  The loss fd, pglock_hold_loss() and pglock_now_ms() may
- * be used from any thread.  on_lost must be quick and must not call
+ * the accessors).  The loss fd, pglock_hold_loss(), pglock_hold_error()
+ * and pglock_now_ms() may be used from any thread.  on_lost must be quick and must not call
  * pglock_hold_stop(), pglock_hold_step() or any function on the client;
  * it may call pglock_hold_loss(), write to a pipe, signal a condition
  * variable, kill() a child, set a flag.  A hold in loop mode is used from
@@ -650,10 +652,14 @@ PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,
  * do not read or close it; remove it from your poll set before stop. */
 PGLOCK_EXPORT int pglock_hold_loss_fd(const pglock_hold *hold);
 
-/* 0 while the lease holds, else the loss code, with its message copied to
- * buf (may be NULL).  Any thread, on_lost included. */
-PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold, char *buf,
-                                   size_t len);
+/* 0 while the lease holds, else the loss code.  Any thread, on_lost
+ * included. */
+PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold);
+
+/* The loss's message: one line, "" while the lease holds.  Borrowed from
+ * the hold, and fixed once the loss is declared (the first loss is the
+ * one told), so any thread may read it until pglock_hold_stop(). */
+PGLOCK_EXPORT const char *pglock_hold_error(const pglock_hold *hold);
 
 /* Loop mode: the fd to watch for reading (the lock connection's socket;
  * -1 once lost). */

@@ -261,9 +261,8 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
         if (gate && now >= step_at) {
             long t;
             if (pglock_hold_step(gate, &t) != 0) {
-                char why[512];
-                pglock_hold_loss(gate, why, sizeof why);
-                cli_verbose("the gate's connection: %s", why);
+                cli_verbose("the gate's connection: %s",
+                            pglock_hold_error(gate));
                 step_at = INT64_MAX;
             } else {
                 step_at = now + (t > 0 ? t : 1);

@@ -83,7 +83,7 @@ static int send_beat(pglock_client *c, int release)
     return 0;
 }
 
-int pglock_heartbeat_send(pglock_client *c)
+int pglock__heartbeat_send(pglock_client *c)
 {
     return c ? send_beat(c, 0) : PGLOCK_EINVAL;
 }
@@ -206,7 +206,7 @@ static void released(pglock_client *c)
     }
 }
 
-int pglock_heartbeat_poll(pglock_client *c)
+int pglock__heartbeat_poll(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
@@ -273,14 +273,11 @@ int pglock_heartbeat_poll(pglock_client *c)
     return 0;
 }
 
-int pglock_heartbeat(pglock_client *c, long timeout_ms)
+/* Waits for the answer of the heartbeat in flight until deadline. */
+static int await_beat(pglock_client *c, int64_t deadline, long timeout_ms)
 {
-    int rc = pglock_heartbeat_send(c);
-    if (rc != 0)
-        return rc;
-    int64_t deadline = pglock__deadline(timeout_ms, 0);
     for (;;) {
-        rc = pglock_heartbeat_poll(c);
+        int rc = pglock__heartbeat_poll(c);
         if (rc != PGLOCK_EAGAIN)
             return rc;
         int64_t left = deadline < 0 ? -1 : deadline - pglock_now_ms();
@@ -291,4 +288,16 @@ int pglock_heartbeat(pglock_client *c, long timeout_ms)
         struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
         poll(&p, 1, left > 1000 ? 1000 : (int)left);
     }
+}
+
+int pglock_heartbeat(pglock_client *c, long timeout_ms)
+{
+    if (!c)
+        return PGLOCK_EINVAL;
+    int64_t deadline = pglock__deadline(timeout_ms, 0);
+    /* One left in flight by an earlier timeout is answered first. */
+    int rc = c->heartbeat_busy ? await_beat(c, deadline, timeout_ms) : 0;
+    if (rc == 0)
+        rc = pglock__heartbeat_send(c);
+    return rc == 0 ? await_beat(c, deadline, timeout_ms) : rc;
 }

@@ -118,16 +118,30 @@ void pglock__first_line(char *buf, size_t len, const char *msg);
  * sqlstate: its SQLSTATE or "" / NULL. */
 const char *pglock__limit_advice(const char *msg, const char *sqlstate);
 
+/* ---- heartbeats (heartbeat.c): pglock_heartbeat() in two halves, for
+ * the managed hold, which must never block */
+
+/* Sends a heartbeat (pglock_heartbeat()'s query) without waiting: 0, or
+ * PGLOCK_ESTATE (one is in flight already), PGLOCK_ECONNLOST, ... with
+ * the message on the client. */
+int pglock__heartbeat_send(pglock_client *c);
+/* Reads the answer of the heartbeat in flight, never blocking: call it
+ * when the client's socket is readable (or at a deadline).
+ * PGLOCK_EAGAIN until the answer is in, then 0 (confirmed: confirmed_at
+ * moves to the send), PGLOCK_ESERVER or PGLOCK_ECONNLOST, as
+ * pglock_heartbeat() returns them. */
+int pglock__heartbeat_poll(pglock_client *c);
+
 /* ---- the release as the last heartbeat (heartbeat.c) */
 
-/* Sends, as a heartbeat that pglock_heartbeat_poll() reads, the release
+/* Sends, as a heartbeat that pglock__heartbeat_poll() reads, the release
  * of every lock whose answer is also the proof that they were held up to
  * it: session lifetime, pg_advisory_unlock_all() run only if the statement
  * reaches the holding backend; xact lifetime, the heartbeat's check and a
  * ROLLBACK in one Query message.  A poll that returns 0 has released
  * them all; PGLOCK_ESERVER (session lifetime only: a statement error on a
  * session that goes on) may be sent again.  Codes as
- * pglock_heartbeat_send(). */
+ * pglock__heartbeat_send(). */
 int pglock__release_send(pglock_client *c);
 
 /* ---- the client's state (client_state.c) */

@@ -291,7 +291,7 @@ int main(int argc, char **argv)
             break;
         }
         if (loop ? loop_step(h, step_ms, &hold_timeout) != 0
-                 : (thread_step(step_ms), lost || pglock_hold_loss(h, NULL, 0))) {
+                 : (thread_step(step_ms), lost || pglock_hold_loss(h))) {
             end = "lost";
             break;
         }

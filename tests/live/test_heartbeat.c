@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "internal.h"
 #include "support.h"
 
 static void heartbeat_confirms_and_moves_confirmed_at(void **state)
@@ -30,18 +31,29 @@ static void heartbeat_confirms_and_moves_confirmed_at(void **state)
     assert_true(pglock_client_confirmed_at(c) >= before);
     assert_true(pglock_client_confirmed_at(c) <= pglock_now_ms());
 
-    /* the non-blocking form, driven by poll() on the client's socket */
-    assert_int_equal(pglock_heartbeat_send(c), 0);
-    assert_int_equal(pglock_heartbeat_send(c), PGLOCK_ESTATE);
+    /* the managed hold's two halves (internal), driven by poll() on the
+     * client's socket */
+    assert_int_equal(pglock__heartbeat_send(c), 0);
+    assert_int_equal(pglock__heartbeat_send(c), PGLOCK_ESTATE);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0), PGLOCK_ESTATE);
     int rc;
     int64_t end = pt_now_ms() + 5000;
-    while ((rc = pglock_heartbeat_poll(c)) == PGLOCK_EAGAIN &&
+    while ((rc = pglock__heartbeat_poll(c)) == PGLOCK_EAGAIN &&
            pt_now_ms() < end) {
         struct pollfd p = {.fd = pglock_client_socket(c), .events = POLLIN};
         poll(&p, 1, 100);
     }
     assert_int_equal(rc, 0);
+
+    /* one left in flight, as a timed-out pglock_heartbeat() leaves it:
+     * the next pglock_heartbeat() takes its answer, then proves the lease
+     * with a heartbeat of its own (sent later than the first) */
+    assert_int_equal(pglock__heartbeat_send(c), 0);
+    int64_t first_sent = pglock_now_ms();
+    while (pglock_now_ms() == first_sent)
+        ;
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_true(pglock_client_confirmed_at(c) > first_sent);
     pglock_client_close(c);
 }
 
@@ -405,7 +417,7 @@ static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **sta
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     int pid = pglock_client_backend_pid(c);
     pt_proxy_cut();
-    assert_int_equal(pglock_heartbeat_send(c), 0);
+    assert_int_equal(pglock__heartbeat_send(c), 0);
     long took = pt_call_on_cut_network(close_client, c, 30000);
     if (took < 0)
         fail_msg("pglock_client_close() did not return on a cut network");

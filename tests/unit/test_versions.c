@@ -99,7 +99,7 @@ static void the_key_constructors_zero_the_reserved_bytes(void **s)
     assert_int_equal(pglock_key_hashtextextended(&k, "nightly", 7), 0);
     assert_true(reserved_zero(&k));
     memset(&k, 0xAB, sizeof k);
-    assert_int_equal(pglock_key_parse(&k, "42:9", NULL, 0), 0);
+    assert_int_equal(pglock_key_parse(&k, "42:9", NULL), 0);
     assert_true(reserved_zero(&k));
 }
 
