@@ -55,13 +55,11 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
         return PGLOCK_EINVAL;
     /* The version is libpq's (the server's ParameterStatus): exact for a
      * direct connection, the only one that runs the settings; tested in
-     * the statement only when unknown (see settings.c's set_since). */
-    const char *idle_off =
-        version >= 140000 ? "set_config('idle_session_timeout', '0', false)"
-        : version > 0     ? "NULL"
-                          : "CASE WHEN current_setting('server_version_num')"
-                            "::int >= 140000 THEN set_config("
-                            "'idle_session_timeout', '0', false) END";
+     * the statement only when unknown (pglock__setting_since()). */
+    char idle_off[256];
+    if (pglock__setting_since(idle_off, sizeof idle_off, version, 140000,
+                              "idle_session_timeout", "0", "false") < 0)
+        return PGLOCK_EINVAL;
     int n = snprintf(buf, len,
         "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
         " current_setting('server_version_num'),"

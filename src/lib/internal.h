@@ -264,6 +264,17 @@ typedef struct pglock__derived {
 } pglock__derived;
 void pglock__settings_derive(const pglock_options *o, pglock__derived *d);
 
+/* The SQL expression that sets name to value (local: "true" for
+ * transaction-locally, else "false") where the server has the setting
+ * (since server_version_num `since`; 0: every version), by one rule for
+ * the server version `version` (0: unknown): known and new enough, the
+ * set_config() call; known and older, "NULL" (returns 1: the caller may
+ * leave it out); unknown, a CASE that tests server_version_num.  0 or 1,
+ * or -1 when it does not fit in len. */
+int pglock__setting_since(char *buf, size_t len, int version, int since,
+                          const char *name, const char *value,
+                          const char *local);
+
 /* A select-list expression that applies the lock connection's settings
  * (lease, statement and transaction timeouts, keepalives, connection
  * check), for server version `version` (server_version_num; 0: unknown,
