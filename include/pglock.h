@@ -303,9 +303,9 @@ typedef struct pglock_options {
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms (with the xact lifetime: the holding transaction's
      * idle_in_transaction_session_timeout).  0 leaves the server's setting
-     * alone (no lease; with the xact lifetime idle_in_transaction_session_timeout is
-     * then 0 for the transaction).  Session lifetime needs PostgreSQL 14+
-     * (else PGLOCK_EVERSION). */
+     * alone (no lease; with the xact lifetime
+     * idle_in_transaction_session_timeout is then 0 for the transaction).
+     * The session lifetime needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;
@@ -492,27 +492,29 @@ PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
 
 /*
  * Heartbeat: a cheap query confirming that the connection is alive, on the
- * same backend and, with the xact lifetime, in the same holding transaction, still
- * open, not failed, and not rolled back to a savepoint taken before one of
- * its locks: that proves the locks are held (an advisory lock goes only
- * with its session or transaction), without reading pg_locks, whose cost
- * grows with every lock on the server.  pglock_heartbeat() sends it and
- * waits at most timeout_ms: 0 (confirmed), PGLOCK_ESERVER,
- * PGLOCK_ECONNLOST, or PGLOCK_ETIMEDOUT if the answer is not in by then
- * (the heartbeat stays in flight: other calls return PGLOCK_ESTATE, and
- * the next pglock_heartbeat() waits for its answer before it sends
- * another).  An event loop that must never block drives the managed hold
- * in loop mode (pglock_hold_step()) instead.
+ * same backend and, with the xact lifetime, in the same holding
+ * transaction, still open, not failed, and not rolled back to a savepoint
+ * taken before one of its locks: that proves the locks are held (an
+ * advisory lock goes only with its session or transaction), without
+ * reading pg_locks, whose cost grows with every lock on the server.
+ * pglock_heartbeat() sends it and waits at most timeout_ms: 0
+ * (confirmed), PGLOCK_ESERVER, PGLOCK_ECONNLOST, or PGLOCK_ETIMEDOUT if
+ * the answer is not in by then (the heartbeat stays in flight: other
+ * calls return PGLOCK_ESTATE, and the next pglock_heartbeat() waits for
+ * its answer before it sends another).  An event loop that must never
+ * block drives the managed hold in loop mode (pglock_hold_step())
+ * instead.
  *
  * PGLOCK_ESERVER: the heartbeat's statement failed on a session that goes
  * on (a query cancel, pg_cancel_backend(); the server's message and
- * SQLSTATE are on the client).  With the session lifetime that is no loss: a session
- * advisory lock goes only with its session or its own unlock, so the
- * locks are still held and the connection is kept.  The lease is just not
- * confirmed (pglock_client_confirmed_at() does not move): send another
- * heartbeat at once; only the client deadline decides.  With the xact lifetime a
- * failed statement aborts the holding transaction, which frees its locks
- * at once: that is PGLOCK_ECONNLOST, a loss the server caused.
+ * SQLSTATE are on the client).  With the session lifetime that is no
+ * loss: a session advisory lock goes only with its session or its own
+ * unlock, so the locks are still held and the connection is kept.  The
+ * lease is just not confirmed (pglock_client_confirmed_at() does not
+ * move): send another heartbeat at once; only the client deadline
+ * decides.  With the xact lifetime a failed statement aborts the holding
+ * transaction, which frees its locks at once: that is PGLOCK_ECONNLOST, a
+ * loss the server caused.
  *
  * PGLOCK_ECONNLOST: the locks are gone — another backend answered, the
  * holding transaction failed or ended, the server ended the session
@@ -581,14 +583,14 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * pglock_hold_stop() returns), the client and its connection are the
  * hold's: call no other function on the client, from any thread (not even
  * the accessors).  The loss fd, pglock_hold_loss(), pglock_hold_error()
- * and pglock_now_ms() may be used from any thread.  on_lost must be quick and must not call
- * pglock_hold_stop(), pglock_hold_step() or any function on the client;
- * it may call pglock_hold_loss(), write to a pipe, signal a condition
- * variable, kill() a child, set a flag.  A hold in loop mode is used from
- * one thread at a time, like a client; between its calls, that thread may
- * read the client's accessors (pglock_client_confirmed_at(),
- * pglock_client_backend_pid(), pglock_client_error(), ...), which nothing
- * else changes then.
+ * and pglock_now_ms() may be used from any thread.  on_lost must be quick
+ * and must not call pglock_hold_stop(), pglock_hold_step() or any
+ * function on the client; it may call pglock_hold_loss(), write to a
+ * pipe, signal a condition variable, kill() a child, set a flag.  A hold
+ * in loop mode is used from one thread at a time, like a client; between
+ * its calls, that thread may read the client's accessors
+ * (pglock_client_confirmed_at(), pglock_client_backend_pid(),
+ * pglock_client_error(), ...), which nothing else changes then.
  *
  * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
  * time (a heartbeat sent at stop, after the one in flight, bounded by the
@@ -768,16 +770,18 @@ PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
 
 /*
  * The fencing token of a client's acquisition: call it after pglock_lock()
- * succeeded.  With the session lifetime it runs on the lock connection (one round
- * trip).  With the xact lifetime it never runs inside the holding transaction (which
- * must keep no transaction id): it opens a short second connection with
- * the client's connection parameters, takes the token there and closes
- * it; behind a pooler that second connection needs a free server
- * connection of its own.  Every step (connecting, the query, its cancel)
- * is bounded by timeout_ms and the client's interrupt_fd, as for
- * pglock_fencing_token(); a late token is discarded.  The error is on the
- * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST in
- * session lifetime (the lock connection was given up, and its locks with it).
+ * succeeded.  With the session lifetime it runs on the lock connection
+ * (one round trip).  With the xact lifetime it never runs inside the
+ * holding transaction (which must keep no transaction id): it opens a
+ * short second connection with the client's connection parameters, takes
+ * the token there and closes it; behind a pooler that second connection
+ * needs a free server connection of its own.  Every step (connecting,
+ * the query, its cancel) is bounded by timeout_ms and the client's
+ * interrupt_fd, as for pglock_fencing_token(); a late token is
+ * discarded.  The error is on the
+ * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST with
+ * the session lifetime (the lock connection was given up, and its locks
+ * with it).
  */
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
                                               int64_t *out, long timeout_ms);
