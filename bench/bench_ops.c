@@ -81,7 +81,7 @@ static void raw_heartbeat_sql(ctx *c, int64_t key)
     PQclear(res);
 }
 
-/* pglock_lock()'s statements (src/lib/session_lock.c) sent by hand.  The
+/* pglock_lock()'s statements (src/lib/lock.c) sent by hand.  The
  * session's lock_timeout already has the value the wait needs (the client
  * sends set_config() only when it must change), so the statement is the
  * lock call alone, its key declared int8. */
@@ -232,7 +232,7 @@ static void pg_xact_begin_lock(ctx *c, int64_t key)
     pglock_key k;
     pglock_error err = {0};
     pglock_key_int64(&k, key);
-    int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);
+    int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, -1, &err);
     if (rc != 0)
         bench_die("pglock_xact_begin_lock: %s", err.message);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
@@ -244,7 +244,7 @@ static void pg_xact_lock(ctx *c, int64_t key)
     pglock_error err = {0};
     pglock_key_int64(&k, key);
     bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
-    int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, NULL, &err);
+    int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, -1, &err);
     if (rc != 0)
         bench_die("pglock_xact_lock: %s", err.message);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);

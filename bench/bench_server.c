@@ -86,12 +86,12 @@ static sample run_prover(const prover *p, int iters)
     return s;
 }
 
-static pglock_client *holder(const char *conninfo, pglock_hold_mode hold,
+static pglock_client *holder(const char *conninfo, pglock_lifetime hold,
                              int64_t key)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = hold;
+    o.lifetime = hold;
     o.application_name = "pglock-bench";
     pglock_client *c = NULL;
     int rc = pglock_client_open(&c, conninfo, &o);
@@ -192,7 +192,7 @@ static void fleet(const char *conninfo, int n, long ms, long settle_ms,
             bench_exec(conns[i], "SELECT pg_advisory_lock($1)", &key,
                        PGRES_TUPLES_OK);
         } else {
-            c[i] = holder(conninfo, PGLOCK_HOLD_SESSION, 778000000 + i);
+            c[i] = holder(conninfo, PGLOCK_LIFETIME_SESSION, 778000000 + i);
             /* a holder's steady state: its backend's caches are warm */
             if (pglock_heartbeat(c[i], 60000) != 0)
                 bench_die("heartbeat: %s", pglock_client_error(c[i]));
@@ -311,9 +311,9 @@ int main(int argc, char **argv)
         {"the floor again, another connection (A/A control)", raw_again,
          "SELECT pg_backend_pid()", NULL},
         {"pglock heartbeat, session hold", NULL, NULL,
-         holder(conninfo, PGLOCK_HOLD_SESSION, 777001)},
+         holder(conninfo, PGLOCK_LIFETIME_SESSION, 777001)},
         {"pglock heartbeat, xact hold", NULL, NULL,
-         holder(conninfo, PGLOCK_HOLD_XACT, 777002)},
+         holder(conninfo, PGLOCK_LIFETIME_XACT, 777002)},
         {"before: the heartbeat that read `pg_locks` (by hand)", before,
          BEFORE_SQL, NULL}};
 

@@ -6,11 +6,13 @@
  * Error convention
  *   Every function that can fail returns 0 on success or a negative
  *   PGLOCK_E* code.  The message (with the server's SQLSTATE where there is
- *   one) is kept on the handle the function was given: pglock_client_error()
- *   for a client, a caller-supplied pglock_error for the functions that work
- *   on the caller's own PGconn (it needs no initialising: each call sets
- *   every field).  pglock_strerror() turns a code into words.
- *   Codes are append-only.
+ *   one) goes to one of two places, never to a buffer of the caller's:
+ *   - the handle the function was given: pglock_client_error() for a
+ *     client, pglock_hold_error() for a managed hold;
+ *   - for a function with no handle of ours (those on the caller's own
+ *     PGconn, pglock_key_parse()), a caller-supplied pglock_error (it
+ *     needs no initialising: each call sets every field; NULL: none).
+ *   pglock_strerror() turns a code into words.  Codes are append-only.
  *
  * Ownership
  *   A pglock_client is created by pglock_client_open*() and freed by
@@ -81,7 +83,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <signal.h>
 #include <libpq-fe.h>
 
 #ifdef __cplusplus
@@ -213,12 +214,12 @@ PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
  * and its rules: keys.md in the documentation of pglock's source (the one
  * home of the key syntax).
  * "@NAME" (a registry lookup) is the caller's to handle: an error here.
- * The key borrows text.  On error returns PGLOCK_EINVAL and writes one
- * line ('invalid key "42:x": the id after ':' is not an integer') to
- * errbuf (may be NULL).
+ * The key borrows text.  On error returns PGLOCK_EINVAL with err (may be
+ * NULL) set as by any function without a handle: its message one line,
+ * 'invalid key "42:x": the id after ':' is not an integer'.
  */
 PGLOCK_EXPORT int pglock_key_parse(pglock_key *out, const char *text,
-                                   char *errbuf, size_t errlen);
+                                   pglock_error *err);
 
 /* pg_locks coordinates of the key, without a round trip.  Legacy forms
  * need pglock_key_resolve() first (else PGLOCK_EINVAL). */
@@ -264,13 +265,15 @@ PGLOCK_EXPORT int pglock_key_sql(const pglock_key *key, pglock_mode mode,
 typedef struct pglock_client pglock_client;
 
 /*
- * How a client holds its locks.
+ * A lock's lifetime: what ends it besides its unlock, the session or the
+ * transaction.  (The lock's mode is pglock_mode, exclusive or shared; a
+ * "hold" is only ever the managed hold, pglock_hold_*.)
  *
- * PGLOCK_HOLD_SESSION (the default): session locks on a direct connection;
- * a pooler in the path is refused (PGLOCK_EPOOLER).  The lease is the
+ * PGLOCK_LIFETIME_SESSION: session locks on a direct connection; a pooler
+ * in the path is refused (PGLOCK_EPOOLER).  The lease is the
  * server's idle_session_timeout.
  *
- * PGLOCK_HOLD_XACT: transaction locks inside one open READ COMMITTED
+ * PGLOCK_LIFETIME_XACT: transaction locks inside one open READ COMMITTED
  * transaction that does nothing else, so that they pass a transaction-mode
  * pooler (PgBouncer): the pooler keeps that transaction on one server
  * backend.  The first pglock_lock() sends BEGIN, the transaction-local
@@ -283,33 +286,34 @@ typedef struct pglock_client pglock_client;
  * pglock_unlock().  A legacy key's value (hashtext) comes back in the
  * lock's own round trip.
  *
- * PGLOCK_HOLD_AUTO: SESSION on a direct connection, XACT behind a pooler
- * (PQbackendPID() differs from pg_backend_pid()).
+ * PGLOCK_LIFETIME_AUTO (the options' default): SESSION on a direct
+ * connection, XACT behind a pooler (PQbackendPID() differs from
+ * pg_backend_pid()).
  */
-typedef enum pglock_hold_mode {
-    PGLOCK_HOLD_SESSION = 0,
-    PGLOCK_HOLD_XACT = 1,
-    PGLOCK_HOLD_AUTO = 2
-} pglock_hold_mode;
+typedef enum pglock_lifetime {
+    PGLOCK_LIFETIME_SESSION = 0,
+    PGLOCK_LIFETIME_XACT = 1,
+    PGLOCK_LIFETIME_AUTO = 2
+} pglock_lifetime;
 
 #define PGLOCK_OPTIONS_VERSION 1
 typedef struct pglock_options {
     /* PGLOCK_OPTIONS_VERSION, set by pglock_options_init(). */
     unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
-     * ms (in xact hold: the holding transaction's
+     * ms (with the xact lifetime: the holding transaction's
      * idle_in_transaction_session_timeout).  0 leaves the server's setting
-     * alone (no lease; in xact hold idle_in_transaction_session_timeout is
-     * then 0 for the transaction).  Session hold needs PostgreSQL 14+
-     * (else PGLOCK_EVERSION). */
+     * alone (no lease; with the xact lifetime
+     * idle_in_transaction_session_timeout is then 0 for the transaction).
+     * The session lifetime needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;
-    /* A wait returns PGLOCK_EINTR soon after *interrupt becomes nonzero
-     * (set it from a signal handler).  NULL: not interruptible. */
-    volatile sig_atomic_t *interrupt;
-    /* Optional: a readable interrupt_fd wakes the wait at once (a self-pipe
-     * written by the signal handler).  -1: none. */
+    /* Interrupts: a wait (connecting, a lock, a fencing token) returns
+     * PGLOCK_EINTR as soon as interrupt_fd is readable, e.g. the read end
+     * of a self-pipe that a signal handler writes to.  The library only
+     * polls it, never reads it: it stays readable until the caller drains
+     * it.  -1: not interruptible. */
     int interrupt_fd;
     /* How long a cancel may take before the connection is closed instead,
      * in ms.  0: the default (2000). */
@@ -321,18 +325,18 @@ typedef struct pglock_options {
      * (figures: pglock(1), LEASES).  With no lease from this (ms): a dead
      * peer is noticed within about 2/3 of it.  0: the default (10000). */
     long dead_peer_ms;
-    /* How locks are held; PGLOCK_HOLD_AUTO by default, as pglock run and
-     * lead (--mode=auto): PGLOCK_HOLD_SESSION insists on session locks
-     * and refuses a pooler with PGLOCK_EPOOLER. */
-    pglock_hold_mode hold;
+    /* The locks' lifetime; PGLOCK_LIFETIME_AUTO by default, as pglock run
+     * and lead (--mode=auto): PGLOCK_LIFETIME_SESSION insists on session
+     * locks and refuses a pooler with PGLOCK_EPOOLER. */
+    pglock_lifetime lifetime;
 } pglock_options;
 
 /* The defaults of PGLOCK_OPTIONS_VERSION, as an initialiser:
  *   pglock_options opts = PGLOCK_OPTIONS_INIT;
  * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
 #define PGLOCK_OPTIONS_INIT \
-    {PGLOCK_OPTIONS_VERSION, 0L, NULL, NULL, -1, 2000L, 10000L, \
-     PGLOCK_HOLD_AUTO}
+    {PGLOCK_OPTIONS_VERSION, 0L, NULL, -1, 2000L, 10000L, \
+     PGLOCK_LIFETIME_AUTO}
 
 /* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
  * Returns 0, or PGLOCK_EINVAL for a version this library does not know
@@ -351,15 +355,15 @@ PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
  * keyword/value arrays, NULL-terminated, with expand_dbname on.
  *
  * On open the client refuses a standby (PGLOCK_ESTANDBY) and, in session
- * hold, a pooler (PQbackendPID() differs from pg_backend_pid():
+ * lifetime, a pooler (PQbackendPID() differs from pg_backend_pid():
  * PGLOCK_EPOOLER), and applies the lock connection's settings (in xact
- * hold: transaction-locally, with the first lock).
+ * lifetime: transaction-locally, with the first lock).
  *
  * Bounded: the connect, and then its first query (which, through a full
  * pooler, is what waits for a server connection), each within
  * connect_timeout (the conninfo's, else PGCONNECT_TIMEOUT, else
- * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR soon after
- * opts->interrupt or interrupt_fd fires.  A refused connection's
+ * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR as soon as
+ * opts->interrupt_fd is readable.  A refused connection's
  * SQLSTATE, when the server gave one, is pglock_client_sqlstate()'s.
  *
  * *out is set even on failure (except PGLOCK_ENOMEM), so that
@@ -389,12 +393,12 @@ PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_error(const pglock_client *client);
 PGLOCK_EXPORT const char *pglock_client_sqlstate(const pglock_client *client);
 
-/* The hold mode in effect: PGLOCK_HOLD_SESSION or PGLOCK_HOLD_XACT (AUTO
- * is settled when the client opens). */
-PGLOCK_EXPORT pglock_hold_mode pglock_client_hold_mode(
+/* The lifetime in effect: PGLOCK_LIFETIME_SESSION or PGLOCK_LIFETIME_XACT
+ * (AUTO is settled when the client opens). */
+PGLOCK_EXPORT pglock_lifetime pglock_client_lifetime(
     const pglock_client *client);
 
-/* The server backend's pid (in xact hold: the backend of the holding
+/* The server backend's pid (with the xact lifetime: the backend of the holding
  * transaction, 0 while none is open), the database name, the server version
  * (e.g. 150018), the socket (for poll; -1 when closed). */
 PGLOCK_EXPORT int pglock_client_backend_pid(const pglock_client *client);
@@ -418,7 +422,7 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * result: a lock granted in the instant the wait failed is reported as
  * held (0).
  *
- * Cancels: a wait ended by opts.interrupt (PGLOCK_EINTR) or by the client
+ * Cancels: a wait ended by opts.interrupt_fd (PGLOCK_EINTR) or by the client
  * deadline (PGLOCK_ETIMEDOUT; the server's lock_timeout normally answers
  * first, SQLSTATE 55P03) is cancelled on the server, and the call waits
  * for the cancel's answer.  A cancel that is not answered within
@@ -429,7 +433,7 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * after the cancel request has finished.
  *
  * Any PGLOCK_ECONNLOST a call returns closes the client's connection:
- * every later call returns PGLOCK_ECONNLOST and pglock_held() counts
+ * every later call returns PGLOCK_ECONNLOST and pglock_lock_count() counts
  * nothing.  Two exceptions keep the connection open, because its locks
  * may still be held and closing it would free them while the caller's
  * work may still run: a heartbeat that fails on a session that goes on
@@ -451,10 +455,10 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  * PGLOCK_EBUSY when every key is held elsewhere (*index_out -1).
  * keys: 1 to PGLOCK_LOCK_ANY_MAX 64-bit keys (integers, names, resolved
  * legacy keys; pairs are PGLOCK_EINVAL), none of which the client holds
- * already in mode (PGLOCK_ESTATE).  opts.interrupt cancels it
- * (PGLOCK_EINTR).  Session hold: after a failed statement pg_locks
+ * already in mode (PGLOCK_ESTATE).  opts.interrupt_fd cancels it
+ * (PGLOCK_EINTR).  Session lifetime: after a failed statement pg_locks
  * decides, as for pglock_lock(): a key granted in the instant it failed
- * is reported as taken (0).  Xact hold (through a transaction-mode
+ * is reported as taken (0).  Xact lifetime (through a transaction-mode
  * pooler): the keys are tried with pg_try_advisory_xact_lock[_shared] in
  * the holding transaction, as one lock statement of pglock_lock()'s (it
  * opens the transaction when none is open, is counted for the heartbeat,
@@ -467,54 +471,56 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
 PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
                                   const pglock_key *keys, int nkeys,
                                   pglock_mode mode, int *index_out);
-/* Releases one hold; PGLOCK_ENOTHELD if this client holds none.
- * In xact hold a lock is released only with its transaction: an unlock
- * that leaves other holds of the same key and mode just counts down; the
- * last hold of the last lock the client holds ends the transaction
- * (ROLLBACK: it wrote nothing), which frees it; the last hold of a lock
- * while the client holds others returns PGLOCK_ESTATE and changes nothing
- * (use pglock_unlock_all()). */
+/* Counts key in mode down by one (each pglock_lock() needs its unlock);
+ * PGLOCK_ENOTHELD if this client does not hold it.  With the xact
+ * lifetime a lock is released only with its transaction: an unlock that
+ * leaves a count above zero just counts down; the last unlock of the last
+ * lock the client holds ends the transaction (ROLLBACK: it wrote
+ * nothing), which frees it; the last unlock of a lock while the client
+ * holds others returns PGLOCK_ESTATE and changes nothing (use
+ * pglock_unlock_all()). */
 PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
                                 pglock_mode mode);
-/* Releases every lock of the client (in xact hold: ends the transaction;
- * no round trip when none is open).  Never sends
+/* Releases every lock of the client (with the xact lifetime: ends the
+ * transaction; no round trip when none is open).  Never sends
  * pg_advisory_unlock_all() through a pooler. */
 PGLOCK_EXPORT int pglock_unlock_all(pglock_client *client);
-/* How many times this client holds key in mode (its own count). */
-PGLOCK_EXPORT int pglock_held(const pglock_client *client,
-                              const pglock_key *key, pglock_mode mode);
+/* How many times this client holds key in mode (its own count; 0 when
+ * it does not). */
+PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
+                                    const pglock_key *key, pglock_mode mode);
 
 /*
  * Heartbeat: a cheap query confirming that the connection is alive, on the
- * same backend and, in xact hold, in the same holding transaction, still
- * open, not failed, and not rolled back to a savepoint taken before one of
- * its locks: that proves the locks are held (an advisory lock goes only
- * with its session or transaction), without reading pg_locks, whose cost
- * grows with every lock on the server.  Non-blocking form for event loops:
- * _send() starts it, then call _poll() whenever the socket is readable (or
- * at the deadline): it returns PGLOCK_EAGAIN until the answer is in, then
- * 0 (confirmed), PGLOCK_ESERVER or PGLOCK_ECONNLOST.  pglock_heartbeat()
- * does both, waiting at most timeout_ms; PGLOCK_ETIMEDOUT if the answer is
- * not in by then (the heartbeat stays in flight: _poll() can still finish
- * it, and other calls return PGLOCK_ESTATE until it does).
+ * same backend and, with the xact lifetime, in the same holding
+ * transaction, still open, not failed, and not rolled back to a savepoint
+ * taken before one of its locks: that proves the locks are held (an
+ * advisory lock goes only with its session or transaction), without
+ * reading pg_locks, whose cost grows with every lock on the server.
+ * pglock_heartbeat() sends it and waits at most timeout_ms: 0
+ * (confirmed), PGLOCK_ESERVER, PGLOCK_ECONNLOST, or PGLOCK_ETIMEDOUT if
+ * the answer is not in by then (the heartbeat stays in flight: other
+ * calls return PGLOCK_ESTATE, and the next pglock_heartbeat() waits for
+ * its answer before it sends another).  An event loop that must never
+ * block drives the managed hold in loop mode (pglock_hold_step())
+ * instead.
  *
  * PGLOCK_ESERVER: the heartbeat's statement failed on a session that goes
  * on (a query cancel, pg_cancel_backend(); the server's message and
- * SQLSTATE are on the client).  In session hold that is no loss: a session
- * advisory lock goes only with its session or its own unlock, so the
- * locks are still held and the connection is kept.  The lease is just not
- * confirmed (pglock_client_confirmed_at() does not move): send another
- * heartbeat at once; only the client deadline decides.  In xact hold a
- * failed statement aborts the holding transaction, which frees its locks
- * at once: that is PGLOCK_ECONNLOST, a loss the server caused.
+ * SQLSTATE are on the client).  With the session lifetime that is no
+ * loss: a session advisory lock goes only with its session or its own
+ * unlock, so the locks are still held and the connection is kept.  The
+ * lease is just not confirmed (pglock_client_confirmed_at() does not
+ * move): send another heartbeat at once; only the client deadline
+ * decides.  With the xact lifetime a failed statement aborts the holding
+ * transaction, which frees its locks at once: that is PGLOCK_ECONNLOST, a
+ * loss the server caused.
  *
  * PGLOCK_ECONNLOST: the locks are gone — another backend answered, the
  * holding transaction failed or ended, the server ended the session
  * (FATAL) or the connection broke — and the connection is closed (freeing
  * whatever it still held).
  */
-PGLOCK_EXPORT int pglock_heartbeat_send(pglock_client *client);
-PGLOCK_EXPORT int pglock_heartbeat_poll(pglock_client *client);
 PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
 
 /* When the last confirmed heartbeat (or acquisition) was sent, in ms on
@@ -551,7 +557,7 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * may still be held, and it stays held until stop or the server's lease
  * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
  * stop its work; after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
- * failover, an aborted holding transaction in xact hold) has already
+ * failover, an aborted holding transaction with the xact lifetime) has already
  * freed the lock: it is told at once, when the heartbeat's answer or the
  * socket's close reaches the client (within T_s/6 plus a round trip), and
  * the work should stop at once.
@@ -561,7 +567,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * and a one-line message (which says the budget on a client-side loss).
  * The connection is not closed by a client-side loss's notice:
  * pglock_hold_stop() closes it.  (On a server-side loss it is closed
- * already, which frees nothing more: the lock was gone.)  pglock_hold_loss() tells the same at any time, from any thread.
+ * already, which frees nothing more: the lock was gone.)
+ * pglock_hold_loss() and pglock_hold_error() tell the same at any time,
+ * from any thread.
  *
  * Two ways to drive it:
  *   - PGLOCK_HOLD_THREAD: pglock_hold_start() starts a thread (pthread,
@@ -574,15 +582,15 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Thread rules.  While a hold runs (from pglock_hold_start() until
  * pglock_hold_stop() returns), the client and its connection are the
  * hold's: call no other function on the client, from any thread (not even
- * the accessors).  The loss fd, pglock_hold_loss() and pglock_now_ms() may
- * be used from any thread.  on_lost must be quick and must not call
- * pglock_hold_stop(), pglock_hold_step() or any function on the client;
- * it may call pglock_hold_loss(), write to a pipe, signal a condition
- * variable, kill() a child, set a flag.  A hold in loop mode is used from
- * one thread at a time, like a client; between its calls, that thread may
- * read the client's accessors (pglock_client_confirmed_at(),
- * pglock_client_backend_pid(), pglock_client_error(), ...), which nothing
- * else changes then.
+ * the accessors).  The loss fd, pglock_hold_loss(), pglock_hold_error()
+ * and pglock_now_ms() may be used from any thread.  on_lost must be quick
+ * and must not call pglock_hold_stop(), pglock_hold_step() or any
+ * function on the client; it may call pglock_hold_loss(), write to a
+ * pipe, signal a condition variable, kill() a child, set a flag.  A hold
+ * in loop mode is used from one thread at a time, like a client; between
+ * its calls, that thread may read the client's accessors
+ * (pglock_client_confirmed_at(), pglock_client_backend_pid(),
+ * pglock_client_error(), ...), which nothing else changes then.
  *
  * Stop.  pglock_hold_stop() ends the hold, confirms the lease one last
  * time (a heartbeat sent at stop, after the one in flight, bounded by the
@@ -646,10 +654,14 @@ PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,
  * do not read or close it; remove it from your poll set before stop. */
 PGLOCK_EXPORT int pglock_hold_loss_fd(const pglock_hold *hold);
 
-/* 0 while the lease holds, else the loss code, with its message copied to
- * buf (may be NULL).  Any thread, on_lost included. */
-PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold, char *buf,
-                                   size_t len);
+/* 0 while the lease holds, else the loss code.  Any thread, on_lost
+ * included. */
+PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold);
+
+/* The loss's message: one line, "" while the lease holds.  Borrowed from
+ * the hold, and fixed once the loss is declared (the first loss is the
+ * one told), so any thread may read it until pglock_hold_stop(). */
+PGLOCK_EXPORT const char *pglock_hold_error(const pglock_hold *hold);
 
 /* Loop mode: the fd to watch for reading (the lock connection's socket;
  * -1 once lost). */
@@ -682,8 +694,8 @@ PGLOCK_EXPORT int pglock_hold_stop(pglock_hold *hold);
 /* Ends the hold as pglock_hold_stop() does, and releases every lock of
  * the client, in one round trip where stop + pglock_client_close() take
  * two: the release is the last heartbeat, and its answer the last word.
- * Session hold: pg_advisory_unlock_all(), run only when the statement
- * reaches the holding backend, which answers; xact hold: the heartbeat's
+ * Session lifetime: pg_advisory_unlock_all(), run only when the statement
+ * reaches the holding backend, which answers; xact lifetime: the heartbeat's
  * check inside the holding transaction (open, not failed, still counting
  * every lock statement) and ROLLBACK, in one message.  A heartbeat in
  * flight is answered first; all of it within timeout_ms (none of T_c's
@@ -720,16 +732,15 @@ PGLOCK_EXPORT int pglock_hold_release(pglock_hold *hold, long timeout_ms);
  * cancel (interrupt or deadline) is not answered within 2 s, the socket of
  * conn is shut down and PGLOCK_ECONNLOST returned: PQfinish() conn.
  *
- * interrupt may be NULL.  err may be NULL.
+ * A readable interrupt_fd (-1: none) ends the wait with PGLOCK_EINTR, as
+ * pglock_options.interrupt_fd does a client's.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_xact_lock(PGconn *conn, const pglock_key *key,
                                    pglock_mode mode, long timeout_ms,
-                                   volatile sig_atomic_t *interrupt,
-                                   pglock_error *err);
+                                   int interrupt_fd, pglock_error *err);
 PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                                          pglock_mode mode, long timeout_ms,
-                                         volatile sig_atomic_t *interrupt,
-                                         pglock_error *err);
+                                         int interrupt_fd, pglock_error *err);
 
 /* ------------------------------------------------------ fencing tokens */
 
@@ -744,7 +755,7 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * a transaction (PGLOCK_ESTATE).
  *
  * Bounded: after timeout_ms (PGLOCK_WAIT_FOREVER: none), or when
- * *interrupt becomes nonzero (may be NULL), the query is cancelled on the
+ * interrupt_fd becomes readable (-1: none), the query is cancelled on the
  * server and PGLOCK_ETIMEDOUT / PGLOCK_EINTR returned.  A commit that
  * waits for synchronous replication cannot be cancelled into a failure
  * (the server reports success with a WARNING), so a token that comes back
@@ -754,22 +765,23 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
  * caller must PQfinish() conn.  err may be NULL.
  */
 PGLOCK_EXPORT int pglock_fencing_token(PGconn *conn, int64_t *out,
-                                       long timeout_ms,
-                                       volatile sig_atomic_t *interrupt,
+                                       long timeout_ms, int interrupt_fd,
                                        pglock_error *err);
 
 /*
  * The fencing token of a client's acquisition: call it after pglock_lock()
- * succeeded.  In session hold it runs on the lock connection (one round
- * trip).  In xact hold it never runs inside the holding transaction (which
- * must keep no transaction id): it opens a short second connection with
- * the client's connection parameters, takes the token there and closes
- * it; behind a pooler that second connection needs a free server
- * connection of its own.  Every step (connecting, the query, its cancel)
- * is bounded by timeout_ms and the client's interrupt, as for
- * pglock_fencing_token(); a late token is discarded.  The error is on the
- * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST in
- * session hold (the lock connection was given up, and its locks with it).
+ * succeeded.  With the session lifetime it runs on the lock connection
+ * (one round trip).  With the xact lifetime it never runs inside the
+ * holding transaction (which must keep no transaction id): it opens a
+ * short second connection with the client's connection parameters, takes
+ * the token there and closes it; behind a pooler that second connection
+ * needs a free server connection of its own.  Every step (connecting,
+ * the query, its cancel) is bounded by timeout_ms and the client's
+ * interrupt_fd, as for pglock_fencing_token(); a late token is
+ * discarded.  The error is on the
+ * client.  A failure leaves the locks held, except PGLOCK_ECONNLOST with
+ * the session lifetime (the lock connection was given up, and its locks
+ * with it).
  */
 PGLOCK_EXPORT int pglock_client_fencing_token(pglock_client *client,
                                               int64_t *out, long timeout_ms);

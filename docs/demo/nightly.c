@@ -123,7 +123,7 @@ static void *work(void *arg)
     pglock_error err = {0};
     pglock_key_pair(&key, 42, w->customer); /* 42 = "recalculate invoices" */
     w->rc = pglock_xact_begin_lock(w->conn, &key, PGLOCK_EXCLUSIVE, 10000,
-                                   NULL, &err);
+                                   -1, &err);
     if (w->rc == 0)
         printf("  %s: recalculating customer %d\n", w->name, w->customer);
     else

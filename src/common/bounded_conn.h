@@ -11,7 +11,6 @@
 #ifndef PGLOCK_BOUNDED_CONN_H
 #define PGLOCK_BOUNDED_CONN_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <libpq-fe.h>
@@ -40,8 +39,7 @@ const char *pglock__conn_error_message(char *buf, size_t len,
  * caller of its non-blocking connect): the conninfo's connect_timeout,
  * else PGCONNECT_TIMEOUT, else PGLOCK_CONNECT_TIMEOUT_S; "0" waits
  * forever.  A host that does not answer in time is skipped for the next
- * one.  It returns soon after *interrupt becomes nonzero or interrupt_fd
- * becomes readable (NULL / -1: none).  libpq still looks host names up
+ * one.  It returns as soon as interrupt_fd becomes readable (-1: none).  libpq still looks host names up
  * synchronously: a dead DNS server holds it for the resolver's timeout.
  *
  * Returns the connection, or NULL with err set: PGLOCK_EINVAL (libpq
@@ -53,9 +51,8 @@ const char *pglock__conn_error_message(char *buf, size_t len,
  */
 PGconn *pglock__connect_params(const char *const *keywords,
                                const char *const *values, int expand_dbname,
-                               int64_t deadline,
-                               volatile sig_atomic_t *interrupt,
-                               int interrupt_fd, pglock_error *err);
+                               int64_t deadline, int interrupt_fd,
+                               pglock_error *err);
 
 /*
  * PQexecParams() (text parameters and results) with a deadline: after

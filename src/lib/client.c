@@ -34,7 +34,7 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
     /* As pglock run and lead: session locks on a direct connection, a
      * holding transaction through a pooler (never PGLOCK_EPOOLER for the
      * setup docs/deployment.md recommends). */
-    opts->hold = PGLOCK_HOLD_AUTO;
+    opts->lifetime = PGLOCK_LIFETIME_AUTO;
     return PGLOCK_OK;
 }
 
@@ -42,9 +42,9 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
  * primary reached directly and the client holds session locks — the lock
  * connection's settings.  A plain SET through a pooler would leak to the
  * pool's other clients, so the settings are guarded by the pid comparison
- * inside the statement itself.  (In xact hold they are applied
+ * inside the statement itself.  (With the xact lifetime they are applied
  * transaction-locally with the first lock; a direct connection in xact
- * hold only turns idle_session_timeout off here, so that a default the
+ * lifetime only turns idle_session_timeout off here, so that a default the
  * DBA set does not end the session before its first lock: on a busy
  * machine even the gap before run's first lock passed 100 ms.) */
 static int open_sql(char *buf, size_t len, const pglock_options *o,
@@ -55,13 +55,11 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
         return PGLOCK_EINVAL;
     /* The version is libpq's (the server's ParameterStatus): exact for a
      * direct connection, the only one that runs the settings; tested in
-     * the statement only when unknown (see settings.c's set_since). */
-    const char *idle_off =
-        version >= 140000 ? "set_config('idle_session_timeout', '0', false)"
-        : version > 0     ? "NULL"
-                          : "CASE WHEN current_setting('server_version_num')"
-                            "::int >= 140000 THEN set_config("
-                            "'idle_session_timeout', '0', false) END";
+     * the statement only when unknown (pglock__setting_since()). */
+    char idle_off[256];
+    if (pglock__setting_since(idle_off, sizeof idle_off, version, 140000,
+                              "idle_session_timeout", "0", "false") < 0)
+        return PGLOCK_EINVAL;
     int n = snprintf(buf, len,
         "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
         " current_setting('server_version_num'),"
@@ -73,12 +71,6 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
-void pglock__quiet_notices(void *arg, const char *message)
-{
-    (void)arg;
-    (void)message; /* e.g. pg_advisory_unlock's "you don't own a lock" */
-}
-
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
@@ -87,7 +79,7 @@ static int run_open_query(pglock_client *c)
     char pid[16];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
     const char *params[2] = {pid,
-                             c->opts.hold == PGLOCK_HOLD_XACT ? "f" : "t"};
+                             c->opts.lifetime == PGLOCK_LIFETIME_XACT ? "f" : "t"};
     /* As long as the connect may take: the connection's connect_timeout
      * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever).
      * Through a pooler whose pool is full, this query is the one that
@@ -100,7 +92,6 @@ static int run_open_query(pglock_client *c)
     /* Interruptible, as the connect: a stop signal ends it at once. */
     pglock__wait w = {.deadline = timeout_ms < 0 ? -1
                                                  : pglock__deadline(timeout_ms, 0),
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     PGresult *all[PGLOCK__MAX_RESULTS];
@@ -142,15 +133,15 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
 
     int pooled = PQbackendPID(c->conn) != c->backend_pid;
-    c->hold = c->opts.hold == PGLOCK_HOLD_XACT ||
-                      (c->opts.hold == PGLOCK_HOLD_AUTO && pooled)
-                  ? PGLOCK_HOLD_XACT
-                  : PGLOCK_HOLD_SESSION;
+    c->lifetime = c->opts.lifetime == PGLOCK_LIFETIME_XACT ||
+                      (c->opts.lifetime == PGLOCK_LIFETIME_AUTO && pooled)
+                  ? PGLOCK_LIFETIME_XACT
+                  : PGLOCK_LIFETIME_SESSION;
     if (standby)
         return pglock__fail(c, PGLOCK_ESTANDBY,
             "the server is a standby (in recovery): advisory locks are not "
             "replicated, so a lock taken there excludes nobody");
-    if (c->hold == PGLOCK_HOLD_XACT) {
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
         /* Through a pooler this backend was only lent for one query. */
         c->backend_pid = 0;
         return 0;
@@ -160,14 +151,14 @@ static int run_open_query(pglock_client *c)
             "session locks need a direct connection, but a connection pooler "
             "is in the path (libpq's backend pid %u differs from the "
             "server's pg_backend_pid() %d); hold the locks in a transaction "
-            "(xact hold mode) through a pooler, or connect to the server "
+            "(xact lifetime mode) through a pooler, or connect to the server "
             "directly",
             (unsigned)PQbackendPID(c->conn), c->backend_pid);
     if (!settings_applied)
         return pglock__fail(c, PGLOCK_ESERVER,
                             "could not apply the lock connection's settings");
     c->lock_timeout_ms = 0; /* the settings set it to 0 */
-    /* Only a session lease needs 14: the xact hold returned above, and its
+    /* Only a session lease needs 14: the xact lifetime returned above, and its
      * lease, idle_in_transaction_session_timeout, exists since 9.6. */
     if (c->opts.lease_ms > 0 && c->server_version < 140000) {
         char version[32];
@@ -175,7 +166,7 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_EVERSION,
             "a lease on session locks needs PostgreSQL 14 or newer "
             "(idle_session_timeout); the server is %s: hold the locks in a "
-            "transaction instead (--mode=xact, PGLOCK_HOLD_XACT: its lease "
+            "transaction instead (--mode=xact, PGLOCK_LIFETIME_XACT: its lease "
             "is idle_in_transaction_session_timeout)",
             version);
     }
@@ -243,10 +234,10 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         c->opts.dead_peer_ms < 0 || c->opts.lease_ms > 2147483647L)
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid options: negative or too large duration");
-    if (c->opts.hold != PGLOCK_HOLD_SESSION &&
-        c->opts.hold != PGLOCK_HOLD_XACT && c->opts.hold != PGLOCK_HOLD_AUTO)
-        return pglock__fail(c, PGLOCK_EINVAL, "invalid hold mode %d",
-                            (int)c->opts.hold);
+    if (c->opts.lifetime != PGLOCK_LIFETIME_SESSION &&
+        c->opts.lifetime != PGLOCK_LIFETIME_XACT && c->opts.lifetime != PGLOCK_LIFETIME_AUTO)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid lifetime %d",
+                            (int)c->opts.lifetime);
 
     /* Our defaults come first: with expand_dbname, the caller's conninfo
      * (and keywords) that follow override whatever they set themselves. */
@@ -278,7 +269,6 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     }
     int kept = keep_params(c, k, v);
     pglock__wait w = {.deadline = -1,
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error err = {0};
@@ -293,7 +283,6 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
             err.code = PGLOCK_ECONNECT;
         return pglock__fail_error(c, &err);
     }
-    PQsetNoticeProcessor(c->conn, pglock__quiet_notices, NULL);
 
     int rc = run_open_query(c);
     if (rc != 0) {
@@ -333,7 +322,7 @@ void pglock_client_close(pglock_client *c)
         if (c->heartbeat_busy) {
             /* Let the heartbeat's answer arrive before the next query. */
             pglock__wait w = {.deadline = deadline,
-                              .interrupt = NULL, .interrupt_fd = -1,
+                              .interrupt_fd = -1,
                               .cancel_timeout_ms = -1};
             PGresult *res[PGLOCK__MAX_RESULTS];
             int nres = 0, cancelled = 0;
@@ -343,12 +332,12 @@ void pglock_client_close(pglock_client *c)
         }
         long left = (long)(deadline - pglock_now_ms());
         if (end == PGLOCK__WAIT_DONE && left > 0) {
-            if (c->hold == PGLOCK_HOLD_XACT) {
+            if (c->lifetime == PGLOCK_LIFETIME_XACT) {
                 /* Never unlock_all through a pooler: that would free a
                  * stranger's session locks.  Ending the transaction frees
                  * ours, now. */
-                pglock__xact_hold_end(c, left);
-            } else if (!c->released || c->nholds != 0) {
+                pglock__holding_xact_end(c, left);
+            } else if (!c->released || c->nlocks != 0) {
                 /* A bare PQfinish frees the locks a moment later, when the
                  * backend notices; waiting for this answer frees them now.
                  * (Not needed when pglock_hold_release() just did so.) */
@@ -359,7 +348,7 @@ void pglock_client_close(pglock_client *c)
         }
     }
     pglock__client_drop(c);
-    free(c->holds);
+    free(c->locks);
     free(c->database);
     free_params(c->conn_keywords);
     free_params(c->conn_values);
@@ -378,9 +367,9 @@ const char *pglock_client_sqlstate(const pglock_client *c)
     return c ? c->sqlstate : "";
 }
 
-pglock_hold_mode pglock_client_hold_mode(const pglock_client *c)
+pglock_lifetime pglock_client_lifetime(const pglock_client *c)
 {
-    return c ? c->hold : PGLOCK_HOLD_SESSION;
+    return c ? c->lifetime : PGLOCK_LIFETIME_SESSION;
 }
 
 int pglock_client_backend_pid(const pglock_client *c)

@@ -16,7 +16,7 @@ void pglock__client_drop(pglock_client *c)
         PQfinish(c->conn);
         c->conn = NULL;
     }
-    pglock__holds_clear(c);
+    pglock__locks_clear(c);
     c->heartbeat_busy = 0;
     c->heartbeat_error = 0;
     c->releasing = 0;
@@ -37,9 +37,9 @@ int pglock__client_ready(pglock_client *c)
     return 0;
 }
 
-void pglock__holds_clear(pglock_client *c)
+void pglock__locks_clear(pglock_client *c)
 {
-    for (size_t i = 0; i < c->nholds; i++)
-        free(c->holds[i].name);
-    c->nholds = 0;
+    for (size_t i = 0; i < c->nlocks; i++)
+        free(c->locks[i].name);
+    c->nlocks = 0;
 }

@@ -19,6 +19,12 @@
 #include "internal.h"
 #include "conninfo_rules.h"
 
+static void quiet_notices(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 /* The value of keyword in conn's effective options, or NULL. */
 static char *option_of(PGconn *conn, const char *keyword)
 {
@@ -223,8 +229,6 @@ static int poll_connect(PGconn *conn, const pglock__wait *w, long host_ms)
             memcpy(seen, now_at, sizeof seen);
             host_deadline = host_ms < 0 ? -1 : now + host_ms;
         }
-        if (w->interrupt && *w->interrupt)
-            return PGLOCK_EINTR;
         if (w->deadline >= 0 && now >= w->deadline)
             return PGLOCK_ETIMEDOUT;
         if (host_deadline >= 0 && now >= host_deadline)
@@ -233,8 +237,6 @@ static int poll_connect(PGconn *conn, const pglock__wait *w, long host_ms)
         if (w->deadline >= 0 && (until < 0 || w->deadline < until))
             until = w->deadline;
         int ms = until < 0 ? -1 : (int)(until - now);
-        if (w->interrupt && (ms < 0 || ms > PGLOCK__INTERRUPT_POLL_MS))
-            ms = PGLOCK__INTERRUPT_POLL_MS;
         struct pollfd p[2] = {
             {PQsocket(conn), ps == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0},
             {w->interrupt_fd, POLLIN, 0}};
@@ -294,24 +296,23 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
         return fail(conn, err, PGLOCK_ECONNECT, earlier, PQerrorMessage(conn),
                     ci);
     PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
+    /* The server's notices (pg_advisory_unlock's "you don't own a lock", a
+     * cancelled wait for synchronous replication's warning) are not for
+     * the caller's stderr: a library does not write there. */
+    PQsetNoticeProcessor(conn, quiet_notices, NULL);
     return conn;
 }
 
 PGconn *pglock__connect_params(const char *const *keywords,
                                const char *const *values, int expand_dbname,
-                               int64_t deadline,
-                               volatile sig_atomic_t *interrupt,
-                               int interrupt_fd, pglock_error *err)
+                               int64_t deadline, int interrupt_fd,
+                               pglock_error *err)
 {
     pglock__wait w = {.deadline = deadline,
-                      .interrupt = interrupt,
                       .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = -1};
     pglock_error mine = {0};
     pglock__error_begin(err);
-    PGconn *conn = pglock__connect(keywords, values, expand_dbname, &w,
-                                   err ? err : &mine);
-    if (conn)
-        PQsetNoticeProcessor(conn, pglock__quiet_notices, NULL);
-    return conn;
+    return pglock__connect(keywords, values, expand_dbname, &w,
+                           err ? err : &mine);
 }

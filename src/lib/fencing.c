@@ -125,14 +125,13 @@ static int token_on(PGconn *conn, const pglock__wait *w, int64_t *out,
 }
 
 int pglock_fencing_token(PGconn *conn, int64_t *out, long timeout_ms,
-                         volatile sig_atomic_t *interrupt, pglock_error *err)
+                         int interrupt_fd, pglock_error *err)
 {
     pglock__error_begin(err);
     if (!conn || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
         return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid argument");
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt = interrupt,
-                      .interrupt_fd = -1,
+                      .interrupt_fd = interrupt_fd,
                       .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     int abandoned;
     int rc = token_on(conn, &w, out, &abandoned, err);
@@ -152,13 +151,8 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
 {
     /* the conninfo parsed for the lock connection: no password in
      * libpq's message */
-    PGconn *t = pglock__connect((const char *const *)c->conn_keywords,
-                                (const char *const *)c->conn_values, 1, w, err);
-    /* The server's notices (a cancelled wait for synchronous replication
-     * warns) are not for the caller's stderr. */
-    if (t)
-        PQsetNoticeProcessor(t, pglock__quiet_notices, NULL);
-    return t;
+    return pglock__connect((const char *const *)c->conn_keywords,
+                           (const char *const *)c->conn_values, 1, w, err);
 }
 
 int pglock_client_fencing_token(pglock_client *c, int64_t *out,
@@ -172,11 +166,10 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out,
         return ready;
     pglock_error err = {0};
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     int rc, abandoned = 0;
-    if (c->hold == PGLOCK_HOLD_SESSION) {
+    if (c->lifetime == PGLOCK_LIFETIME_SESSION) {
         rc = token_on(c->conn, &w, out, &abandoned, &err);
         if (abandoned || rc == PGLOCK_ECONNLOST) {
             /* The lock connection cannot be trusted any more: its locks

@@ -10,8 +10,8 @@
  * or by the session's end; a transaction lock only by the end of its
  * transaction, or of the subtransaction it was taken in.  So:
  *
- *  - session hold: the same backend answers (pg_backend_pid());
- *  - xact hold: the same backend answers, the holding transaction is still
+ *  - session lifetime: the same backend answers (pg_backend_pid());
+ *  - xact lifetime: the same backend answers, the holding transaction is still
  *    open and not failed (PQtransactionStatus() after the answer: an error
  *    frees a transaction's locks at once, before any ROLLBACK), and no
  *    ROLLBACK TO SAVEPOINT undid a lock: every lock statement sets the
@@ -23,11 +23,11 @@
  * snapshot after it answers.
  *
  * The release is the last heartbeat, in the same round trip: its answer
- * is the proof, as a heartbeat's is.  Session hold: pg_advisory_unlock_all()
+ * is the proof, as a heartbeat's is.  Session lifetime: pg_advisory_unlock_all()
  * runs in the statement that returns pg_backend_pid(), and only when that
  * is the holding backend (so never on a backend a pooler lent); the same
  * backend answering proves the session, and with it the locks, lasted up
- * to the unlock.  Xact hold: the heartbeat's check and ROLLBACK travel in
+ * to the unlock.  Xact lifetime: the heartbeat's check and ROLLBACK travel in
  * one Query message; the check runs inside the holding transaction (an
  * error there skips the ROLLBACK and leaves it failed), and its count is
  * transaction-local, so a check that passes ran in that transaction.
@@ -83,7 +83,7 @@ static int send_beat(pglock_client *c, int release)
     return 0;
 }
 
-int pglock_heartbeat_send(pglock_client *c)
+int pglock__heartbeat_send(pglock_client *c)
 {
     return c ? send_beat(c, 0) : PGLOCK_EINVAL;
 }
@@ -120,7 +120,7 @@ static void note_failure(pglock_client *c, const PGresult *r)
 }
 
 /* The heartbeat's answer is complete and a statement of it failed.  Xact
- * hold inside the holding transaction: the error aborted it, which freed
+ * lifetime inside the holding transaction: the error aborted it, which freed
  * its locks at once (a server-side loss).  A FATAL error: the session
  * ends.  Otherwise the session goes on (a cancel, pg_cancel_backend): no
  * loss, since only the session's end or its own unlock frees a session
@@ -145,7 +145,7 @@ static int statement_failed(pglock_client *c)
 
 /* Checks one answer row's backend: 0 when it is the holding one (or
  * none need be), else PGLOCK_ECONNLOST with the message set.  *taken gets
- * the xact hold's count of lock statements (-1: none). */
+ * the xact lifetime's count of lock statements (-1: none). */
 static int check_answer(pglock_client *c, const PGresult *r, long *taken)
 {
     int pid = atoi(PQgetvalue(r, 0, 0));
@@ -153,9 +153,9 @@ static int check_answer(pglock_client *c, const PGresult *r, long *taken)
                      *PQgetvalue(r, 0, 1)
                  ? strtol(PQgetvalue(r, 0, 1), NULL, 10)
                  : -1;
-    /* In xact hold with no transaction open, nothing is held and a
+    /* With the xact lifetime with no transaction open, nothing is held and a
      * pooler lends whichever backend it has. */
-    int pinned = c->hold == PGLOCK_HOLD_SESSION || c->in_xact;
+    int pinned = c->lifetime == PGLOCK_LIFETIME_SESSION || c->in_xact;
     if (pinned && pid != c->backend_pid)
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the lock connection reached backend %d instead "
@@ -164,7 +164,7 @@ static int check_answer(pglock_client *c, const PGresult *r, long *taken)
     return 0;
 }
 
-/* Xact hold, once the answer is complete: still inside the holding
+/* Xact lifetime, once the answer is complete: still inside the holding
  * transaction, which has not failed (an error frees a transaction's locks
  * at once, before any ROLLBACK) nor ended, and which still counts every
  * lock statement we sent (a ROLLBACK TO SAVEPOINT frees the locks taken
@@ -197,7 +197,7 @@ static int check_xact(pglock_client *c, long taken, int ended)
 static void released(pglock_client *c)
 {
     c->releasing = 0;
-    pglock__holds_clear(c);
+    pglock__locks_clear(c);
     if (c->in_xact) {
         c->in_xact = 0;
         c->backend_pid = 0;
@@ -206,7 +206,7 @@ static void released(pglock_client *c)
     }
 }
 
-int pglock_heartbeat_poll(pglock_client *c)
+int pglock__heartbeat_poll(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
@@ -273,14 +273,11 @@ int pglock_heartbeat_poll(pglock_client *c)
     return 0;
 }
 
-int pglock_heartbeat(pglock_client *c, long timeout_ms)
+/* Waits for the answer of the heartbeat in flight until deadline. */
+static int await_beat(pglock_client *c, int64_t deadline, long timeout_ms)
 {
-    int rc = pglock_heartbeat_send(c);
-    if (rc != 0)
-        return rc;
-    int64_t deadline = pglock__deadline(timeout_ms, 0);
     for (;;) {
-        rc = pglock_heartbeat_poll(c);
+        int rc = pglock__heartbeat_poll(c);
         if (rc != PGLOCK_EAGAIN)
             return rc;
         int64_t left = deadline < 0 ? -1 : deadline - pglock_now_ms();
@@ -291,4 +288,16 @@ int pglock_heartbeat(pglock_client *c, long timeout_ms)
         struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
         poll(&p, 1, left > 1000 ? 1000 : (int)left);
     }
+}
+
+int pglock_heartbeat(pglock_client *c, long timeout_ms)
+{
+    if (!c)
+        return PGLOCK_EINVAL;
+    int64_t deadline = pglock__deadline(timeout_ms, 0);
+    /* One left in flight by an earlier timeout is answered first. */
+    int rc = c->heartbeat_busy ? await_beat(c, deadline, timeout_ms) : 0;
+    if (rc == 0)
+        rc = pglock__heartbeat_send(c);
+    return rc == 0 ? await_beat(c, deadline, timeout_ms) : rc;
 }

@@ -120,7 +120,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
     if (!c->conn)
         return declare_lost(h, c->message, 1);
     if (c->heartbeat_busy) {
-        int rc = pglock_heartbeat_poll(c);
+        int rc = pglock__heartbeat_poll(c);
         if (rc == 0) {
             h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
             h->failures = 0;
@@ -145,7 +145,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         return declare_lost(h, c->message, 1);
     }
     if (!c->heartbeat_busy && now >= h->next_beat) {
-        int rc = pglock_heartbeat_send(c);
+        int rc = pglock__heartbeat_send(c);
         if (rc == PGLOCK_ESERVER) /* the session goes on: retry later */
             h->next_beat = now + lease_retry_ms(h->lease_ms, 2);
         else if (rc != 0)
@@ -237,7 +237,7 @@ static int check_start(pglock_client *c, const pglock_hold_options *opts)
     int rc = pglock__client_ready(c);
     if (rc)
         return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
-    if (c->nholds == 0)
+    if (c->nlocks == 0)
         return pglock__fail(c, PGLOCK_ESTATE,
                             "the client holds no lock: take the locks, then "
                             "start the hold");
@@ -296,17 +296,20 @@ int pglock_hold_loss_fd(const pglock_hold *h)
     return h ? h->loss_pipe[0] : -1;
 }
 
-int pglock_hold_loss(const pglock_hold *hold, char *buf, size_t len)
+int pglock_hold_loss(const pglock_hold *hold)
 {
     if (!hold)
         return PGLOCK_EINVAL;
-    pglock_hold *h = (pglock_hold *)hold; /* the mutex, not the state */
-    pthread_mutex_lock(&h->mu);
-    int code = h->code;
-    if (buf && len)
-        snprintf(buf, len, "%s", code ? h->message : "");
-    pthread_mutex_unlock(&h->mu);
-    return code;
+    return loss_code((pglock_hold *)hold); /* the mutex, not the state */
+}
+
+const char *pglock_hold_error(const pglock_hold *hold)
+{
+    /* The message is written once, with the code, under the mutex, and
+     * never again: once the code is seen, it can be read unlocked. */
+    if (!hold || pglock_hold_loss(hold) == 0)
+        return "";
+    return hold->message;
 }
 
 int pglock_hold_fd(const pglock_hold *h)
@@ -314,7 +317,7 @@ int pglock_hold_fd(const pglock_hold *h)
     /* Once lost, the socket stays open until stop, but there is nothing
      * more to read: a caller's poll must not spin on it. */
     if (!h || h->opts.drive != PGLOCK_HOLD_LOOP || !h->c->conn ||
-        pglock_hold_loss(h, NULL, 0) != 0)
+        pglock_hold_loss(h) != 0)
         return -1;
     return PQsocket(h->c->conn);
 }
@@ -356,7 +359,7 @@ static int prove(pglock_hold *h, long bound_ms, const char *when, int release)
         int64_t now = pglock_now_ms();
         if (!c->heartbeat_busy && now >= next_send) {
             int rc = release ? pglock__release_send(c)
-                             : pglock_heartbeat_send(c);
+                             : pglock__heartbeat_send(c);
             if (rc == PGLOCK_ESERVER)
                 next_send = now + lease_retry_ms(h->lease_ms, ++failures + 1);
             else if (rc != 0)
@@ -376,7 +379,7 @@ static int prove(pglock_hold *h, long bound_ms, const char *when, int release)
         poll(&p, 1, wait > INT_MAX ? INT_MAX : (int)wait);
         if (!c->heartbeat_busy)
             continue;
-        int rc = pglock_heartbeat_poll(c);
+        int rc = pglock__heartbeat_poll(c);
         if (rc == 0 && sent)
             return 0;
         if (rc == PGLOCK_ESERVER) {

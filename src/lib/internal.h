@@ -5,29 +5,26 @@
 #define PGLOCK_INTERNAL_H
 
 #include <stddef.h>
-#include <signal.h>
 #include <stdint.h>
 #include "pglock.h"
 #include "bounded_conn.h"
 
 #define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 #define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
-/* How often a wait looks at opts.interrupt when it has one. */
-#define PGLOCK__INTERRUPT_POLL_MS 20
 /* How long after the server's lock_timeout the client deadline fires: the
  * server normally answers first, so a timeout needs no cancel. */
 #define PGLOCK__DEADLINE_GRACE_MS 250L
 /* Bound on close's pg_advisory_unlock_all() and on follow-up queries
  * (pg_locks checks) when the caller gave no other bound. */
 #define PGLOCK__CLOSE_TIMEOUT_MS 5000L
-/* Xact hold: the transaction-local setting in which each lock statement
+/* Xact lifetime: the transaction-local setting in which each lock statement
  * counts itself (heartbeat.c says why). */
 #define PGLOCK__LOCKS_SETTING "pglock.lock_statements"
 
-/* One held session lock: its pg_locks coordinates, mode and count.  A
+/* One lock the client holds (its count): its pg_locks coordinates, mode and count.  A
  * legacy key (hashtext) is matched by its name too, so that it can be
  * unlocked without asking the server for its value again. */
-typedef struct pglock__hold {
+typedef struct pglock__lock_entry {
     uint32_t classid;
     uint32_t objid;
     int objsubid;
@@ -36,24 +33,24 @@ typedef struct pglock__hold {
     pglock_key_kind kind;
     int64_t seed;
     char *name; /* legacy kinds only, owned; else NULL */
-} pglock__hold;
+} pglock__lock_entry;
 
 struct pglock_client {
     PGconn *conn;          /* NULL once closed or lost */
-    pglock_hold_mode hold; /* in effect: SESSION or XACT */
-    int in_xact;           /* xact hold: the holding transaction is open */
-    /* Xact hold: the lock statements the holding transaction has kept (its
+    pglock_lifetime lifetime; /* in effect: SESSION or XACT */
+    int in_xact;           /* xact lifetime: the holding transaction is open */
+    /* Xact lifetime: the lock statements the holding transaction has kept (its
      * PGLOCK__LOCKS_SETTING, which the heartbeat reads back). */
     long xact_locks;
     /* The connection parameters (our defaults, then the caller's), owned,
      * NULL-terminated: for the fencing token's second connection. */
     char **conn_keywords, **conn_values;
-    int backend_pid;       /* xact hold: the holding transaction's, or 0 */
+    int backend_pid;       /* xact lifetime: the holding transaction's, or 0 */
     int server_version;
     char *database;
     pglock_options opts;
-    pglock__hold *holds;
-    size_t nholds, capholds;
+    pglock__lock_entry *locks;
+    size_t nlocks, caplocks;
     int64_t confirmed_at;
     int heartbeat_busy;    /* a heartbeat query is in flight */
     /* The heartbeat in flight got an error: 1, or 2 when it ends the
@@ -61,12 +58,12 @@ struct pglock_client {
     int heartbeat_error;
     /* The heartbeat in flight is the release (pglock__release_send()). */
     int releasing;
-    /* Session hold: the release answered, so the session holds nothing,
+    /* Session lifetime: the release answered, so the session holds nothing,
      * and no call has been made on the client since (close then sends
      * no pg_advisory_unlock_all()). */
     int released;
     int hold_running;      /* a managed hold owns the client (hold.c) */
-    /* Session hold: the lock_timeout (ms) the session has now, as far as
+    /* Session lifetime: the lock_timeout (ms) the session has now, as far as
      * the client knows, or -1: unknown.  A wait sends set_config() only
      * when it needs another value. */
     long lock_timeout_ms;
@@ -121,16 +118,30 @@ void pglock__first_line(char *buf, size_t len, const char *msg);
  * sqlstate: its SQLSTATE or "" / NULL. */
 const char *pglock__limit_advice(const char *msg, const char *sqlstate);
 
+/* ---- heartbeats (heartbeat.c): pglock_heartbeat() in two halves, for
+ * the managed hold, which must never block */
+
+/* Sends a heartbeat (pglock_heartbeat()'s query) without waiting: 0, or
+ * PGLOCK_ESTATE (one is in flight already), PGLOCK_ECONNLOST, ... with
+ * the message on the client. */
+int pglock__heartbeat_send(pglock_client *c);
+/* Reads the answer of the heartbeat in flight, never blocking: call it
+ * when the client's socket is readable (or at a deadline).
+ * PGLOCK_EAGAIN until the answer is in, then 0 (confirmed: confirmed_at
+ * moves to the send), PGLOCK_ESERVER or PGLOCK_ECONNLOST, as
+ * pglock_heartbeat() returns them. */
+int pglock__heartbeat_poll(pglock_client *c);
+
 /* ---- the release as the last heartbeat (heartbeat.c) */
 
-/* Sends, as a heartbeat that pglock_heartbeat_poll() reads, the release
+/* Sends, as a heartbeat that pglock__heartbeat_poll() reads, the release
  * of every lock whose answer is also the proof that they were held up to
- * it: session hold, pg_advisory_unlock_all() run only if the statement
- * reaches the holding backend; xact hold, the heartbeat's check and a
+ * it: session lifetime, pg_advisory_unlock_all() run only if the statement
+ * reaches the holding backend; xact lifetime, the heartbeat's check and a
  * ROLLBACK in one Query message.  A poll that returns 0 has released
- * them all; PGLOCK_ESERVER (session hold only: a statement error on a
+ * them all; PGLOCK_ESERVER (session lifetime only: a statement error on a
  * session that goes on) may be sent again.  Codes as
- * pglock_heartbeat_send(). */
+ * pglock__heartbeat_send(). */
 int pglock__release_send(pglock_client *c);
 
 /* ---- the client's state (client_state.c) */
@@ -141,21 +152,21 @@ void pglock__client_drop(pglock_client *c);
  * connection was lost earlier) or PGLOCK_ESTATE (a heartbeat is in
  * flight), with the message set. */
 int pglock__client_ready(pglock_client *c);
-/* Forgets every counted hold. */
-void pglock__holds_clear(pglock_client *c);
-/* The client's count for key+mode (session_lock.c), or NULL. */
-pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
-                                pglock_mode mode);
+/* Forgets every counted lock. */
+void pglock__locks_clear(pglock_client *c);
+/* The client's count for key+mode (lock.c), or NULL. */
+pglock__lock_entry *pglock__lock_find(const pglock_client *c,
+                                      const pglock_key *key, pglock_mode mode);
 /* A lock of a resolved key the server just granted, to a statement sent
- * at sent_at (session_lock.c, lock_any.c): counted, the client's error
+ * at sent_at (lock.c, lock_any.c): counted, the client's error
  * cleared and its lease confirmed from sent_at.  0, or PGLOCK_ENOMEM with
  * the connection closed (a lock nobody could unlock or verify must go). */
-int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+int pglock__lock_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at);
 /* Sends a session-lock statement, sql with its nparams params, on the
  * client's connection and waits for its answer until deadline (a
  * pglock_now_ms() value, -1: none) or the client's interrupt
- * (session_lock.c, lock_any.c).  0 with the results in res[] (at least
+ * (lock.c, lock_any.c).  0 with the results in res[] (at least
  * one; the caller PQclear()s each), their count in *nres and *cancelled
  * as pglock__await() sets it; else PGLOCK_ECONNLOST with the results
  * cleared, the message set and the client dropped: the statement could not
@@ -165,7 +176,7 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
                               const Oid *types, const char *const *params,
                               int64_t deadline, PGresult **res, int *nres,
                               int *cancelled);
-/* After a failed session-lock statement (grant_race.c): which key of a
+/* After a failed session-lock statement (lock.c): which key of a
  * set this backend was granted anyway, in mode (pg_locks has the last
  * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
  * all of one objsubid (1 bigints, 2 int4 pairs); or a set of one
@@ -177,9 +188,6 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
 int pglock__granted_among(pglock_client *c, const char *ids, int objsubid,
                           pglock_mode mode, pglock_key *resolve,
                           const char *failed);
-/* A libpq notice processor that drops the server's notices: a library
- * does not write to its caller's stderr. */
-void pglock__quiet_notices(void *arg, const char *message);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
@@ -198,7 +206,7 @@ int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
  * of the list or at anything that is not a bigint (holders.c). */
 int pglock__locktag_next(const char **list, uint32_t *classid, uint32_t *objid);
 
-/* ---- SQL for a lock call (lock_sql.c) */
+/* ---- SQL for a lock call (xact_lock.c) */
 
 typedef enum pglock__op {
     PGLOCK__OP_LOCK,    /* pg_advisory_lock */
@@ -256,6 +264,17 @@ typedef struct pglock__derived {
 } pglock__derived;
 void pglock__settings_derive(const pglock_options *o, pglock__derived *d);
 
+/* The SQL expression that sets name to value (local: "true" for
+ * transaction-locally, else "false") where the server has the setting
+ * (since server_version_num `since`; 0: every version), by one rule for
+ * the server version `version` (0: unknown): known and new enough, the
+ * set_config() call; known and older, "NULL" (returns 1: the caller may
+ * leave it out); unknown, a CASE that tests server_version_num.  0 or 1,
+ * or -1 when it does not fit in len. */
+int pglock__setting_since(char *buf, size_t len, int version, int since,
+                          const char *name, const char *value,
+                          const char *local);
+
 /* A select-list expression that applies the lock connection's settings
  * (lease, statement and transaction timeouts, keepalives, connection
  * check), for server version `version` (server_version_num; 0: unknown,
@@ -287,7 +306,6 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
-    volatile sig_atomic_t *interrupt;
     int interrupt_fd;
     long cancel_timeout_ms;
     int *pid_out;
@@ -308,30 +326,29 @@ int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
                      long timeout_ms, const pglock__xact_req *req,
                      pglock_error *err);
 
-/* ---- the client's xact hold (xact_hold.c) */
+/* ---- the client's xact lifetime (lock.c) */
 
-/* pglock_lock() in xact hold, after the arguments were checked: 0 when
+/* pglock_lock() with the xact lifetime, after the arguments were checked: 0 when
  * held (key resolved, not yet counted), else a code with the message on
  * the client (the client is dropped on PGLOCK_ECONNLOST). */
-int pglock__xact_hold_lock(pglock_client *c, pglock_key *key,
-                           pglock_mode mode, long timeout_ms);
-/* pglock_lock_any() in xact hold: stmt (a try of a set of transaction
+int pglock__holding_xact_lock(pglock_client *c, pglock_key *key,
+                              pglock_mode mode, long timeout_ms);
+/* pglock_lock_any() with the xact lifetime: stmt (a try of a set of transaction
  * locks, see lock_any.c) in the holding transaction, with the same
  * bookkeeping; 0 with the index taken in *index_out (not yet counted),
  * PGLOCK_EBUSY with no message when none was free, else as above. */
-int pglock__xact_hold_any(pglock_client *c, const char *stmt,
-                          int *index_out);
+int pglock__holding_xact_any(pglock_client *c, const char *stmt,
+                             int *index_out);
 /* Ends the holding transaction, if one is open (ROLLBACK: it wrote
  * nothing), bounded by timeout_ms (-1: none).  0, or PGLOCK_ECONNLOST
  * with the client dropped. */
-int pglock__xact_hold_end(pglock_client *c, long timeout_ms);
+int pglock__holding_xact_end(pglock_client *c, long timeout_ms);
 
 /* ---- waiting (wait.c) */
 
 typedef struct pglock__wait {
     int64_t deadline;        /* pglock_now_ms() value, or -1: none */
-    volatile sig_atomic_t *interrupt;
-    int interrupt_fd;
+    int interrupt_fd;        /* readable: interrupted; -1: none */
     long cancel_timeout_ms;
 } pglock__wait;
 

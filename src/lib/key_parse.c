@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "pglock.h"
+#include "internal.h"
 #include "key_internal.h"
 
 /* Longest part of a key echoed in an error message. */
@@ -46,24 +46,25 @@ static void echo_key(const char *text, char *out, size_t outlen)
         out[o < outlen ? o : outlen - 1] = '\0';
 }
 
-/* Writes 'invalid key "TEXT": REASON' into errbuf; returns PGLOCK_EINVAL. */
-static int key_error(const char *text, char *errbuf, size_t errlen,
+/* Sets *err (may be NULL) to PGLOCK_EINVAL and 'invalid key "TEXT":
+ * REASON'; returns PGLOCK_EINVAL. */
+static int key_error(const char *text, pglock_error *err,
                      const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 3, 4)));
 
-static int key_error(const char *text, char *errbuf, size_t errlen,
+static int key_error(const char *text, pglock_error *err,
                      const char *fmt, ...)
 {
     char shown[ECHO_MAX * 4 + 8], reason[512];
     va_list ap;
-    if (!errbuf || !errlen)
+    if (!err)
         return PGLOCK_EINVAL;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
     echo_key(text, shown, sizeof shown);
-    snprintf(errbuf, errlen, "invalid key \"%s\": %s", shown, reason);
-    return PGLOCK_EINVAL;
+    return pglock__error_set(err, PGLOCK_EINVAL, NULL, "invalid key \"%s\": %s",
+                             shown, reason);
 }
 
 /* Why an integer did not parse. */
@@ -120,15 +121,15 @@ static int_problem parse_int(const char *s, size_t n, int64_t min,
 
 /* A problem with an integer, in words: "PART is not an integer" etc.
  * bits is 32 or 64. */
-static int int_error(const char *text, char *errbuf, size_t errlen,
+static int int_error(const char *text, pglock_error *err,
                      const char *part, int_problem p, const char *s, size_t n,
                      int bits, const char *hint)
 {
     switch (p) {
     case INT_EMPTY:
-        return key_error(text, errbuf, errlen, "%s is empty", part);
+        return key_error(text, err, "%s is empty", part);
     case INT_PLUS:
-        return key_error(text, errbuf, errlen, "%s has a '+' sign%s", part,
+        return key_error(text, err, "%s has a '+' sign%s", part,
                          hint);
     case INT_NOT_CANON: {
         /* Show the canonical spelling: strip '-' of zero, leading zeros. */
@@ -136,17 +137,17 @@ static int int_error(const char *text, char *errbuf, size_t errlen,
         while (i + 1 < n && s[i] == '0')
             i++;
         int negzero = (s[0] == '-') && s[i] == '0';
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "%s is not in canonical form (write %s%.*s)%s", part,
                          (s[0] == '-' && !negzero) ? "-" : "", (int)(n - i),
                          s + i, hint);
     }
     case INT_RANGE:
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "%s is out of range for a %d-bit integer", part, bits);
     case INT_NOT_INT:
     default:
-        return key_error(text, errbuf, errlen, "%s is not an integer%s", part,
+        return key_error(text, err, "%s is not an integer%s", part,
                          hint);
     }
 }
@@ -161,37 +162,36 @@ static void name_hint(const char *text, char *hint, size_t len)
 
 /* "NS:ID" at s (n bytes, containing exactly one ':'), each an int32. */
 static int parse_pair(pglock_key *out, const char *text, const char *s,
-                      size_t n, const char *hint, char *errbuf, size_t errlen)
+                      size_t n, const char *hint, pglock_error *err)
 {
     const char *colon = memchr(s, ':', n);
     if (!colon)
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "a pair needs the form NS:ID");
     if (memchr(colon + 1, ':', n - (size_t)(colon + 1 - s)))
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "too many ':' (a pair is NS:ID)");
     int64_t ns, id;
     size_t nslen = (size_t)(colon - s), idlen = n - nslen - 1;
     int_problem p = parse_int(s, nslen, INT32_MIN, INT32_MAX, &ns);
     if (p)
-        return int_error(text, errbuf, errlen, "the namespace before ':'", p,
+        return int_error(text, err, "the namespace before ':'", p,
                          s, nslen, 32, hint);
     p = parse_int(colon + 1, idlen, INT32_MIN, INT32_MAX, &id);
     if (p)
-        return int_error(text, errbuf, errlen, "the id after ':'", p,
+        return int_error(text, err, "the id after ':'", p,
                          colon + 1, idlen, 32, hint);
     return pglock_key_pair(out, (int32_t)ns, (int32_t)id);
 }
 
 static int parse_int64(pglock_key *out, const char *text, const char *s,
-                       const char *part, const char *hint, char *errbuf,
-                       size_t errlen)
+                       const char *part, const char *hint, pglock_error *err)
 {
     int64_t v;
     size_t n = strlen(s);
     int_problem p = parse_int(s, n, INT64_MIN, INT64_MAX, &v);
     if (p)
-        return int_error(text, errbuf, errlen, part, p, s, n, 64, hint);
+        return int_error(text, err, part, p, s, n, 64, hint);
     return pglock_key_int64(out, v);
 }
 
@@ -224,23 +224,18 @@ static int equal_nocase(const char *a, size_t n, const char *b)
 static const char *const prefixes[] = {"int", "pair", "text", "hashtext",
                                        "hashtextextended"};
 
-int pglock_key_parse(pglock_key *out, const char *text, char *errbuf,
-                     size_t errlen)
+int pglock_key_parse(pglock_key *out, const char *text, pglock_error *err)
 {
-    if (errbuf && errlen)
-        errbuf[0] = '\0';
-    if (!out || !text) {
-        if (errbuf && errlen)
-            snprintf(errbuf, errlen, "no key given");
-        return PGLOCK_EINVAL;
-    }
+    pglock__error_begin(err);
+    if (!out || !text)
+        return pglock__error_set(err, PGLOCK_EINVAL, NULL, "no key given");
     size_t len = strlen(text);
     if (len == 0)
-        return key_error(text, errbuf, errlen, "the key is empty");
+        return key_error(text, err, "the key is empty");
     if (!pglock__utf8_valid(text, len))
-        return key_error(text, errbuf, errlen, "not valid UTF-8");
+        return key_error(text, err, "not valid UTF-8");
     if (text[0] == '@')
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "registry names (@NAME) are looked up by the caller");
 
     /* Explicit prefixes.  A prefix in the wrong case is a typo, not a
@@ -253,42 +248,41 @@ int pglock_key_parse(pglock_key *out, const char *text, char *errbuf,
             if (!equal_nocase(text, plen, prefixes[i]))
                 continue;
             if (strncmp(text, prefixes[i], plen) != 0)
-                return key_error(text, errbuf, errlen,
+                return key_error(text, err,
                                  "the prefix \"%s:\" must be lower case",
                                  prefixes[i]);
             break;
         }
         if (plen == 3 && !strncmp(text, "int", 3))
             return parse_int64(out, text, rest, "the integer after \"int:\"",
-                               "", errbuf, errlen);
+                               "", err);
         if (plen == 4 && !strncmp(text, "pair", 4))
-            return parse_pair(out, text, rest, strlen(rest), "", errbuf,
-                              errlen);
+            return parse_pair(out, text, rest, strlen(rest), "", err);
         if (plen == 4 && !strncmp(text, "text", 4)) {
             if (!*rest)
-                return key_error(text, errbuf, errlen,
+                return key_error(text, err,
                                  "the name after \"text:\" is empty");
             return pglock_key_text(out, rest);
         }
         if (plen == 8 && !strncmp(text, "hashtext", 8)) {
             if (!*rest)
-                return key_error(text, errbuf, errlen,
+                return key_error(text, err,
                                  "the name after \"hashtext:\" is empty");
             return pglock_key_hashtext(out, rest);
         }
         if (plen == 16 && !strncmp(text, "hashtextextended", 16)) {
             const char *c2 = strchr(rest, ':');
             if (!c2)
-                return key_error(text, errbuf, errlen,
+                return key_error(text, err,
                                  "expected hashtextextended:SEED:NAME");
             int64_t seed;
             size_t slen = (size_t)(c2 - rest);
             int_problem p = parse_int(rest, slen, INT64_MIN, INT64_MAX, &seed);
             if (p)
-                return int_error(text, errbuf, errlen, "the seed", p, rest,
+                return int_error(text, err, "the seed", p, rest,
                                  slen, 64, "");
             if (!c2[1])
-                return key_error(text, errbuf, errlen,
+                return key_error(text, err,
                                  "the name after the seed is empty");
             return pglock_key_hashtextextended(out, c2 + 1, seed);
         }
@@ -296,7 +290,7 @@ int pglock_key_parse(pglock_key *out, const char *text, char *errbuf,
 
     /* Bare keys. */
     if (is_space(text[0]) || is_space(text[len - 1]))
-        return key_error(text, errbuf, errlen,
+        return key_error(text, err,
                          "leading or trailing whitespace (for such a name "
                          "write text:NAME)");
     if (is_digit(text[0]) || text[0] == '-' || text[0] == '+' ||
@@ -304,8 +298,8 @@ int pglock_key_parse(pglock_key *out, const char *text, char *errbuf,
         char hint[ECHO_MAX * 4 + 40];
         name_hint(text, hint, sizeof hint);
         if (colon)
-            return parse_pair(out, text, text, len, hint, errbuf, errlen);
-        return parse_int64(out, text, text, "the key", hint, errbuf, errlen);
+            return parse_pair(out, text, text, len, hint, err);
+        return parse_int64(out, text, text, "the key", hint, err);
     }
     return pglock_key_text(out, text);
 }

@@ -20,8 +20,8 @@
  * happens to stop pulling rows at the limit; nothing in PostgreSQL's
  * documentation promises that for a volatile function in WHERE.
  *
- * In xact hold the same statement, with pg_try_advisory_xact_lock(), is
- * one lock statement of the holding transaction (xact_hold.c): it opens
+ * With the xact lifetime the same statement, with pg_try_advisory_xact_lock(), is
+ * one lock statement of the holding transaction (lock.c): it opens
  * the transaction when none is open, counts itself for the heartbeat and
  * runs under a savepoint.  A failed statement is rolled back to that
  * savepoint, which releases whatever it was granted: no pg_locks check is
@@ -61,7 +61,7 @@ static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
             return pglock__fail(c, PGLOCK_EINVAL,
                                 "invalid key %d of the set: give 64-bit keys "
                                 "(integers, names, resolved legacy keys)", i);
-        if (pglock__hold_find(c, &keys[i], mode))
+        if (pglock__lock_find(c, &keys[i], mode))
             return pglock__fail(c, PGLOCK_ESTATE,
                                 "key %d of the set is already held by this "
                                 "client", i);
@@ -154,13 +154,13 @@ static int session_try(pglock_client *c, const char *sql, const char *ids,
 static int try_statement(pglock_client *c, const char *ids, int nkeys,
                          pglock_mode mode, int *taken)
 {
-    int xact = c->hold == PGLOCK_HOLD_XACT;
+    int xact = c->lifetime == PGLOCK_LIFETIME_XACT;
     char *sql = any_statement(ids, nkeys, mode, xact);
     if (!sql)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
     int rc;
     if (xact) {
-        rc = pglock__xact_hold_any(c, sql, taken);
+        rc = pglock__holding_xact_any(c, sql, taken);
         if (rc == PGLOCK_EBUSY) {
             *taken = -1;
             rc = 0;
@@ -192,7 +192,7 @@ int pglock_lock_any(pglock_client *c, const pglock_key *keys, int nkeys,
         return pglock__fail(c, PGLOCK_EBUSY,
                             "every one of the %d keys is held by another "
                             "session", nkeys);
-    if ((rc = pglock__hold_granted(c, &keys[taken], mode, sent_at)) != 0)
+    if ((rc = pglock__lock_granted(c, &keys[taken], mode, sent_at)) != 0)
         return rc;
     *index_out = taken;
     return 0;

@@ -19,7 +19,7 @@ static long dead_peer(const pglock_options *o)
  * kernels' dead-peer detection only after T_s, never before: the
  * arithmetic and its reasons are lease_rules.h's (lease_tcp_*).
  *
- * idle_session_timeout (idle_in_transaction_session_timeout in xact hold)
+ * idle_session_timeout (idle_in_transaction_session_timeout with the xact lifetime)
  * = T_s frees a silent holder's lock at T_s anyway; the kernels' bound is
  * for a session in a statement, a waiter above all: it ends too, at T_s
  * of silence, and client_connection_check_interval then ends its wait, so
@@ -66,25 +66,42 @@ static void append(char *buf, size_t len, size_t *at, const char *fmt, ...)
     *at = n < 0 || (size_t)n >= len - *at ? len : *at + (size_t)n;
 }
 
-/* Appends ", set_config(name, value, local)" for a setting that exists
- * since server version `since`.  The version is the client's when it has
- * one (a setting the server lacks is left out here, not tested in the
- * statement: a version test in SQL costs the server an operator lookup
- * and a cast on every statement, about a third of the open query's time
- * on a new backend); when it has none (0), the statement tests it. */
+/* The version rule: the version is the client's when it has one (a
+ * setting the server lacks is left out, not tested in the statement: a
+ * version test in SQL costs the server an operator lookup and a cast on
+ * every statement, about a third of the open query's time on a new
+ * backend); when it has none (0), the statement tests it. */
+int pglock__setting_since(char *buf, size_t len, int version, int since,
+                          const char *name, const char *value,
+                          const char *local)
+{
+    int n;
+    if (version > 0 && version < since)
+        n = snprintf(buf, len, "NULL");
+    else if (version > 0 || since == 0)
+        n = snprintf(buf, len, "set_config('%s', '%s', %s)", name, value,
+                     local);
+    else
+        n = snprintf(buf, len, "CASE WHEN current_setting("
+                     "'server_version_num')::int >= %d THEN set_config('%s',"
+                     " '%s', %s) END", since, name, value, local);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    return version > 0 && version < since;
+}
+
+/* Appends ", <the setting>" unless the server lacks it. */
 static void set_since(char *buf, size_t len, size_t *at, int version,
                       int since, const char *name, const char *value,
                       const char *local)
 {
-    if (version > 0 && version < since)
-        return;
-    if (version > 0 || since == 0)
-        append(buf, len, at, ", set_config('%s', '%s', %s)", name, value,
-               local);
-    else
-        append(buf, len, at, ", CASE WHEN current_setting("
-               "'server_version_num')::int >= %d THEN set_config('%s', '%s',"
-               " %s) END", since, name, value, local);
+    char expr[256];
+    int rc = pglock__setting_since(expr, sizeof expr, version, since, name,
+                                   value, local);
+    if (rc < 0)
+        *at = len; /* too long: the whole statement is */
+    else if (rc == 0)
+        append(buf, len, at, ", %s", expr);
 }
 
 int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,

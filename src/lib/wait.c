@@ -8,6 +8,7 @@
  * it, so an abandoned cancel cleans up after itself.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -72,7 +73,8 @@ static cancel_job *cancel_start(PGconn *conn)
     j->refs = 2;
 
     /* The thread blocks every signal, so that the caller's handlers (the
-     * ones that set opts.interrupt) keep running on the caller's thread. */
+     * ones that write opts.interrupt_fd) keep running on the caller's
+     * thread. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -149,14 +151,12 @@ static int drain(PGconn *conn, PGresult **res, int *nres)
     return 0;
 }
 
-static int poll_ms(int64_t now, int64_t deadline, int cap)
+static int poll_ms(int64_t now, int64_t deadline)
 {
-    int64_t left = deadline < 0 ? -1 : deadline - now;
-    if (deadline >= 0 && left < 0)
-        left = 0;
-    if (cap >= 0 && (left < 0 || left > cap))
-        left = cap;
-    return (int)left;
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - now;
+    return left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 }
 
 pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
@@ -188,7 +188,7 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
         int64_t now = pglock_now_ms();
         if (!job) {
             int why = 0;
-            if ((w->interrupt && *w->interrupt) || fd_fired)
+            if (fd_fired)
                 why = PGLOCK_EINTR;
             else if (w->deadline >= 0 && now >= w->deadline)
                 why = PGLOCK_ETIMEDOUT;
@@ -215,12 +215,9 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
         }
         struct pollfd fds[2] = {{.fd = PQsocket(conn), .events = POLLIN},
                                 {.fd = -1, .events = POLLIN}};
-        int cap = -1;
-        if (!job && w->interrupt)
-            cap = PGLOCK__INTERRUPT_POLL_MS;
         if (!job && w->interrupt_fd >= 0)
             fds[1].fd = w->interrupt_fd;
-        int ms = poll_ms(now, job ? cancel_deadline : w->deadline, cap);
+        int ms = poll_ms(now, job ? cancel_deadline : w->deadline);
         int n = poll(fds, 2, ms);
         if (n < 0 && errno != EINTR) {
             if (job)
@@ -261,7 +258,6 @@ PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
         return NULL;
     }
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt = NULL,
                       .interrupt_fd = -1,
                       .cancel_timeout_ms = -1};
     *end = pglock__await(conn, &w, res, &nres, &cancelled);
@@ -301,7 +297,6 @@ PGresult *pglock__exec_params(PGconn *conn, const char *sql, int nparams,
         return NULL;
     }
     pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt = NULL,
                       .interrupt_fd = -1,
                       .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     PGresult *res[PGLOCK__MAX_RESULTS];

@@ -15,13 +15,154 @@
  * target list runs left to right).  Inside the caller's transaction a
  * savepoint around it (a try's too) keeps a failure from aborting the
  * transaction.
+ *
+ * The SQL of every lock call is made here too: which advisory-lock
+ * function, and how the key is passed (parameters for a client's own
+ * connection, literals for these multi-statement queries).
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include "internal.h"
+
+/* ------------------------------------------------------- the SQL of a call */
+
+void pglock__key_describe(const pglock_key *key, char *buf, size_t len)
+{
+    switch (key->kind) {
+    case PGLOCK_KEY_PAIR:
+        snprintf(buf, len, "%" PRId32 ":%" PRId32, key->ns, key->nsid);
+        return;
+    case PGLOCK_KEY_INT64:
+        snprintf(buf, len, "%" PRId64, key->id);
+        return;
+    case PGLOCK_KEY_TEXT:
+        snprintf(buf, len, "%" PRId64 " (\"%.60s\")", key->id,
+                 key->name ? key->name : "");
+        return;
+    case PGLOCK_KEY_HASHTEXT:
+        snprintf(buf, len, "hashtext(\"%.60s\")", key->name ? key->name : "");
+        return;
+    case PGLOCK_KEY_HASHTEXTEXTENDED:
+        snprintf(buf, len, "hashtextextended(\"%.60s\", %" PRId64 ")",
+                 key->name ? key->name : "", key->seed);
+        return;
+    }
+    snprintf(buf, len, "(invalid key)");
+}
+
+static const char *fn_name(pglock_mode mode, pglock__op op, int xact)
+{
+    static const char *const names[3][2][2] = {
+        {{"pg_advisory_lock", "pg_advisory_lock_shared"},
+         {"pg_advisory_xact_lock", "pg_advisory_xact_lock_shared"}},
+        {{"pg_try_advisory_lock", "pg_try_advisory_lock_shared"},
+         {"pg_try_advisory_xact_lock", "pg_try_advisory_xact_lock_shared"}},
+        {{"pg_advisory_unlock", "pg_advisory_unlock_shared"},
+         {"pg_advisory_unlock", "pg_advisory_unlock_shared"}},
+    };
+    return names[op][xact ? 1 : 0][mode == PGLOCK_SHARED ? 1 : 0];
+}
+
+void pglock__call_make(pglock__call *out, const pglock_key *key,
+                       pglock_mode mode, pglock__op op, int xact, int first)
+{
+    const char *fn = fn_name(mode, op, xact);
+    memset(out, 0, sizeof *out);
+    if (pglock__key_is_legacy(key) && key->resolved) {
+        /* The server already told us its value: use the bigint. */
+        pglock_key k = *key;
+        k.kind = PGLOCK_KEY_INT64;
+        pglock__call_make(out, &k, mode, op, xact, first);
+        return;
+    }
+    switch (key->kind) {
+    case PGLOCK_KEY_PAIR:
+        snprintf(out->vbuf[0], sizeof out->vbuf[0], "%" PRId32, key->ns);
+        snprintf(out->vbuf[1], sizeof out->vbuf[1], "%" PRId32, key->nsid);
+        snprintf(out->fn, sizeof out->fn, "%s($%d, $%d)", fn, first,
+                 first + 1);
+        out->params[0] = out->vbuf[0];
+        out->params[1] = out->vbuf[1];
+        out->types[0] = out->types[1] = PGLOCK__INT4OID;
+        out->nparams = 2;
+        return;
+    case PGLOCK_KEY_HASHTEXT:
+        snprintf(out->fn, sizeof out->fn, "%s(hashtext($%d))", fn, first);
+        snprintf(out->value_expr, sizeof out->value_expr,
+                 "hashtext($%d)::int8", first);
+        out->params[0] = key->name;
+        out->nparams = 1;
+        return;
+    case PGLOCK_KEY_HASHTEXTEXTENDED:
+        snprintf(out->vbuf[1], sizeof out->vbuf[1], "%" PRId64, key->seed);
+        snprintf(out->fn, sizeof out->fn,
+                 "%s(hashtextextended($%d, $%d::int8))", fn, first, first + 1);
+        snprintf(out->value_expr, sizeof out->value_expr,
+                 "hashtextextended($%d, $%d::int8)", first, first + 1);
+        out->params[0] = key->name;
+        out->params[1] = out->vbuf[1];
+        out->nparams = 2;
+        return;
+    case PGLOCK_KEY_INT64:
+    case PGLOCK_KEY_TEXT:
+    default:
+        snprintf(out->vbuf[0], sizeof out->vbuf[0], "%" PRId64, key->id);
+        snprintf(out->fn, sizeof out->fn, "%s($%d)", fn, first);
+        out->params[0] = out->vbuf[0];
+        out->types[0] = PGLOCK__INT8OID;
+        out->nparams = 1;
+        return;
+    }
+}
+
+int pglock__call_literal(char *buf, size_t len, PGconn *conn,
+                         const pglock_key *key, pglock_mode mode,
+                         pglock__op op, int xact)
+{
+    const char *fn = fn_name(mode, op, xact);
+    int n;
+    if (pglock__key_is_legacy(key) && !key->resolved) {
+        char *lit = PQescapeLiteral(conn, key->name, key->name_len);
+        if (!lit)
+            return PGLOCK_ENOMEM;
+        if (key->kind == PGLOCK_KEY_HASHTEXT)
+            n = snprintf(buf, len, "%s(hashtext(%s))", fn, lit);
+        else
+            n = snprintf(buf, len, "%s(hashtextextended(%s, (%" PRId64
+                         ")::int8))", fn, lit, key->seed);
+        PQfreemem(lit);
+    } else if (key->kind == PGLOCK_KEY_PAIR) {
+        n = snprintf(buf, len, "%s((%" PRId32 ")::int4, (%" PRId32 ")::int4)",
+                     fn, key->ns, key->nsid);
+    } else {
+        n = snprintf(buf, len, "%s((%" PRId64 ")::int8)", fn, key->id);
+    }
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
+int pglock__value_literal(char *buf, size_t len, PGconn *conn,
+                          const pglock_key *key)
+{
+    if (!pglock__key_is_legacy(key) || !key->name)
+        return PGLOCK_EINVAL;
+    char *lit = PQescapeLiteral(conn, key->name, key->name_len);
+    if (!lit)
+        return PGLOCK_ENOMEM;
+    int n;
+    if (key->kind == PGLOCK_KEY_HASHTEXT)
+        n = snprintf(buf, len, "hashtext(%s)::int8", lit);
+    else
+        n = snprintf(buf, len, "hashtextextended(%s, (%" PRId64 ")::int8)",
+                     lit, key->seed);
+    PQfreemem(lit);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
+/* ------------------------------------------------------ transaction locks */
 
 #define SAVEPOINT "pglock_xact_lock"
 
@@ -56,7 +197,7 @@ static int cleanup(PGconn *conn, const char *sql)
     if (!PQsendQuery(conn, sql))
         return -1;
     pglock__wait w = {.deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0),
-                      .interrupt = NULL, .interrupt_fd = -1,
+                      .interrupt_fd = -1,
                       .cancel_timeout_ms = -1};
     PGresult *res[PGLOCK__MAX_RESULTS];
     int nres = 0, cancelled = 0;
@@ -123,7 +264,6 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
     pglock__wait w = {
         .deadline = try ? -1
                         : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
-        .interrupt = req->interrupt,
         .interrupt_fd = req->interrupt_fd,
         .cancel_timeout_ms = req->cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
@@ -287,10 +427,9 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
 }
 
 int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
-                     long timeout_ms, volatile sig_atomic_t *interrupt,
-                     pglock_error *err)
+                     long timeout_ms, int interrupt_fd, pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
                             .cancel_timeout_ms =
                                 PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 0, &req, err);
@@ -298,9 +437,9 @@ int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
 
 int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
                            pglock_mode mode, long timeout_ms,
-                           volatile sig_atomic_t *interrupt, pglock_error *err)
+                           int interrupt_fd, pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt = interrupt, .interrupt_fd = -1,
+    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
                             .cancel_timeout_ms =
                                 PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 1, &req, err);

@@ -37,6 +37,8 @@
 #define MAX_ALIVE 64
 
 static volatile sig_atomic_t terminated;
+/* Written by on_term: the lock wait's interrupt fd. */
+static int term_pipe[2] = {-1, -1};
 static volatile sig_atomic_t lost;     /* thread mode: set by on_lost */
 
 static const char *host, *mode, *dir;
@@ -47,6 +49,10 @@ static void on_term(int sig)
 {
     (void)sig;
     terminated = 1;
+    int saved = errno;
+    ssize_t wr = write(term_pipe[1], "x", 1);
+    (void)wr;
+    errno = saved;
 }
 
 static void on_lost(void *arg, int code, const char *message)
@@ -222,13 +228,15 @@ int main(int argc, char **argv)
     pglock_key key;
     if (pglock_key_int64(&key, strtoll(argv[7], NULL, 10)) != 0)
         return 64;
+    if (pipe(term_pipe) < 0)
+        return 69;
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
 
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = lease_ms;
-    o.interrupt = &terminated;
+    o.interrupt_fd = term_pipe[0];
     pglock_client *c = NULL;
     int rc = pglock_client_open(&c, argv[8], &o);
     if (rc == 0)
@@ -283,7 +291,7 @@ int main(int argc, char **argv)
             break;
         }
         if (loop ? loop_step(h, step_ms, &hold_timeout) != 0
-                 : (thread_step(step_ms), lost || pglock_hold_loss(h, NULL, 0))) {
+                 : (thread_step(step_ms), lost || pglock_hold_loss(h))) {
             end = "lost";
             break;
         }

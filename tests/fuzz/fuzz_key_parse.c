@@ -133,8 +133,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
           utf8_reference((const unsigned char *)data, size));
 
     pglock_key k;
-    char err[256];
-    int rc = pglock_key_parse(&k, text, err, sizeof err);
+    pglock_error e;
+    const char *err = e.message;
+    int rc = pglock_key_parse(&k, text, &e);
     if (rc != PGLOCK_OK) {
         CHECK(rc == PGLOCK_EINVAL);
         CHECK(!strncmp(err, "invalid key \"", 13));
@@ -162,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else if (!strncmp(text, "pair:", 5))
             num = text + 5;
         CHECK(!strcmp(num, buf));
-        CHECK(pglock_key_parse(&again, buf, NULL, 0) == PGLOCK_OK);
+        CHECK(pglock_key_parse(&again, buf, NULL) == PGLOCK_OK);
         same_key(&k, &again);
         CHECK(pglock_key_locktag(&k, &c, &o, &sub) == PGLOCK_OK);
         CHECK(sub == (k.kind == PGLOCK_KEY_PAIR ? 2 : 1));
@@ -174,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(k.id == pglock_name_to_int64(k.name, k.name_len));
         /* Its bigint, printed, is the same lock as an int key. */
         CHECK(pglock_key_format(&k, buf, sizeof buf) > 0);
-        CHECK(pglock_key_parse(&again, buf, NULL, 0) == PGLOCK_OK);
+        CHECK(pglock_key_parse(&again, buf, NULL) == PGLOCK_OK);
         CHECK(again.kind == PGLOCK_KEY_INT64 && again.id == k.id);
         snprintf(again_text, sizeof again_text, "text:%.50s", k.name);
         break;

@@ -15,11 +15,11 @@
 #include "bounded_conn.h"
 #include "support.h"
 
-static PGconn *connect_to(const char *conninfo, volatile sig_atomic_t *intr,
+static PGconn *connect_to(const char *conninfo, int interrupt_fd,
                           pglock_error *err)
 {
     const char *k[] = {"dbname", NULL}, *v[] = {conninfo, NULL};
-    return pglock__connect_params(k, v, 1, -1, intr, -1, err);
+    return pglock__connect_params(k, v, 1, -1, interrupt_fd, err);
 }
 
 static int proxy_port(void)
@@ -36,7 +36,7 @@ static void a_server_that_never_answers_fails_after_connect_timeout(void **state
              pt_env_or_skip("PGLOCK_TEST_PROXY"));
     pt_proxy_cut();
     pglock_error err = {0};
-    PGconn *c = connect_to(ci, NULL, &err);
+    PGconn *c = connect_to(ci, -1, &err);
     pt_proxy_heal();
     assert_null(c);
     assert_int_equal(err.code, PGLOCK_ECONNECT);
@@ -57,7 +57,7 @@ static void the_next_host_is_tried_after_a_silent_one(void **state)
              proxy_port(), atoi(pp + 5));
     pt_proxy_cut();
     pglock_error err = {0};
-    PGconn *c = connect_to(ci, NULL, &err);
+    PGconn *c = connect_to(ci, -1, &err);
     pt_proxy_heal();
     if (!c)
         fail_msg("not connected: %s", err.message);
@@ -66,13 +66,15 @@ static void the_next_host_is_tried_after_a_silent_one(void **state)
     PQfinish(c);
 }
 
-static volatile sig_atomic_t stop;
+/* The interrupt: a pipe, written 300 ms into the connect. */
+static int stop[2];
 
 static void *set_stop_later(void *arg)
 {
     (void)arg;
     usleep(300 * 1000);
-    stop = 1;
+    ssize_t wr = write(stop[1], "x", 1);
+    (void)wr;
     return NULL;
 }
 
@@ -83,25 +85,28 @@ static void an_interrupt_ends_the_connect(void **state)
     snprintf(ci, sizeof ci, "%s connect_timeout=60",
              pt_env_or_skip("PGLOCK_TEST_PROXY"));
     pt_proxy_cut();
-    stop = 0;
+    assert_int_equal(pipe(stop), 0);
     pthread_t t;
     pthread_create(&t, NULL, set_stop_later, NULL);
     pglock_error err = {0};
-    PGconn *c = connect_to(ci, &stop, &err);
+    PGconn *c = connect_to(ci, stop[0], &err);
     pthread_join(t, NULL);
     assert_null(c);
     assert_int_equal(err.code, PGLOCK_EINTR);
 
     /* the client's open connects the same way */
-    stop = 0;
+    char b;
+    assert_int_equal(read(stop[0], &b, 1), 1);
     pthread_create(&t, NULL, set_stop_later, NULL);
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.interrupt = &stop;
+    o.interrupt_fd = stop[0];
     pglock_client *client = NULL;
     assert_int_equal(pglock_client_open(&client, ci, &o), PGLOCK_EINTR);
     pthread_join(t, NULL);
     pglock_client_close(client);
+    close(stop[0]);
+    close(stop[1]);
     pt_proxy_heal();
 }
 
@@ -109,11 +114,11 @@ static void a_conninfo_libpq_refuses_is_einval(void **state)
 {
     (void)state;
     pglock_error err = {0};
-    assert_null(connect_to("host=/tmp dbnme=x", NULL, &err));
+    assert_null(connect_to("host=/tmp dbnme=x", -1, &err));
     assert_int_equal(err.code, PGLOCK_EINVAL);
     assert_non_null(strstr(err.message, "dbnme"));
     /* a secret libpq quotes is hidden */
-    assert_null(connect_to("postgresql://u:s3cr%ZZet@/db", NULL, &err));
+    assert_null(connect_to("postgresql://u:s3cr%ZZet@/db", -1, &err));
     assert_int_equal(err.code, PGLOCK_EINVAL);
     assert_null(strstr(err.message, "s3cr"));
     pglock_client *client = NULL;

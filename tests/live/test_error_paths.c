@@ -39,7 +39,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     pt_execf(c, "BEGIN");
     pt_execf(c, "INSERT INTO %s VALUES (1)", table);
     pt_lock_table_fill(filler);
-    int rc = pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, NULL, &err);
+    int rc = pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, -1, &err);
     pt_lock_table_release(filler);
     if (rc != PGLOCK_ELOCKTABLE)
         fail_msg("try on a full lock table: %s (%s), expected "
@@ -50,7 +50,7 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     assert_int_equal(pt_query_intf(c, "SELECT count(*) FROM %s", table), 1);
     /* usable: the lock can be taken now, and the commit keeps the row */
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      NULL, &err), 0);
+                                      -1, &err), 0);
     pt_execf(c, "COMMIT");
     assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM %s", table), 1);
     pt_execf(c, "DROP TABLE %s", table);
@@ -70,8 +70,8 @@ static void a_begin_lock_on_a_full_lock_table_rolls_back(void **s)
     pglock_error err = {0};
     pt_lock_table_fill(filler);
     int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                     NULL, &err);
-    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
+                                     -1, &err);
+    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
                                       &err);
     pt_lock_table_release(filler);
     assert_int_equal(try, PGLOCK_ELOCKTABLE);
@@ -90,7 +90,7 @@ static void xact_hold_keeps_its_locks_after_a_full_lock_table(void **s)
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_XACT;
+    o.lifetime = PGLOCK_LIFETIME_XACT;
     pglock_client *c = pt_open_client(primary, &o);
     PGconn *obs = pt_connect(primary), *filler = pt_connect(primary);
     int64_t held = pt_unique_key();
@@ -106,7 +106,7 @@ static void xact_hold_keeps_its_locks_after_a_full_lock_table(void **s)
                  pglock_err_name(rc), pglock_client_error(c));
     assert_string_equal(pglock_client_sqlstate(c), "53200");
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
-    assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &a, PGLOCK_EXCLUSIVE), 1);
     assert_false(pt_key_free(obs, held));
     assert_int_equal(pglock_lock(c, &b, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     pglock_client_close(c);
@@ -127,7 +127,7 @@ static void *xwait_main(void *arg)
 {
     xwaiter *w = arg;
     w->rc = pglock_xact_lock(w->c, &w->key, PGLOCK_EXCLUSIVE,
-                             PGLOCK_WAIT_FOREVER, NULL, &w->err);
+                             PGLOCK_WAIT_FOREVER, -1, &w->err);
     w->done = 1;
     return NULL;
 }
@@ -266,7 +266,7 @@ static void an_xact_hold_legacy_lock_on_a_cut_network_returns(void **s)
     pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_XACT;
+    o.lifetime = PGLOCK_LIFETIME_XACT;
     o.cancel_timeout_ms = 500;
     locker l = {.c = pt_open_client(proxy, &o)};
     pglock_key_hashtext(&l.key, "error-paths-xact-cut");
@@ -274,7 +274,7 @@ static void an_xact_hold_legacy_lock_on_a_cut_network_returns(void **s)
     if (pt_call_on_cut_network(lock_briefly, &l, 30000) < 0)
         fail_msg("pglock_lock() did not return on a cut network");
     assert_int_equal(l.rc, PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_held(l.c, &l.key, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(l.c, &l.key, PGLOCK_EXCLUSIVE), 0);
     pglock_client_close(l.c);
 }
 
@@ -288,7 +288,7 @@ static void an_xact_hold_legacy_lock_is_one_round_trip(void **s)
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_XACT;
+    o.lifetime = PGLOCK_LIFETIME_XACT;
     pglock_client *c = pt_open_client(proxy, &o);
     PGconn *obs = pt_connect(primary);
     pglock_key k;

@@ -14,16 +14,16 @@
 #include <unistd.h>
 #include "support.h"
 
-static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+static pglock_client *open_hold(const char *conninfo, pglock_lifetime hold)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = hold;
+    o.lifetime = hold;
     return pt_open_client(conninfo, &o);
 }
 
 /* One acquisition of key k: lock, token, close.  Returns the token. */
-static int64_t acquire_token(const char *conninfo, pglock_hold_mode hold,
+static int64_t acquire_token(const char *conninfo, pglock_lifetime hold,
                              int64_t k)
 {
     pglock_client *c = open_hold(conninfo, hold);
@@ -34,7 +34,7 @@ static int64_t acquire_token(const char *conninfo, pglock_hold_mode hold,
     int rc = pglock_client_fencing_token(c, &token, PGLOCK_WAIT_FOREVER);
     if (rc != 0)
         fail_msg("fencing token: %s", pglock_client_error(c));
-    assert_int_equal(pglock_held(c, &key, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &key, PGLOCK_EXCLUSIVE), 1);
     pglock_client_close(c);
     return token;
 }
@@ -45,8 +45,8 @@ static void tokens_increase_across_an_immediate_crash(void **state)
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pt_env_or_skip("PGLOCK_TEST_HARNESS");
     int64_t k = pt_unique_key();
-    int64_t t1 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
-    int64_t t2 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
+    int64_t t1 = acquire_token(primary, PGLOCK_LIFETIME_SESSION, k);
+    int64_t t2 = acquire_token(primary, PGLOCK_LIFETIME_SESSION, k);
     assert_true(t2 > t1);
     pt_harness("stop-primary immediate");
     pt_harness("start-primary");
@@ -58,14 +58,14 @@ static void tokens_increase_across_an_immediate_crash(void **state)
         PQclear(PQexec(a, "RECONNECT"));
         PQfinish(a);
     }
-    int64_t t3 = acquire_token(primary, PGLOCK_HOLD_SESSION, k);
+    int64_t t3 = acquire_token(primary, PGLOCK_LIFETIME_SESSION, k);
     if (t3 <= t2)
         fail_msg("token %lld after the crash is not above %lld",
                  (long long)t3, (long long)t2);
     /* through the pooler too (it reconnects to the restarted server) */
     const char *pooler = getenv("PGLOCK_TEST_POOLER");
     if (pooler && *pooler) {
-        int64_t t4 = acquire_token(pooler, PGLOCK_HOLD_XACT, k);
+        int64_t t4 = acquire_token(pooler, PGLOCK_LIFETIME_XACT, k);
         assert_true(t4 > t3);
     }
 }
@@ -74,7 +74,7 @@ static int64_t token_on(PGconn *conn)
 {
     pglock_error err = {0};
     int64_t t = 0;
-    int rc = pglock_fencing_token(conn, &t, 5000, NULL, &err);
+    int rc = pglock_fencing_token(conn, &t, 5000, -1, &err);
     if (rc != 0)
         fail_msg("pglock_fencing_token: %s: %s", pglock_err_name(rc),
                  err.message);
@@ -99,12 +99,12 @@ static void tokens_on_the_callers_connection_increase(void **state)
     pglock_error err = {0};
     int64_t t = 0;
     pt_execf(a, "BEGIN");
-    assert_int_equal(pglock_fencing_token(a, &t, 5000, NULL, &err), PGLOCK_ESTATE);
+    assert_int_equal(pglock_fencing_token(a, &t, 5000, -1, &err), PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
     assert_int_equal(t, 0);
     assert_int_equal(PQtransactionStatus(a), PQTRANS_INTRANS);
     pt_execf(a, "COMMIT");
-    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, NULL, &err), PGLOCK_EINVAL);
+    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, -1, &err), PGLOCK_EINVAL);
     PQfinish(b);
     PQfinish(a);
 }
@@ -116,7 +116,7 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     PGconn *obs = pt_connect(primary);
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT);
+    pglock_client *c = open_hold(pooler, PGLOCK_LIFETIME_XACT);
     pglock_key key;
     pglock_key_int64(&key, pt_unique_key());
     assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, 5000), 0);

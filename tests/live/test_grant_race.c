@@ -8,7 +8,7 @@
  * in a transaction (xact hold, as `pglock run` does behind a pooler).
  * (test_wait.c covers session locks: there a grant is always "held".)
  *
- * For session locks, the check after a failed wait (pg_locks, grant_race.c)
+ * For session locks, the check after a failed wait (pg_locks, lock.c)
  * for every key form and mode: a timeout takes nothing and says so; a
  * grant at cancel is reported held, counted under the key's own
  * coordinates (a legacy key resolved by the check) and released by
@@ -43,10 +43,10 @@ static void *race_main(void *arg)
         r->rc = pglock_lock(r->client, &r->key, PGLOCK_EXCLUSIVE, 30000);
     else if (r->begin)
         r->rc = pglock_xact_begin_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE,
-                                       30000, NULL, &err);
+                                       30000, -1, &err);
     else
         r->rc = pglock_xact_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE, 30000,
-                                 NULL, &err);
+                                 -1, &err);
     return NULL;
 }
 
@@ -123,7 +123,7 @@ static void xact_hold_client_reports_what_the_server_has(void **state)
     PGconn *holder = pt_connect(primary);
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_XACT;
+    o.lifetime = PGLOCK_LIFETIME_XACT;
     racer r = {.client = pt_open_client(primary, &o)};
     /* A direct connection: libpq's backend pid is the server's (the
      * client reports its backend only while it holds a lock). */
@@ -132,7 +132,7 @@ static void xact_hold_client_reports_what_the_server_has(void **state)
     for (int i = 0; i < n; i++) {
         int got = race_once(holder, &r, pid, pt_unique_key(), i);
         held += got;
-        assert_int_equal(pglock_held(r.client, &r.key, PGLOCK_EXCLUSIVE), got);
+        assert_int_equal(pglock_lock_count(r.client, &r.key, PGLOCK_EXCLUSIVE), got);
         if (got)
             assert_int_equal(pglock_unlock(r.client, &r.key, PGLOCK_EXCLUSIVE), 0);
         /* the client still holds nothing, and still works */
@@ -211,7 +211,7 @@ static void a_timed_out_session_wait_takes_nothing_in_any_form(void **state)
         assert_string_equal(pglock_client_sqlstate(c), "55P03");
         assert_non_null(strstr(pglock_client_error(c), "timed out"));
         assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
-        assert_int_equal(pglock_held(c, &f[i].key, f[i].mode), 0);
+        assert_int_equal(pglock_lock_count(c, &f[i].key, f[i].mode), 0);
         /* the client still works, on the same lock */
         pt_execf(holder, "SELECT pg_advisory_unlock(%s)", f[i].sql);
         assert_int_equal(pglock_lock(c, &f[i].key, f[i].mode, 1000), 0);
@@ -253,7 +253,7 @@ static void a_session_grant_at_cancel_is_held_in_any_form(void **state)
                 fail_msg("try %d form %d: %s (%s)", t, i,
                          pglock_err_name(w.rc), pglock_client_error(c));
             assert_int_equal(pt_backend_advisory_granted(obs, pid), 1);
-            assert_int_equal(pglock_held(c, &f[i].key, f[i].mode), 1);
+            assert_int_equal(pglock_lock_count(c, &f[i].key, f[i].mode), 1);
             assert_int_equal(pglock_unlock(c, &f[i].key, f[i].mode), 0);
             assert_int_equal(pt_backend_advisory_granted(obs, pid), 0);
         }

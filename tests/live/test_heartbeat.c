@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "internal.h"
 #include "support.h"
 
 static void heartbeat_confirms_and_moves_confirmed_at(void **state)
@@ -30,18 +31,29 @@ static void heartbeat_confirms_and_moves_confirmed_at(void **state)
     assert_true(pglock_client_confirmed_at(c) >= before);
     assert_true(pglock_client_confirmed_at(c) <= pglock_now_ms());
 
-    /* the non-blocking form, driven by poll() on the client's socket */
-    assert_int_equal(pglock_heartbeat_send(c), 0);
-    assert_int_equal(pglock_heartbeat_send(c), PGLOCK_ESTATE);
+    /* the managed hold's two halves (internal), driven by poll() on the
+     * client's socket */
+    assert_int_equal(pglock__heartbeat_send(c), 0);
+    assert_int_equal(pglock__heartbeat_send(c), PGLOCK_ESTATE);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0), PGLOCK_ESTATE);
     int rc;
     int64_t end = pt_now_ms() + 5000;
-    while ((rc = pglock_heartbeat_poll(c)) == PGLOCK_EAGAIN &&
+    while ((rc = pglock__heartbeat_poll(c)) == PGLOCK_EAGAIN &&
            pt_now_ms() < end) {
         struct pollfd p = {.fd = pglock_client_socket(c), .events = POLLIN};
         poll(&p, 1, 100);
     }
     assert_int_equal(rc, 0);
+
+    /* one left in flight, as a timed-out pglock_heartbeat() leaves it:
+     * the next pglock_heartbeat() takes its answer, then proves the lease
+     * with a heartbeat of its own (sent later than the first) */
+    assert_int_equal(pglock__heartbeat_send(c), 0);
+    int64_t first_sent = pglock_now_ms();
+    while (pglock_now_ms() == first_sent)
+        ;
+    assert_int_equal(pglock_heartbeat(c, 5000), 0);
+    assert_true(pglock_client_confirmed_at(c) > first_sent);
     pglock_client_close(c);
 }
 
@@ -57,7 +69,7 @@ static void heartbeat_notices_a_terminated_backend(void **state)
     assert_true(pt_wait_backend_gone(obs, pid, 10000));
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_client_socket(c), -1);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0),
                      PGLOCK_ECONNLOST);
     PQfinish(obs);
@@ -111,7 +123,7 @@ static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
     char sqlstate[6];
     snprintf(sqlstate, sizeof sqlstate, "%s", pglock_client_sqlstate(c));
     int sock = pglock_client_socket(c);
-    int held = pglock_held(c, &k, PGLOCK_EXCLUSIVE);
+    int held = pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE);
     int64_t after = pglock_client_confirmed_at(c);
     int key_free = pt_key_free(obs, id);
     st.stop = 1;
@@ -136,15 +148,15 @@ static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
     PQfinish(obs);
 }
 
-static pglock_options hold_opts(pglock_hold_mode hold)
+static pglock_options hold_opts(pglock_lifetime hold)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = hold;
+    o.lifetime = hold;
     return o;
 }
 
-static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
+static pglock_client *open_hold(const char *conninfo, pglock_lifetime hold)
 {
     pglock_options o = hold_opts(hold);
     return pt_open_client(conninfo, &o);
@@ -152,13 +164,13 @@ static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold)
 
 /* The heartbeat never reads pg_locks, whose cost grows with every lock on
  * the server: with pg_locks locked by another session (a reader of the
- * view would wait), it still answers, in both hold modes. */
+ * view would wait), it still answers, in both lifetimes. */
 static void heartbeat_reads_no_pg_locks(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *s = open_hold(primary, PGLOCK_HOLD_SESSION);
-    pglock_client *x = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_client *s = open_hold(primary, PGLOCK_LIFETIME_SESSION);
+    pglock_client *x = open_hold(primary, PGLOCK_LIFETIME_XACT);
     PGconn *blocker = pt_connect(primary), *reader = pt_connect(primary);
     pglock_key k1, k2;
     pglock_key_int64(&k1, pt_unique_key());
@@ -188,8 +200,8 @@ static void heartbeat_notices_a_restart(void **state)
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     pt_env_or_skip("PGLOCK_TEST_HARNESS");
-    pglock_client *s = open_hold(primary, PGLOCK_HOLD_SESSION);
-    pglock_client *x = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_client *s = open_hold(primary, PGLOCK_LIFETIME_SESSION);
+    pglock_client *x = open_hold(primary, PGLOCK_LIFETIME_XACT);
     pglock_key k1, k2;
     pglock_key_int64(&k1, pt_unique_key());
     pglock_key_int64(&k2, pt_unique_key());
@@ -198,8 +210,8 @@ static void heartbeat_notices_a_restart(void **state)
     pt_harness("restart-primary");
     assert_int_equal(pglock_heartbeat(s, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_heartbeat(x, 5000), PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_held(s, &k1, PGLOCK_EXCLUSIVE), 0);
-    assert_int_equal(pglock_held(x, &k2, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(s, &k1, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(x, &k2, PGLOCK_EXCLUSIVE), 0);
     pglock_client_close(x);
     pglock_client_close(s);
 }
@@ -210,7 +222,7 @@ static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_options o = hold_opts(PGLOCK_HOLD_XACT);
+    pglock_options o = hold_opts(PGLOCK_LIFETIME_XACT);
     int64_t id;
     pglock_client *c = pt_client_holding(primary, &o, NULL, &id, NULL);
     PGconn *obs = pt_connect(primary);
@@ -234,7 +246,7 @@ static void heartbeat_notices_a_rollback_to_savepoint(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_client *c = open_hold(primary, PGLOCK_LIFETIME_XACT);
     PGconn *obs = pt_connect(primary), *other = pt_connect(primary);
     PGconn *conn = pglock_client_conn(c);
     int64_t id1 = pt_unique_key(), id2 = pt_unique_key();
@@ -277,7 +289,7 @@ static void a_rolled_back_lock_stays_noticed_after_a_later_lock(void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
-    pglock_client *c = open_hold(primary, PGLOCK_HOLD_XACT);
+    pglock_client *c = open_hold(primary, PGLOCK_LIFETIME_XACT);
     PGconn *obs = pt_connect(primary);
     PGconn *conn = pglock_client_conn(c);
     int64_t id1 = pt_unique_key(), id2 = pt_unique_key(), id3 = pt_unique_key();
@@ -310,7 +322,7 @@ static void heartbeat_through_a_pooler_reconnect_and_restart(void **state)
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     const char *admin = pt_env_or_skip("PGLOCK_TEST_POOLER_ADMIN");
     pt_env_or_skip("PGLOCK_TEST_HARNESS");
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT);
+    pglock_client *c = open_hold(pooler, PGLOCK_LIFETIME_XACT);
     PGconn *obs = pt_connect(primary);
     int64_t id = pt_unique_key();
     pglock_key k;
@@ -405,7 +417,7 @@ static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **sta
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     int pid = pglock_client_backend_pid(c);
     pt_proxy_cut();
-    assert_int_equal(pglock_heartbeat_send(c), 0);
+    assert_int_equal(pglock__heartbeat_send(c), 0);
     long took = pt_call_on_cut_network(close_client, c, 30000);
     if (took < 0)
         fail_msg("pglock_client_close() did not return on a cut network");

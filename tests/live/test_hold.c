@@ -155,9 +155,8 @@ static void a_cut_network_stops_the_work_before_a_second_holder_starts(
     int64_t cut_at = pglock_now_ms();
     pt_proxy_cut();
     int64_t stopped_at = work_until_lost(hold);
-    char why[512];
-    assert_int_equal(pglock_hold_loss(hold, why, sizeof why),
-                     PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_hold_loss(hold), PGLOCK_ECONNLOST);
+    const char *why = pglock_hold_error(hold);
     assert_true(pt_waiter_granted(&b, 3 * LEASE_MS));
     pt_proxy_heal();
 
@@ -170,6 +169,8 @@ static void a_cut_network_stops_the_work_before_a_second_holder_starts(
            why);
     assert_int_equal(n.calls, 1);
     assert_int_equal(n.code, PGLOCK_ECONNLOST);
+    /* the loss's message, on the hold, is the one on_lost was given */
+    assert_string_equal(why, n.message);
     assert_true(stopped_at < b.got_at); /* no overlap */
     assert_int_equal(pglock_hold_stop(hold), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_client_socket(c), -1);
@@ -369,7 +370,7 @@ static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
     notice n = {0};
     pglock_hold *hold;
     pglock_client *c = first_holds(pooler, id, &hold, &n);
-    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(c), PGLOCK_LIFETIME_XACT);
     /* longer than the lease: only the hold's heartbeats keep it */
     struct pollfd lost = {.fd = pglock_hold_loss_fd(hold), .events = POLLIN};
     assert_int_equal(poll(&lost, 1, (int)(LEASE_MS * 3 / 2)), 0);
@@ -475,8 +476,8 @@ static void statement_errors_on_the_session_are_no_loss(void **s)
     pt_exec_ok(obs, "GRANT EXECUTE ON FUNCTION pg_backend_pid() TO public");
     cancels = pt_logged(pid, CANCEL) - cancels;
     denied = pt_logged(pid, DENIED) - denied;
-    char why[512];
-    int code = pglock_hold_loss(hold, why, sizeof why);
+    int code = pglock_hold_loss(hold);
+    const char *why = pglock_hold_error(hold);
     printf("# %ld ms of failing heartbeats on a session hold (lease %ld "
            "ms): %ld cancelled, %ld refused; lock %s; loss: %s\n",
            lease / 4, lease, cancels, denied,
@@ -521,7 +522,7 @@ static void a_cancel_in_xact_hold_is_a_server_side_loss(void **s)
     notice n = {0};
     pglock_hold *hold;
     pglock_client *c = first_holds_lease(pooler, id, lease, &hold, &n);
-    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(c), PGLOCK_LIFETIME_XACT);
     pid_t pid = (pid_t)pglock_client_backend_pid(c);
     long before = pt_logged(pid, CANCEL);
     int64_t storm_at = pglock_now_ms();
@@ -608,9 +609,10 @@ static void bad_options_and_states_are_refused(void **s)
     assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
     assert_int_equal(pglock_hold_step(hold, NULL), PGLOCK_ESTATE);
     assert_int_equal(pglock_hold_fd(hold), -1);
-    assert_int_equal(pglock_hold_loss(hold, NULL, 0), 0);
+    assert_int_equal(pglock_hold_loss(hold), 0);
+    assert_string_equal(pglock_hold_error(hold), "");
     assert_int_equal(pglock_hold_stop(hold), 0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 1);
     pglock_client_close(c);
 }
 

@@ -19,12 +19,12 @@
 #include <unistd.h>
 #include "support.h"
 
-static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
+static pglock_client *open_hold(const char *conninfo, pglock_lifetime hold,
                                 long lease_ms)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = hold;
+    o.lifetime = hold;
     o.lease_ms = lease_ms;
     return pt_open_client(conninfo, &o);
 }
@@ -34,7 +34,7 @@ static pglock_client *open_hold(const char *conninfo, pglock_hold_mode hold,
 static pglock_client *xact_holder(const char *conninfo, long lease_ms,
                                   int64_t id, pglock_key *k)
 {
-    pglock_client *c = open_hold(conninfo, PGLOCK_HOLD_XACT, lease_ms);
+    pglock_client *c = open_hold(conninfo, PGLOCK_LIFETIME_XACT, lease_ms);
     pglock_key_int64(k, id);
     assert_int_equal(pglock_lock(c, k, PGLOCK_EXCLUSIVE, 1000), 0);
     return c;
@@ -71,24 +71,24 @@ static void auto_hold_is_session_direct_and_xact_behind_a_pooler(void **state)
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
-    pglock_client *d = open_hold(primary, PGLOCK_HOLD_AUTO, 0);
-    assert_int_equal(pglock_client_hold_mode(d), PGLOCK_HOLD_SESSION);
+    pglock_client *d = open_hold(primary, PGLOCK_LIFETIME_AUTO, 0);
+    assert_int_equal(pglock_client_lifetime(d), PGLOCK_LIFETIME_SESSION);
     assert_true(pglock_client_backend_pid(d) > 0);
     pglock_client_close(d);
 
-    pglock_client *p = open_hold(pooler, PGLOCK_HOLD_AUTO, 0);
-    assert_int_equal(pglock_client_hold_mode(p), PGLOCK_HOLD_XACT);
+    pglock_client *p = open_hold(pooler, PGLOCK_LIFETIME_AUTO, 0);
+    assert_int_equal(pglock_client_lifetime(p), PGLOCK_LIFETIME_XACT);
     assert_int_equal(pglock_client_backend_pid(p), 0);
     pglock_client_close(p);
 
     /* the default is auto, as in the CLI; session insists */
     pglock_client *dflt = NULL;
     assert_int_equal(pglock_client_open(&dflt, pooler, NULL), 0);
-    assert_int_equal(pglock_client_hold_mode(dflt), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(dflt), PGLOCK_LIFETIME_XACT);
     pglock_client_close(dflt);
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_SESSION;
+    o.lifetime = PGLOCK_LIFETIME_SESSION;
     pglock_client *s = NULL;
     assert_int_equal(pglock_client_open(&s, pooler, &o), PGLOCK_EPOOLER);
     assert_non_null(strstr(pglock_client_error(s), "pooler"));
@@ -199,7 +199,7 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     pglock_key a, bk;
     pglock_key_int64(&a, k1);
     pglock_key_int64(&bk, k2);
-    pglock_client *c = p->c = open_hold(pooler, PGLOCK_HOLD_XACT, 4000);
+    pglock_client *c = p->c = open_hold(pooler, PGLOCK_LIFETIME_XACT, 4000);
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 5000), 0);
     int pid = pglock_client_backend_pid(c);
     assert_true(pid > 0);
@@ -214,7 +214,7 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     /* a second lock inside the transaction; re-entrant counts */
     assert_int_equal(pglock_lock(c, &bk, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     assert_int_equal(pglock_lock(c, &a, PGLOCK_EXCLUSIVE, 1000), 0);
-    assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 2);
+    assert_int_equal(pglock_lock_count(c, &a, PGLOCK_EXCLUSIVE), 2);
     assert_int_equal(pglock_client_backend_pid(c), pid);
     assert_false(pt_key_free(obs, k2));
     assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), 0);
@@ -222,7 +222,7 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     /* the last hold of one of two locks cannot go alone */
     assert_int_equal(pglock_unlock(c, &a, PGLOCK_EXCLUSIVE), PGLOCK_ESTATE);
     assert_non_null(strstr(pglock_client_error(c), "pglock_unlock_all"));
-    assert_int_equal(pglock_held(c, &a, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &a, PGLOCK_EXCLUSIVE), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_int_equal(pglock_unlock_all(c), 0);
     assert_true(pt_key_free(obs, k1));
@@ -399,7 +399,7 @@ static void a_failed_first_acquire_leaves_no_transaction(void **state)
     PGconn *holder = pt_connect_holding(primary, id);
     pglock_key k;
     pglock_key_int64(&k, id);
-    pglock_client *c = open_hold(pooler, PGLOCK_HOLD_XACT, 0);
+    pglock_client *c = open_hold(pooler, PGLOCK_LIFETIME_XACT, 0);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
                      PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
@@ -440,7 +440,7 @@ static void the_servers_idle_in_transaction_timeout_is_the_lease(void **state)
     assert_true(pt_key_free(obs, id));
     /* and the client finds out */
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
     pglock_client_close(c);
     PQfinish(obs);
 }
@@ -477,7 +477,7 @@ static void a_dbas_idle_session_timeout_spares_the_xact_client(void **state)
     snprintf(conninfo, sizeof conninfo, "%s%s", primary,
              v14 ? " options='-c idle_session_timeout=100'" : "");
     PGconn *obs = pt_connect(primary);
-    pglock_client *c = open_hold(conninfo, PGLOCK_HOLD_XACT, 0);
+    pglock_client *c = open_hold(conninfo, PGLOCK_LIFETIME_XACT, 0);
     int pid = PQbackendPID(pglock_client_conn(c));
     if (v14)
         assert_int_equal(pt_query_intf(pglock_client_conn(c),

@@ -292,11 +292,11 @@ static void test_sql_text_takes_the_lock_pg_locks_shows(void **state)
     int checked = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         pglock_key k;
-        char err[256];
+        pglock_error err;
         if (!strcmp(keys[i], "text:"))
             assert_int_equal(pglock_key_text(&k, ""), PGLOCK_OK);
-        else if (pglock_key_parse(&k, keys[i], err, sizeof err) != PGLOCK_OK)
-            fail_msg("%s", err);
+        else if (pglock_key_parse(&k, keys[i], &err) != PGLOCK_OK)
+            fail_msg("%s", err.message);
         for (int mode = 0; mode < 2; mode++)
             for (int scope = 0; scope < 2; scope++) {
                 check_sql_takes_lock(holder, other, &k, (pglock_mode)mode,

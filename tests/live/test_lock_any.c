@@ -42,7 +42,7 @@ static void takes_exactly_one_free_key_or_none(void **state)
     assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 1);
     assert_false(pt_key_free(obs, ids[1]));
     assert_true(pt_key_free(obs, ids[3]));
-    assert_int_equal(pglock_held(a, &keys[1], PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(a, &keys[1], PGLOCK_EXCLUSIVE), 1);
 
     assert_int_equal(pglock_lock_any(b, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
     assert_int_equal(index, 3);
@@ -86,7 +86,7 @@ static void the_key_taken_is_heartbeaten_and_released_like_any(void **state)
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pglock_client_backend_pid(a));
     assert_int_equal(pt_wait_backend_gone(obs, pglock_client_backend_pid(a), 5000), 1);
     assert_int_equal(pglock_heartbeat(a, 5000), PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_held(a, &keys[0], PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(a, &keys[0], PGLOCK_EXCLUSIVE), 0);
     assert_true(pt_key_free(obs, ids[0]));
     pglock_client_close(a);
     PQfinish(obs);
@@ -126,9 +126,9 @@ static pglock_client *pooled_client(const char *pooler)
 {
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_AUTO; /* what pglock run does */
+    o.lifetime = PGLOCK_LIFETIME_AUTO; /* what pglock run does */
     pglock_client *c = pt_open_client(pooler, &o);
-    assert_int_equal(pglock_client_hold_mode(c), PGLOCK_HOLD_XACT);
+    assert_int_equal(pglock_client_lifetime(c), PGLOCK_LIFETIME_XACT);
     return c;
 }
 
@@ -167,7 +167,7 @@ static void through_a_pooler_it_takes_one_key_in_the_holding_transaction(
     assert_int_equal(pt_backend_advisory_granted(obs, pid_a), 1);
     assert_false(pt_key_free(obs, ids[1]));
     assert_true(pt_key_free(obs, ids[3]));
-    assert_int_equal(pglock_held(a, &keys[1], PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(a, &keys[1], PGLOCK_EXCLUSIVE), 1);
     assert_int_equal(pglock_heartbeat(a, 5000), 0);
 
     /* the other free key goes to the second; then none is left, and a
@@ -207,7 +207,7 @@ static void through_a_pooler_it_takes_one_key_in_the_holding_transaction(
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid_b);
     assert_int_equal(pt_wait_backend_gone(obs, pid_b, 5000), 1);
     assert_int_equal(pglock_heartbeat(b, 5000), PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_held(b, &keys[3], PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(b, &keys[3], PGLOCK_EXCLUSIVE), 0);
     assert_true(pt_key_free(obs, ids[3]));
 
     pglock_client_close(a);

@@ -72,7 +72,7 @@ static void timed_waits_time_out_each_time(void **state)
     assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200), PGLOCK_ETIMEDOUT);
     assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), PGLOCK_EBUSY);
     assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200), PGLOCK_ETIMEDOUT);
-    assert_int_equal(pglock_held(c, &s->k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &s->k, PGLOCK_EXCLUSIVE), 0);
 }
 
 static void forever_wait_after_timed_wait_outlasts_it(void **state)
@@ -96,7 +96,7 @@ static void forever_wait_after_timed_wait_outlasts_it(void **state)
     /* not a timing assertion: proof that the wait outlived 200 ms, i.e.
      * that it really waited for the release */
     assert_true(waited >= 900);
-    assert_int_equal(pglock_held(c, &s->k, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &s->k, PGLOCK_EXCLUSIVE), 1);
 }
 
 int main(void)

@@ -87,8 +87,9 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
     pt_partition_cut();
     int64_t notice_at;
     int64_t stopped_at = work_then_stop(hold, &notice_at);
+    int loss = pglock_hold_loss(hold);
     char why[512];
-    int loss = pglock_hold_loss(hold, why, sizeof why);
+    snprintf(why, sizeof why, "%s", pglock_hold_error(hold));
     int got = pt_waiter_granted(&b, 3 * LEASE_MS);
     pt_partition_heal();
 

@@ -140,12 +140,12 @@ static void transaction_locks_are_one_round_trip_each(void **state)
         pglock_key_int64(&k, pt_unique_key());
         long timeout = i % 2 ? 1000 : PGLOCK_TRY;
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                                timeout, NULL, &err), 0);
+                                                timeout, -1, &err), 0);
         expect_counts(1, -1, "begin+lock", i);
         pglock_key k2;
         pglock_key_pair(&k2, 77, i);
         assert_int_equal(pglock_xact_lock(c, &k2, PGLOCK_SHARED, timeout,
-                                          NULL, &err), 0);
+                                          -1, &err), 0);
         expect_counts(1, -1, "lock in transaction", i);
         pt_exec_ok(c, "COMMIT");
         pt_proxy_reset();
@@ -154,7 +154,7 @@ static void transaction_locks_are_one_round_trip_each(void **state)
 }
 
 /* pglock_hold_release(): the last heartbeat and the release of every
- * lock are one round trip, in both hold modes and both drives; the locks
+ * lock are one round trip, in both lifetimes and both drives; the locks
  * are free when it returns, and closing the client then sends nothing.
  * A heartbeat left in flight by a step is answered first (its own round
  * trip, sent before the call). */
@@ -169,14 +169,14 @@ static void a_hold_release_is_one_round_trip(void **state)
      * half is for 14 and later. */
     const char *version = getenv("PGLOCK_TEST_SERVER_VERSION_NUM");
     int session_lease = !version || atoi(version) >= 140000;
-    const pglock_hold_mode modes[] = {PGLOCK_HOLD_SESSION, PGLOCK_HOLD_XACT};
+    const pglock_lifetime modes[] = {PGLOCK_LIFETIME_SESSION, PGLOCK_LIFETIME_XACT};
     const pglock_hold_drive drives[] = {PGLOCK_HOLD_LOOP, PGLOCK_HOLD_THREAD};
     for (int i = 0; i < 4; i++) {
-        if (modes[i % 2] == PGLOCK_HOLD_SESSION && !session_lease)
+        if (modes[i % 2] == PGLOCK_LIFETIME_SESSION && !session_lease)
             continue;
         pglock_options o;
         pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-        o.hold = modes[i % 2];
+        o.lifetime = modes[i % 2];
         o.lease_ms = 30000; /* a heartbeat every 5 s: none of the hold's
                                own in the count */
         pglock_client *c = pt_open_client(proxy, &o);
@@ -198,7 +198,7 @@ static void a_hold_release_is_one_round_trip(void **state)
         /* free at once, both of them, and nothing left to send */
         assert_true(pt_key_free(obs, id));
         assert_true(pt_key_free(obs, id2));
-        assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+        assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
         pglock_client_close(c);
         expect_counts(0, -1, "close after the release", i);
     }

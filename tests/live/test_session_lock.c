@@ -65,7 +65,7 @@ static void try_on_a_held_lock_is_busy_and_takes_nothing(void **state)
 
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
                      PGLOCK_EBUSY);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
     assert_int_equal(
         pt_backend_advisory_granted(holder, pglock_client_backend_pid(c)), 0);
     assert_non_null(strstr(pglock_client_error(c), "held by another"));
@@ -123,7 +123,7 @@ static void hashtext_key_locks_what_sql_hashtext_locks(void **state)
     pglock_key_hashtext(&k, "import:acme");
 
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 500), 0);
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 1);
     assert_false(pt_query_intf(obs,
         "SELECT pg_try_advisory_lock(hashtext('import:acme'))"));
     assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
@@ -143,9 +143,9 @@ static void reentrant_lock_needs_as_many_unlocks(void **state)
     assert_int_equal(pglock_lock(s.c, &s.k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     assert_int_equal(
         pglock_lock(s.c, &s.k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), 0);
-    assert_int_equal(pglock_held(s.c, &s.k, PGLOCK_EXCLUSIVE), 2);
+    assert_int_equal(pglock_lock_count(s.c, &s.k, PGLOCK_EXCLUSIVE), 2);
     assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE), 0);
-    assert_int_equal(pglock_held(s.c, &s.k, PGLOCK_EXCLUSIVE), 1);
+    assert_int_equal(pglock_lock_count(s.c, &s.k, PGLOCK_EXCLUSIVE), 1);
     assert_false(pt_key_free(s.obs, s.id));
     assert_int_equal(pglock_unlock(s.c, &s.k, PGLOCK_EXCLUSIVE), 0);
     assert_true(pt_key_free(s.obs, s.id));
@@ -189,7 +189,7 @@ static void unlock_all_frees_every_lock(void **state)
     assert_int_equal(pglock_unlock_all(c), 0);
     assert_true(pt_key_free(obs, a));
     assert_true(pt_key_free(obs, b));
-    assert_int_equal(pglock_held(c, &ka, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &ka, PGLOCK_EXCLUSIVE), 0);
     PQfinish(obs);
     pglock_client_close(c);
 }
@@ -335,7 +335,7 @@ static void a_pooler_is_refused_for_session_locks(void **state)
     const char *pooler = pt_env_or_skip("PGLOCK_TEST_POOLER");
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.hold = PGLOCK_HOLD_SESSION;
+    o.lifetime = PGLOCK_LIFETIME_SESSION;
     pglock_client *c = NULL;
     int rc = pglock_client_open(&c, pooler, &o);
     assert_int_equal(rc, PGLOCK_EPOOLER);
@@ -353,7 +353,7 @@ static void a_pooler_gets_no_session_settings(void **state)
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = 4321;
-    o.hold = PGLOCK_HOLD_SESSION;
+    o.lifetime = PGLOCK_LIFETIME_SESSION;
     pglock_client *c = NULL;
     assert_int_equal(pglock_client_open(&c, pooler, &o), PGLOCK_EPOOLER);
     pglock_client_close(c);
@@ -398,7 +398,7 @@ static void a_full_lock_table_is_its_own_error(void **state)
     assert_int_equal(rc, PGLOCK_ELOCKTABLE);
     assert_string_equal(pglock_client_sqlstate(c), "53200");
     assert_non_null(strstr(pglock_strerror(rc), "lock table"));
-    assert_int_equal(pglock_held(c, &k, PGLOCK_EXCLUSIVE), 0);
+    assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
     pt_execf(filler, "ROLLBACK");
     /* Not held on the server either, and the client still works. */
     assert_true(pt_key_free(filler, id));

@@ -23,7 +23,7 @@ static void xact_lock_holds_until_commit(void **state)
     pglock_error err = {0};
 
     pt_execf(c, "BEGIN");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
                                       &err), 0);
     assert_false(pt_key_free(obs, id));
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
@@ -44,12 +44,12 @@ static void xact_lock_outside_a_transaction_is_a_state_error(void **state)
     pglock_key k;
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err = {0};
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL, &err),
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 0, -1, &err),
                      PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
     assert_non_null(strstr(err.message, "transaction"));
     pt_execf(c, "BEGIN");
-    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 0, NULL,
+    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 0, -1,
                                             &err), PGLOCK_ESTATE);
     pt_execf(c, "ROLLBACK");
     PQfinish(c);
@@ -69,7 +69,7 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
     pt_execf(c, "BEGIN");
     pt_execf(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
     pt_execf(c, "INSERT INTO pglock_t VALUES (1)");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 200, NULL,
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 200, -1,
                                       &err), PGLOCK_ETIMEDOUT);
     assert_string_equal(err.sqlstate, "55P03");
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
@@ -79,7 +79,7 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
     assert_false(pt_backend_waiting_on_advisory(holder, PQbackendPID(c)));
     /* a try on a held lock: busy, transaction still fine */
     assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      NULL, &err), PGLOCK_EBUSY);
+                                      -1, &err), PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     pt_execf(c, "COMMIT");
     PQfinish(holder);
@@ -95,7 +95,7 @@ static void begin_lock_opens_a_transaction_holding_the_lock(void **state)
     pglock_key_pair(&k, 42, 9);
     pglock_error err = {0};
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_SHARED,
-                                            PGLOCK_WAIT_FOREVER, NULL, &err),
+                                            PGLOCK_WAIT_FOREVER, -1, &err),
                      0);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     assert_false(pt_query_intf(obs, "SELECT pg_try_advisory_lock(42, 9)"));
@@ -119,15 +119,15 @@ static void begin_lock_busy_rolls_back(void **state)
     pt_execf(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
     pglock_error err = {0};
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                            PGLOCK_TRY, NULL, &err),
+                                            PGLOCK_TRY, -1, &err),
                      PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 100,
-                                            NULL, &err), PGLOCK_ETIMEDOUT);
+                                            -1, &err), PGLOCK_ETIMEDOUT);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
     pt_execf(holder, "SELECT pg_advisory_unlock_all()");
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                            PGLOCK_TRY, NULL, &err), 0);
+                                            PGLOCK_TRY, -1, &err), 0);
     assert_false(pt_query_intf(holder,
         "SELECT pg_try_advisory_lock(hashtext('import:o''brien'))"));
     pt_execf(c, "COMMIT");
@@ -138,7 +138,7 @@ static void begin_lock_busy_rolls_back(void **state)
 typedef struct xwaiter {
     PGconn *c;
     pglock_key key;
-    volatile sig_atomic_t *flag;
+    int interrupt_fd;
     int rc;
 } xwaiter;
 
@@ -147,11 +147,9 @@ static void *xwait_main(void *arg)
     xwaiter *w = arg;
     pglock_error err = {0};
     w->rc = pglock_xact_lock(w->c, &w->key, PGLOCK_EXCLUSIVE,
-                             PGLOCK_WAIT_FOREVER, w->flag, &err);
+                             PGLOCK_WAIT_FOREVER, w->interrupt_fd, &err);
     return NULL;
 }
-
-static volatile sig_atomic_t xflag;
 
 static void an_interrupted_xact_wait_leaves_the_transaction_usable(void **s)
 {
@@ -161,14 +159,17 @@ static void an_interrupted_xact_wait_leaves_the_transaction_usable(void **s)
     int64_t id = pt_unique_key();
     pt_execf(holder, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pt_execf(c, "BEGIN");
-    xflag = 0;
-    xwaiter w = {.c = c, .flag = &xflag};
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    xwaiter w = {.c = c, .interrupt_fd = p[0]};
     pglock_key_int64(&w.key, id);
     pthread_t t;
     pthread_create(&t, NULL, xwait_main, &w);
     assert_true(pt_wait_backend_waiting(holder, PQbackendPID(c), 10000));
-    xflag = 1;
+    assert_int_equal(write(p[1], "x", 1), 1);
     pthread_join(t, NULL);
+    close(p[0]);
+    close(p[1]);
     assert_int_equal(w.rc, PGLOCK_EINTR);
     assert_false(pt_backend_waiting_on_advisory(holder, PQbackendPID(c)));
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
@@ -190,9 +191,9 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
     pglock_error err = {0};
     for (int i = 0; i < 20; i++) {
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
-                                                NULL, &err), 0);
+                                                -1, &err), 0);
         assert_false(pt_key_free(obs, id));
-        assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, NULL,
+        assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
                                           &err), 0);
         pt_execf(c, "COMMIT");
         assert_true(pt_key_free(obs, id));
@@ -200,7 +201,7 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
     /* a failed wait through the pooler leaves the transaction usable */
     pt_execf(obs, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pt_execf(c, "BEGIN");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 100, NULL,
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 100, -1,
                                       &err), PGLOCK_ETIMEDOUT);
     assert_int_equal(pt_query_intf(c, "SELECT 1"), 1);
     pt_execf(c, "COMMIT");
@@ -220,10 +221,10 @@ static void begin_lock_is_one_round_trip(void **state)
     pglock_error err = {0};
     pt_proxy_reset();
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
-                                            NULL, &err), 0);
+                                            -1, &err), 0);
     assert_int_equal(pt_proxy_roundtrips(), 1);
     pt_proxy_reset();
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_SHARED, 1000, NULL, &err),
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_SHARED, 1000, -1, &err),
                      0);
     assert_int_equal(pt_proxy_roundtrips(), 1);
     pt_execf(c, "COMMIT");

@@ -80,11 +80,10 @@ static void current(layout *l)
     FIELD(l, pglock_options, v, version);
     FIELD(l, pglock_options, v, lease_ms);
     FIELD(l, pglock_options, v, application_name);
-    FIELD(l, pglock_options, v, interrupt);
     FIELD(l, pglock_options, v, interrupt_fd);
     FIELD(l, pglock_options, v, cancel_timeout_ms);
     FIELD(l, pglock_options, v, dead_peer_ms);
-    FIELD(l, pglock_options, v, hold);
+    FIELD(l, pglock_options, v, lifetime);
     v = STR(PGLOCK_HOLD_OPTIONS_VERSION);
     SIZE(l, pglock_hold_options, v);
     FIELD(l, pglock_hold_options, v, version);

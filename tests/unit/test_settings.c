@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 #include "internal.h"
 #include "run.h"
@@ -78,6 +79,47 @@ static void without_a_lease_a_dead_peer_is_noticed_in_two_thirds(void **state)
     assert_string_equal(d.lease, "0");
 }
 
+/* One version rule for every setting that a server may lack (the open
+ * query's idle_session_timeout and the lease settings alike): emitted
+ * when the version is known and new enough, left out when known and
+ * older, tested in SQL when unknown. */
+static void a_setting_follows_the_one_version_rule(void **state)
+{
+    (void)state;
+    char b[256];
+    assert_int_equal(pglock__setting_since(b, sizeof b, 150000, 140000,
+                                           "idle_session_timeout", "0",
+                                           "false"), 0);
+    assert_string_equal(b, "set_config('idle_session_timeout', '0', false)");
+    assert_int_equal(pglock__setting_since(b, sizeof b, 130000, 140000,
+                                           "idle_session_timeout", "0",
+                                           "false"), 1);
+    assert_string_equal(b, "NULL");
+    assert_int_equal(pglock__setting_since(b, sizeof b, 0, 140000,
+                                           "idle_session_timeout", "0",
+                                           "false"), 0);
+    assert_string_equal(b, "CASE WHEN current_setting('server_version_num')"
+                           "::int >= 140000 THEN set_config("
+                           "'idle_session_timeout', '0', false) END");
+    /* a setting every version has needs no test, even when unknown */
+    assert_int_equal(pglock__setting_since(b, sizeof b, 0, 0, "lock_timeout",
+                                           "0", "true"), 0);
+    assert_string_equal(b, "set_config('lock_timeout', '0', true)");
+    assert_int_equal(pglock__setting_since(b, 8, 150000, 0, "lock_timeout",
+                                           "0", "true"), -1);
+    /* and the settings' statement applies it: none of 14's on a 13 */
+    char sql[2048];
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.lease_ms = 30000;
+    assert_int_equal(pglock__settings_sql(sql, sizeof sql, &o, 0, 130000), 0);
+    assert_null(strstr(sql, "idle_session_timeout"));
+    assert_null(strstr(sql, "server_version_num"));
+    assert_int_equal(pglock__settings_sql(sql, sizeof sql, &o, 0, 0), 0);
+    assert_non_null(strstr(sql, ">= 140000 THEN set_config("
+                                "'idle_session_timeout', '30000', false)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -85,6 +127,7 @@ int main(void)
         cmocka_unit_test(the_kill_after_ends_before_the_servers_kernel_may_end_it),
         cmocka_unit_test(the_6s_lease_of_the_partition_tests),
         cmocka_unit_test(without_a_lease_a_dead_peer_is_noticed_in_two_thirds),
+        cmocka_unit_test(a_setting_follows_the_one_version_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

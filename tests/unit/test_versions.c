@@ -43,11 +43,10 @@ static void the_options_init_macros_give_what_the_inits_give(void **s)
     assert_int_equal(m.version, o.version);
     assert_int_equal(m.lease_ms, o.lease_ms);
     assert_ptr_equal(m.application_name, o.application_name);
-    assert_ptr_equal(m.interrupt, o.interrupt);
     assert_int_equal(m.interrupt_fd, o.interrupt_fd);
     assert_int_equal(m.cancel_timeout_ms, o.cancel_timeout_ms);
     assert_int_equal(m.dead_peer_ms, o.dead_peer_ms);
-    assert_int_equal(m.hold, o.hold);
+    assert_int_equal(m.lifetime, o.lifetime);
 
     pglock_hold_options hm = PGLOCK_HOLD_OPTIONS_INIT, h;
     memset(&h, 0xAB, sizeof h);
@@ -100,7 +99,7 @@ static void the_key_constructors_zero_the_reserved_bytes(void **s)
     assert_int_equal(pglock_key_hashtextextended(&k, "nightly", 7), 0);
     assert_true(reserved_zero(&k));
     memset(&k, 0xAB, sizeof k);
-    assert_int_equal(pglock_key_parse(&k, "42:9", NULL, 0), 0);
+    assert_int_equal(pglock_key_parse(&k, "42:9", NULL), 0);
     assert_true(reserved_zero(&k));
 }
 
@@ -120,7 +119,7 @@ static void refused_everywhere(const pglock_key *k, const char *why)
     assert_non_null(strstr(e.message, "constructors"));
     /* A conn that is not NULL, never used: the key is refused first. */
     assert_int_equal(pglock_xact_lock((PGconn *)1, k, PGLOCK_EXCLUSIVE,
-                                      PGLOCK_TRY, NULL, &e),
+                                      PGLOCK_TRY, -1, &e),
                      PGLOCK_EINVAL);
     assert_non_null(strstr(e.message, why));
 }
@@ -157,7 +156,7 @@ static void an_error_needs_no_init_each_call_sets_every_field(void **s)
     pglock_error e;
     memset(&e, 0xAB, sizeof e); /* garbage, as an uninitialised local */
     assert_int_equal(pglock_xact_lock(NULL, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      NULL, &e),
+                                      -1, &e),
                      PGLOCK_EINVAL);
     assert_int_equal(e.code, PGLOCK_EINVAL);
     assert_string_equal(e.sqlstate, "");

@@ -67,7 +67,7 @@ PGconn *cli_connect_until(const cli_conn *conn, const char *application_name,
     }
     /* No interrupt: these commands keep the default signal actions, so a
      * signal ends them at once (no lock of theirs to release). */
-    return pglock__connect_params(keywords, values, 1, deadline, NULL, -1,
+    return pglock__connect_params(keywords, values, 1, deadline, -1,
                                   err);
 }
 

@@ -27,5 +27,10 @@ int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
         }
         return -1;
     }
-    return pglock_key_parse(out, text, err, errlen) == PGLOCK_OK ? 0 : -1;
+    pglock_error why;
+    if (pglock_key_parse(out, text, &why) == PGLOCK_OK)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%s", why.message);
+    return -1;
 }

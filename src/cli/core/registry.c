@@ -144,13 +144,12 @@ static int parse_line(cli_registry *reg, char *line, int lineno,
                     "a key cannot refer to another registry name (%s)",
                     keytext);
     } else {
-        char why_key[256];
-        if (pglock_key_parse(&key, keytext, why_key, sizeof why_key) !=
-            PGLOCK_OK)
-        {
+        pglock_error why_key;
+        if (pglock_key_parse(&key, keytext, &why_key) != PGLOCK_OK) {
             /* Already one line, escaped and bounded by the parser. */
             if (err && errlen)
-                snprintf(err, errlen, "%s:%d: %s", origin, lineno, why_key);
+                snprintf(err, errlen, "%s:%d: %s", origin, lineno,
+                         why_key.message);
             return -1;
         }
     }

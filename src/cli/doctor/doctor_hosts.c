@@ -58,7 +58,7 @@ static void probe(const PQconninfoOption *opts, doctor_host *h,
 
     h->role = "unreachable";
     pglock_error err = {0};
-    PGconn *c = pglock__connect_params(k, v, 0, -1, NULL, -1, &err);
+    PGconn *c = pglock__connect_params(k, v, 0, -1, -1, &err);
     if (!c) {
         first_line(h->error, sizeof h->error, err.message);
         return;

@@ -148,8 +148,6 @@ int run_signals_init(run_job *job);
 void run_signals_catch_job_control(const run_job *job);
 /* The stop signal received (INT, TERM, HUP, QUIT), or 0. */
 int run_stop_signal(void);
-/* The flag behind run_stop_signal(), for pglock_options.interrupt. */
-volatile sig_atomic_t *run_stop_flag(void);
 /* Readable when any handled signal arrived: one byte per signal, the
  * signal number | RUN_FROM_TERMINAL (drain it). */
 int run_event_fd(void);
@@ -201,7 +199,7 @@ struct run_args {
     int allow_setuid;         /* --allow-setuid */
     const char *keys_file;
     cli_conn conn;
-    pglock_hold_mode hold;    /* --mode (default auto) */
+    pglock_lifetime hold;    /* --mode (default auto) */
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
@@ -276,12 +274,11 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
  * refused password, a pg_hba.conf or privilege refusal, bad options). */
 int run_connect_may_pass(const run_state *st, int rc);
 /* A lock client with run's connection parameters, options and lease (in
- * session hold with --slots), interrupted by *interrupt / interrupt_fd.
+ * session hold with --slots), interrupted by a readable interrupt_fd.
  * pglock_client_open_params()'s contract: *out is set even on failure.
  * Prints nothing, so that a thread may call it. */
 int run_open_client(const run_state *st, const char *connect_timeout,
-                    volatile sig_atomic_t *interrupt, int interrupt_fd,
-                    pglock_client **out);
+                    int interrupt_fd, pglock_client **out);
 /* Parses st->nkeys keys from st->key_texts into keys, loading the
  * registry for @NAME; refuses a key given twice.  0, or -1 with err set
  * (a usage error). */

@@ -313,7 +313,7 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
     char err[512], pid[16], bpid[16], tok[24];
     char host[256];
     int held = outcome == NULL;
-    int xact = held && pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT;
+    int xact = held && pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
     if (record_keys_make(st, &k) < 0) {
         cli_warning("could not record the %s of the run: the keys' names are "
                     "too long", held ? "start" : "skip");

@@ -76,8 +76,7 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
 }
 
 int run_open_client(const run_state *st, const char *connect_timeout,
-                    volatile sig_atomic_t *interrupt, int interrupt_fd,
-                    pglock_client **out)
+                    int interrupt_fd, pglock_client **out)
 {
     const run_args *a = st->args;
     char appname[64], keys[256];
@@ -101,11 +100,10 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION);
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
-    opts.interrupt = interrupt;
     opts.interrupt_fd = interrupt_fd;
     /* slots too: pglock_lock_any() and the watchers' waits work in either
      * hold, so --slots passes a transaction-mode pooler */
-    opts.hold = a->hold;
+    opts.lifetime = a->hold;
     return pglock_client_open_params(out, kw, val, &opts);
 }
 
@@ -125,8 +123,8 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
 {
     st->error_sqlstate[0] = '\0';
     cli_verbose("connecting");
-    int rc = run_open_client(st, connect_timeout, run_stop_flag(),
-                             run_interrupt_fd(), &st->client);
+    int rc = run_open_client(st, connect_timeout, run_interrupt_fd(),
+                             &st->client);
     if (rc < 0) {
         snprintf(st->error, sizeof st->error, "%s",
                  st->client ? pglock_client_error(st->client) : pglock_strerror(rc));
@@ -141,9 +139,9 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
     cli_verbose("connected: database \"%s\" on %s port %s, %s",
                 db, pc && PQhost(pc) ? PQhost(pc) : "?",
                 pc && PQport(pc) ? PQport(pc) : "?",
-                pglock_client_hold_mode(st->client) != PGLOCK_HOLD_XACT
+                pglock_client_lifetime(st->client) != PGLOCK_LIFETIME_XACT
                     ? "session lock on a direct connection"
-                : st->args->hold == PGLOCK_HOLD_XACT
+                : st->args->hold == PGLOCK_LIFETIME_XACT
                     ? "the lock is held in a transaction (--mode=xact)"
                     : "through a pooler: the lock is held in a transaction");
 

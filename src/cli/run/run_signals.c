@@ -1,8 +1,8 @@
 /*
  * The signal plumbing of `pglock run` and `pglock lead`: a self-pipe that
  * turns every caught signal into a byte the supervisor's poll() loop reads
- * (run_supervisor.c), and the stop flag and pipe that interrupt a wait in
- * the library.  Dispositions found at start are kept for the job.
+ * (run_supervisor.c), and the stop pipe that interrupts a wait in the
+ * library.  Dispositions found at start are kept for the job.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +18,14 @@
 #include "cli.h"
 #include "run.h"
 
-/* The signal that asked pglock to stop (INT, TERM, HUP, QUIT), 0 if none:
- * also the library's interrupt flag while waiting for the lock. */
+/* The signal that asked pglock to stop (INT, TERM, HUP, QUIT), 0 if none. */
 static volatile sig_atomic_t stop_signal;
 /* Every caught signal is written here as one byte (self-pipe): the signal
  * number, plus RUN_FROM_TERMINAL when the kernel sent it (a terminal's ^C, ^\\,
  * ^Z) rather than kill(). */
 static int event_pipe[2] = {-1, -1};
-/* Written only by stop signals: wakes a wait in the library at once. */
+/* Written only by stop signals, never drained: the library's interrupt
+ * fd, readable from the first stop signal on. */
 static int interrupt_pipe[2] = {-1, -1};
 
 static void on_signal(int signo, siginfo_t *info, void *context)
@@ -104,11 +104,6 @@ void run_signals_catch_job_control(const run_job *job)
 int run_stop_signal(void)
 {
     return stop_signal;
-}
-
-volatile sig_atomic_t *run_stop_flag(void)
-{
-    return &stop_signal;
 }
 
 int run_event_fd(void)

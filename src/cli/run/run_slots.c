@@ -102,7 +102,7 @@ int run_slots_declare(pglock_client *client, const run_slots *s,
     const pglock_key *mine = &s->decls[s->n - 1];
     *in_use = 0;
     /* shared, and nobody takes it exclusive: a try is always granted */
-    int rc = pglock_held(client, mine, PGLOCK_SHARED)
+    int rc = pglock_lock_count(client, mine, PGLOCK_SHARED)
                  ? 0 : pglock_lock(client, mine, PGLOCK_SHARED, PGLOCK_TRY);
     if (rc < 0) {
         snprintf(err, errlen, "%s", pglock_client_error(client));

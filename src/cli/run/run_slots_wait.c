@@ -20,13 +20,15 @@
  *
  * Bounds: the --wait budget (the gate wait has what is left of it, the
  * watchers too, and past it they are stopped); a stop signal interrupts
- * every wait at once (run_interrupt_fd() is every client's interrupt fd).
+ * every wait at once (run_interrupt_fd() is in every watcher's interrupt
+ * fd).
  * While the head waits, its gate connection is idle: the library's
  * managed hold keeps its lease, so that the server does not end it (that
  * would let a second head in, which costs connections, not safety: the
  * slots alone bound the holders).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,14 +36,61 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 #include "cli.h"
 #include "run.h"
 
-/* Each watcher's interrupt flag, read by the library in its wait.  Static:
- * the winner's client keeps pointing at its flag after the wait, which
- * as_head() clears (a stop at the deadline may have set it). */
-static volatile sig_atomic_t watcher_stop[RUN_MAX_SLOTS];
+/* Each watcher's interrupt fd, its client's pglock_options.interrupt_fd:
+ * an epoll set, readable while its own stop pipe or run_interrupt_fd() is
+ * (the library watches one fd, and a watcher must be stoppable alone).
+ * Made once and kept for the process: the winner's client keeps its fd
+ * after the wait, with its stop pipe drained by as_head() (a stop at the
+ * deadline may have written it), so that it then means a stop signal. */
+typedef struct watcher_stop {
+    int made;     /* 1: pipe and fd made, -1: could not be */
+    int pipe[2];
+    int fd;
+} watcher_stop;
+static watcher_stop stops[RUN_MAX_SLOTS];
+
+/* Makes slot i's stop fd (once) and drains its pipe.  0, or -1 (errno). */
+static int stop_ready(int i)
+{
+    watcher_stop *s = &stops[i];
+    if (!s->made) {
+        struct epoll_event ev = {.events = EPOLLIN};
+        s->made = -1;
+        if (pipe2(s->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+            return -1;
+        s->fd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->fd < 0 ||
+            epoll_ctl(s->fd, EPOLL_CTL_ADD, s->pipe[0], &ev) < 0 ||
+            (run_interrupt_fd() >= 0 &&
+             epoll_ctl(s->fd, EPOLL_CTL_ADD, run_interrupt_fd(), &ev) < 0))
+            return -1;
+        s->made = 1;
+    }
+    if (s->made < 0)
+        return -1;
+    char buf[64];
+    while (read(s->pipe[0], buf, sizeof buf) > 0)
+        ;
+    return 0;
+}
+
+static void stop_one(int i)
+{
+    ssize_t wr = write(stops[i].pipe[1], "x", 1);
+    (void)wr; /* full: readable already */
+}
+
+/* Whether watcher i was stopped (or a stop signal came). */
+static int stopped_now(int i)
+{
+    struct pollfd p = {stops[i].fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+}
 
 typedef struct slot_wait slot_wait;
 
@@ -75,7 +124,7 @@ static void stop_watchers(slot_wait *sw, int except)
 {
     for (int i = 0; i < sw->s->n; i++)
         if (i != except)
-            watcher_stop[i] = 1;
+            stop_one(i);
 }
 
 static long budget_left(int64_t deadline)
@@ -102,17 +151,16 @@ static void *watch(void *arg)
     pglock_client *c = NULL;
     /* Setup has the wait's budget (forever without one), not the default
      * connect_timeout: through a full pooler its first query waits for a
-     * server connection, which a holder's end frees; the stop flag and
-     * run_interrupt_fd() end it sooner. */
+     * server connection, which a holder's end frees; its stop fd ends it
+     * sooner. */
     char ct[24];
     long left = budget_left(sw->deadline);
     long secs = left == PGLOCK_WAIT_FOREVER ? 0 : (left + 999) / 1000;
     snprintf(ct, sizeof ct, "%ld", left == PGLOCK_WAIT_FOREVER ? 0
                                    : secs < 2 ? 2 : secs);
-    int rc = run_open_client(sw->st, ct, &watcher_stop[me->index],
-                             run_interrupt_fd(), &c);
+    int rc = run_open_client(sw->st, ct, stops[me->index].fd, &c);
     if (rc == 0)
-        rc = watcher_stop[me->index]
+        rc = stopped_now(me->index)
                  ? PGLOCK_EINTR
                  : pglock_lock(c, &sw->s->keys[me->index], PGLOCK_EXCLUSIVE,
                                budget_left(sw->deadline));
@@ -213,9 +261,8 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
         if (gate && now >= step_at) {
             long t;
             if (pglock_hold_step(gate, &t) != 0) {
-                char why[512];
-                pglock_hold_loss(gate, why, sizeof why);
-                cli_verbose("the gate's connection: %s", why);
+                cli_verbose("the gate's connection: %s",
+                            pglock_hold_error(gate));
                 step_at = INT64_MAX;
             } else {
                 step_at = now + (t > 0 ? t : 1);
@@ -283,10 +330,14 @@ static int watch_slots(run_state *st, slot_wait *sw)
 {
     int rc = 0;
     for (int i = 0; i < sw->s->n; i++)
-        watcher_stop[i] = 0;
+        if (stop_ready(i) < 0) {
+            snprintf(st->error, sizeof st->error, "could not make the stop "
+                     "fd of slot %d's watcher: %s", i, strerror(errno));
+            return PGLOCK_ENOMEM;
+        }
     /* The watchers start with every signal blocked, so that the handlers
      * run on this thread; they hear of a stop signal through
-     * run_interrupt_fd(). */
+     * run_interrupt_fd(), which is in their stop fds. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -316,7 +367,7 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
      * and the gate with it, for the whole job (a transaction lock goes
      * only with its transaction): the watchers try instead, and one
      * granted at once wins. */
-    int xact = pglock_client_hold_mode(st->client) == PGLOCK_HOLD_XACT;
+    int xact = pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
     int rc = xact ? PGLOCK_EBUSY
                   : pglock_lock_any(st->client, s->keys, s->n,
                                     PGLOCK_EXCLUSIVE, &st->slot);
@@ -342,9 +393,10 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
          * declares it now, goes: no instant without a declaration, when
          * a user of another N would see none. */
         pglock_client *won = sw->w[sw->winner].client;
-        /* its interrupt flag from now on means only what it says (a stop
-         * at the deadline may have set it: the slot is won all the same) */
-        watcher_stop[sw->winner] = 0;
+        /* its interrupt fd from now on means only a stop signal (a stop
+         * at the deadline may have written its pipe: the slot is won all
+         * the same) */
+        stop_ready(sw->winner);
         rc = pglock_lock(won, &s->decls[s->n - 1], PGLOCK_SHARED, PGLOCK_TRY);
         if (rc < 0) {
             snprintf(st->error, sizeof st->error, "could not declare --slots="
@@ -379,7 +431,7 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         /* a watcher's failure: st->error says why (cmd_run prints it) */
         pglock_client_close(st->client);
         st->client = NULL;
-    } else if (pglock_held(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
+    } else if (pglock_lock_count(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
         /* a slot taken by the head's own try, or none: let the next in.
          * In xact hold the client holds only the gate here (as_head), so
          * the unlock ends its transaction. */

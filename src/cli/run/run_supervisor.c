@@ -161,9 +161,7 @@ static void hold_lost(run_state *st)
              "of a %lds lease)", t, st->lease.server_ms / 1000);
         return;
     }
-    char why[512];
-    pglock_hold_loss(sv.hold, why, sizeof why);
-    lose(st, "%s", why);
+    lose(st, "%s", pglock_hold_error(sv.hold));
 }
 
 /* Starts the hold on st->client if none runs: the library's lease engine,

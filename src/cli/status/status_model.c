@@ -47,7 +47,7 @@ static const char *app_key(const char *app, const cli_registry *reg,
             *out = *k;
             return rest + 1;
         }
-        if (pglock_key_parse(out, rest, NULL, 0) != PGLOCK_OK ||
+        if (pglock_key_parse(out, rest, NULL) != PGLOCK_OK ||
             out->kind != PGLOCK_KEY_TEXT)
             return NULL;
         return out->name;

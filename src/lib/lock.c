@@ -1,19 +1,46 @@
 /*
- * Session locks on the client's connection, and the client's own count of
- * them (PostgreSQL's session locks are re-entrant: n locks need n unlocks).
+ * The lock path of a client, from pglock_lock() to the grant: the client's
+ * own count of its locks (PostgreSQL's locks are re-entrant: n locks need
+ * n unlocks), the session-lock statement, the check of pg_locks after a
+ * failed one (the grant race), and the xact lifetime's statements in the
+ * holding transaction.
  *
- * Acquire and release are one statement each.  The per-wait lock_timeout
- * travels in the acquiring statement: set_config() is evaluated before the
- * lock function (target list, left to right) and the server reads
- * lock_timeout when the wait starts.  It is sent only when the session's
- * value must change, since even an unused set_config() costs the server
- * measurable time when many clients contend for one key (bench/).
+ * Session lifetime.  Acquire and release are one statement each.  The
+ * per-wait lock_timeout travels in the acquiring statement: set_config()
+ * is evaluated before the lock function (target list, left to right) and
+ * the server reads lock_timeout when the wait starts.  It is sent only
+ * when the session's value must change, since even an unused set_config()
+ * costs the server measurable time when many clients contend for one key
+ * (bench/).  The statements are the cheapest forms that keep those
+ * guarantees (bench/bench_sql_variants.c, issue 31): the key's parameter
+ * types are declared rather than cast, and there is no placeholder column
+ * when the setting is not sent; what is left over raw libpq's own
+ * statement is the server's parse and plan of any unnamed statement.
  *
- * The statements are the cheapest forms that keep those guarantees
- * (bench/bench_sql_variants.c, issue 31): the key's parameter types are
- * declared rather than cast, and there is no placeholder column when the
- * setting is not sent; what is left over raw libpq's own statement is the
- * server's parse and plan of any unnamed statement.
+ * The grant race: a lock statement that failed or was cancelled may still
+ * have been granted its lock in the same instant (PostgreSQL can grant a
+ * waiter and then deliver the cancel or the lock_timeout error, and a
+ * cancel can land just after pg_try_advisory_lock() returned).  So after
+ * any failed session-lock statement pg_locks has the last word: one check,
+ * for pglock_lock() (a set of one key) and pglock_lock_any() (a set).  It
+ * is one statement, bounded by PGLOCK__CLOSE_TIMEOUT_MS.  When it cannot
+ * answer, nobody knows whether the lock is held, so the connection is
+ * closed: that frees whatever it was granted.
+ *
+ * Xact lifetime: the locks are transaction locks inside one open READ
+ * COMMITTED transaction that does nothing else, so that they pass a
+ * transaction-mode pooler, which keeps an open transaction on one server
+ * backend.  The first lock opens the transaction, applies the lock
+ * connection's settings transaction-locally (never a plain SET: through a
+ * pooler it would stay on a server connection other clients get next) and
+ * takes the lock, all in one round trip; idle_in_transaction_session_timeout
+ * is the lease's server-side clock.  The transaction is READ ONLY and runs
+ * only short statements, so it never gets a transaction id and holds no
+ * snapshot between them: it does not hold back VACUUM.  Each statement
+ * also returns pg_backend_pid(), checked against the one recorded when the
+ * transaction began, and counts itself in a transaction-local setting
+ * that the heartbeat reads back (heartbeat.c).  The statements themselves
+ * are xact_lock.c's, shared with pglock_xact_lock().
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -24,17 +51,17 @@
 
 /* ------------------------------------------------------------- counts */
 
-
-/* The hold for key+mode, or NULL.  An unresolved legacy key is found by
+/* The entry for key+mode, or NULL.  An unresolved legacy key is found by
  * its name (and seed). */
-pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
-                                pglock_mode mode)
+pglock__lock_entry *pglock__lock_find(const pglock_client *c,
+                                      const pglock_key *key,
+                                      pglock_mode mode)
 {
     uint32_t classid = 0, objid = 0;
     int objsubid = 0;
     int by_tag = pglock_key_locktag(key, &classid, &objid, &objsubid) == 0;
-    for (size_t i = 0; i < c->nholds; i++) {
-        pglock__hold *h = &c->holds[i];
+    for (size_t i = 0; i < c->nlocks; i++) {
+        pglock__lock_entry *h = &c->locks[i];
         if (h->mode != mode)
             continue;
         if (by_tag) {
@@ -51,23 +78,23 @@ pglock__hold *pglock__hold_find(const pglock_client *c, const pglock_key *key,
     return NULL;
 }
 
-/* Counts one more hold of a resolved key. */
-static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
+/* Counts one more lock of a resolved key. */
+static int entry_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
 {
-    pglock__hold *h = pglock__hold_find(c, key, mode);
+    pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     if (h) {
         h->count++;
         return 0;
     }
-    if (c->nholds == c->capholds) {
-        size_t cap = c->capholds ? c->capholds * 2 : 8;
-        pglock__hold *n = realloc(c->holds, cap * sizeof *n);
+    if (c->nlocks == c->caplocks) {
+        size_t cap = c->caplocks ? c->caplocks * 2 : 8;
+        pglock__lock_entry *n = realloc(c->locks, cap * sizeof *n);
         if (!n)
             return PGLOCK_ENOMEM;
-        c->holds = n;
-        c->capholds = cap;
+        c->locks = n;
+        c->caplocks = cap;
     }
-    h = &c->holds[c->nholds];
+    h = &c->locks[c->nlocks];
     memset(h, 0, sizeof *h);
     pglock_key_locktag(key, &h->classid, &h->objid, &h->objsubid);
     h->mode = mode;
@@ -79,14 +106,14 @@ static int hold_add(pglock_client *c, const pglock_key *key, pglock_mode mode)
         if (!h->name)
             return PGLOCK_ENOMEM;
     }
-    c->nholds++;
+    c->nlocks++;
     return 0;
 }
 
-int pglock__hold_granted(pglock_client *c, const pglock_key *key,
+int pglock__lock_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at)
 {
-    if (hold_add(c, key, mode) != 0) {
+    if (entry_add(c, key, mode) != 0) {
         /* Held on the server but not counted: a lock nobody could unlock
          * or verify.  Closing the connection frees it. */
         pglock__client_drop(c);
@@ -101,10 +128,10 @@ int pglock__hold_granted(pglock_client *c, const pglock_key *key,
     return 0;
 }
 
-static void hold_remove(pglock_client *c, pglock__hold *h)
+static void entry_remove(pglock_client *c, pglock__lock_entry *h)
 {
     free(h->name);
-    *h = c->holds[--c->nholds];
+    *h = c->locks[--c->nlocks];
 }
 
 /* --------------------------------------------------------- arguments */
@@ -143,6 +170,71 @@ static int check_call(pglock_client *c, const pglock_key *key,
 
 /* --------------------------------------------------- after a failure */
 
+/* Parameters: $1 the pg_locks mode, $2 the objsubid, $3 (and $4) the
+ * keys: the first column is the set's first bigint (a legacy key's value,
+ * computed here), the second the 1-based index of the first key held. */
+#define GRANT_CHECK_SQL \
+    "SELECT k.ids[1], (SELECT min(u.i)" \
+    " FROM unnest(k.ids) WITH ORDINALITY u(id, i)" \
+    " JOIN pg_locks l ON l.locktype = 'advisory'" \
+    " AND l.pid = pg_backend_pid() AND l.granted" \
+    " AND l.objsubid = $2::int2" \
+    " AND l.classid = ((u.id >> 32) & 4294967295)::oid" \
+    " AND l.objid = (u.id & 4294967295)::oid AND l.mode = $1)" \
+    " FROM (SELECT %s AS ids) k"
+
+int pglock__granted_among(pglock_client *c, const char *ids, int objsubid,
+                          pglock_mode mode, pglock_key *resolve,
+                          const char *failed)
+{
+    char sub[4], array[128], sql[sizeof GRANT_CHECK_SQL + sizeof array];
+    const char *params[4] = {mode == PGLOCK_SHARED ? "ShareLock"
+                                                   : "ExclusiveLock",
+                             sub, ids, NULL};
+    int nparams = 3;
+    snprintf(sub, sizeof sub, "%d", objsubid);
+    snprintf(array, sizeof array, "$3::int8[]");
+    pglock__call call;
+    if (resolve) {
+        /* the key's bigint over $3 (and $4), as the lock statement had it */
+        pglock__call_make(&call, resolve, mode, PGLOCK__OP_TRY, 0, 3);
+        snprintf(array, sizeof array, "ARRAY[%s]", call.value_expr);
+        params[2] = call.params[0];
+        params[3] = call.params[1];
+        nparams = 2 + call.nparams;
+    }
+    snprintf(sql, sizeof sql, GRANT_CHECK_SQL, array);
+
+    /* The caller's error stands unless a lock turns out held. */
+    char saved[sizeof c->message], state[sizeof c->sqlstate];
+    memcpy(saved, c->message, sizeof saved);
+    memcpy(state, c->sqlstate, sizeof state);
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(c->conn, sql, nparams, params,
+                                         PGLOCK__CLOSE_TIMEOUT_MS, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_TUPLES_OK ||
+        PQntuples(res) != 1) {
+        char what[96];
+        snprintf(what, sizeof what, "could not check pg_locks after a failed "
+                                    "%s; the connection was closed", failed);
+        pglock__fail_result(c, res, what);
+        PQclear(res);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    if (resolve) {
+        resolve->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        resolve->resolved = 1;
+    }
+    int index = PQgetisnull(res, 0, 1) ? -1
+                : atoi(PQgetvalue(res, 0, 1)) - 1;
+    PQclear(res);
+    memcpy(c->message, saved, sizeof saved);
+    memcpy(c->sqlstate, state, sizeof state);
+    return index;
+}
+
+
 /* Asks pg_locks whether this backend holds key in mode, a set of one:
  * pglock__granted_among()'s answer (0 held, -1 not, or PGLOCK_ECONNLOST).
  * An unresolved legacy key is resolved by the same statement, into *key. */
@@ -173,7 +265,6 @@ int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
         return PGLOCK_ECONNLOST;
     }
     pglock__wait w = {.deadline = deadline,
-                      .interrupt = c->opts.interrupt,
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = c->opts.cancel_timeout_ms};
     pglock__wait_end end = pglock__await(c->conn, &w, res, nres, cancelled);
@@ -316,13 +407,13 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
                             timeout_ms);
     pglock_key key = *key_in;
     int64_t sent_at = pglock_now_ms();
-    rc = c->hold == PGLOCK_HOLD_XACT
-             ? pglock__xact_hold_lock(c, &key, mode, timeout_ms)
+    rc = c->lifetime == PGLOCK_LIFETIME_XACT
+             ? pglock__holding_xact_lock(c, &key, mode, timeout_ms)
              : session_acquire(c, &key, mode, timeout_ms);
     if (rc)
         return rc;
     int64_t answered_at = pglock_now_ms();
-    if ((rc = pglock__hold_granted(c, &key, mode, sent_at)) != 0)
+    if ((rc = pglock__lock_granted(c, &key, mode, sent_at)) != 0)
         return rc;
     /* After a long wait the send time says little about the server's idle
      * clock, which starts when the lock is granted: confirm now, so the
@@ -340,18 +431,155 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     return 0;
 }
 
+/* ----------------------------------------------------------- xact lifetime */
+
+
+#define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
+
+/* The statements before the lock: the backend's pid, a legacy key's value
+ * (the hold is counted by its value, so it is learnt in the same round
+ * trip and under the same savepoint and wait as the lock), the count of
+ * lock statements that the heartbeat reads back (undone with the lock
+ * when the savepoint is rolled back) and, when the transaction begins,
+ * its settings. */
+static int prelude_sql(char *buf, size_t len, pglock_client *c,
+                       const pglock_key *key, int begin)
+{
+    char value[700] = "", settings[2048] = "";
+    int rc = 0;
+    if (key && pglock__key_is_legacy(key) && !key->resolved)
+        rc = pglock__value_literal(value, sizeof value, c->conn, key);
+    if (rc == 0 && begin)
+        rc = pglock__settings_sql(settings, sizeof settings, &c->opts, 1,
+                                  c->server_version);
+    if (rc != 0)
+        return rc;
+    /* The server counts up from its own value, not ours: a lock undone
+     * behind our back (a ROLLBACK TO SAVEPOINT on the borrowed connection)
+     * then stays one short for good, even after later lock statements,
+     * and the heartbeat sees it.  A new transaction starts from 1. */
+    const char *count = begin ? "'1'"
+        : "(coalesce(nullif(current_setting('" PGLOCK__LOCKS_SETTING
+          "', true), ''), '0')::int8 + 1)::text";
+    int n = snprintf(buf, len,
+                     "SELECT pg_backend_pid() AS " PGLOCK__PID_COLUMN
+                     "%s%s%s, set_config('" PGLOCK__LOCKS_SETTING
+                     "', %s, true)%s%s",
+                     *value ? ", " : "", value,
+                     *value ? " AS " PGLOCK__VALUE_COLUMN : "", count,
+                     *settings ? ", " : "", settings);
+    return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
+}
+
+/* One lock statement in the holding transaction (opened by it when none
+ * is), with the hold's bookkeeping: the key's (stmt NULL) or a set's stmt
+ * (key NULL; its index into *index_out).  0 when held, else a code with
+ * the message on the client (dropped on PGLOCK_ECONNLOST); PGLOCK_EBUSY
+ * has no message. */
+static int holding_statement(pglock_client *c, pglock_key *key, const char *stmt,
+                          pglock_mode mode, long timeout_ms, int *index_out)
+{
+    int begin = !c->in_xact;
+    char prelude[3000];
+    int rc = prelude_sql(prelude, sizeof prelude, c, key, begin);
+    if (rc)
+        return pglock__fail(c, rc, rc == PGLOCK_ENOMEM ? "out of memory"
+                                   : "invalid options or key name too long");
+    int pid = 0;
+    pglock__xact_req req = {.begin_sql = BEGIN_SQL,
+                            .prelude = prelude,
+                            .interrupt_fd = c->opts.interrupt_fd,
+                            .cancel_timeout_ms = c->opts.cancel_timeout_ms,
+                            .pid_out = &pid,
+                            .resolve = key,
+                            .index_out = index_out};
+    pglock_error err = {0};
+    rc = stmt ? pglock__xact_run(c->conn, stmt, begin, timeout_ms, &req, &err)
+              : pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
+                                      &req, &err);
+    /* A busy try inside the transaction still released its savepoint, and
+     * with it the count its statement set. */
+    if (rc == 0 || (rc == PGLOCK_EBUSY && !begin))
+        c->xact_locks = (begin ? 0 : c->xact_locks) + 1;
+    if (rc == PGLOCK_EBUSY)
+        return rc;
+    if (rc) {
+        pglock__fail_error(c, &err);
+        if (rc == PGLOCK_ECONNLOST)
+            pglock__client_drop(c);
+        return rc;
+    }
+    if (key && pglock__key_is_legacy(key) && !key->resolved) {
+        pglock__client_drop(c); /* held, but it could never be verified */
+        return pglock__fail(c, PGLOCK_ECONNLOST,
+                            "the server did not return the key's value: "
+                            "the connection was closed");
+    }
+    if (begin) {
+        c->in_xact = 1;
+        c->backend_pid = pid;
+    } else if (pid != c->backend_pid) {
+        pglock__fail(c, PGLOCK_ECONNLOST,
+                     "the holding transaction reached backend %d instead of "
+                     "%d: its locks are gone", pid, c->backend_pid);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    return 0;
+}
+
+int pglock__holding_xact_lock(pglock_client *c, pglock_key *key,
+                              pglock_mode mode, long timeout_ms)
+{
+    int rc = holding_statement(c, key, NULL, mode, timeout_ms, NULL);
+    if (rc == PGLOCK_EBUSY) {
+        char k[128];
+        pglock__key_describe(key, k, sizeof k);
+        return pglock__fail(c, PGLOCK_EBUSY,
+                            "lock %s is held by another session", k);
+    }
+    return rc;
+}
+
+int pglock__holding_xact_any(pglock_client *c, const char *stmt,
+                             int *index_out)
+{
+    return holding_statement(c, NULL, stmt, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
+                          index_out);
+}
+
+int pglock__holding_xact_end(pglock_client *c, long timeout_ms)
+{
+    if (!c->in_xact || !c->conn)
+        return 0;
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_bounded(c->conn, "ROLLBACK", 0, NULL,
+                                         timeout_ms, &end);
+    if (end != PGLOCK__WAIT_DONE || PQresultStatus(res) != PGRES_COMMAND_OK) {
+        pglock__fail_result(c, res, "could not end the holding transaction;"
+                                    " the connection was closed");
+        PQclear(res);
+        pglock__client_drop(c);
+        return PGLOCK_ECONNLOST;
+    }
+    PQclear(res);
+    c->in_xact = 0;
+    c->backend_pid = 0;
+    return 0;
+}
+
 /* -------------------------------------------------------------- unlock */
 
-/* pglock_unlock() in xact hold: the lock goes only with its transaction. */
-static int xact_unlock(pglock_client *c, pglock__hold *h, const char *k)
+/* pglock_unlock() with the xact lifetime: the lock goes only with its transaction. */
+static int xact_unlock(pglock_client *c, pglock__lock_entry *h, const char *k)
 {
     if (h->count > 1) {
         h->count--;   /* still held, by the same transaction */
         return 0;
     }
-    if (c->nholds > 1)
+    if (c->nlocks > 1)
         return pglock__fail(c, PGLOCK_ESTATE,
-            "lock %s cannot be released alone: in xact hold the locks are "
+            "lock %s cannot be released alone: with the xact lifetime the locks are "
             "released together, when the holding transaction ends; release "
             "the client's other locks first, or use pglock_unlock_all()", k);
     return pglock_unlock_all(c);
@@ -363,7 +591,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     int rc = check_call(c, key, mode);
     if (rc)
         return rc;
-    pglock__hold *h = pglock__hold_find(c, key, mode);
+    pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     char k[128];
     pglock__key_describe(key, k, sizeof k);
     if (!h)
@@ -373,7 +601,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
             "connection (or through a pooler that moved the session) cannot "
             "be released here", k, mode == PGLOCK_SHARED ? "shared"
                                                           : "exclusive");
-    if (c->hold == PGLOCK_HOLD_XACT)
+    if (c->lifetime == PGLOCK_LIFETIME_XACT)
         return xact_unlock(c, h, k);
 
     /* Release by the coordinates we counted (a legacy key's value is
@@ -408,7 +636,7 @@ int pglock_unlock(pglock_client *c, const pglock_key *key, pglock_mode mode)
     int released = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
     if (--h->count == 0 || !released)
-        hold_remove(c, h);
+        entry_remove(c, h);
     if (!released)
         return pglock__fail(c, PGLOCK_ENOTHELD,
             "lock %s was counted as held but the server session no longer "
@@ -425,11 +653,11 @@ int pglock_unlock_all(pglock_client *c)
     int ready = pglock__client_ready(c);
     if (ready)
         return ready;
-    if (c->hold == PGLOCK_HOLD_XACT) {
-        int rc = pglock__xact_hold_end(c, -1);
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
+        int rc = pglock__holding_xact_end(c, -1);
         if (rc)
             return rc;
-        pglock__holds_clear(c);
+        pglock__locks_clear(c);
         return 0;
     }
     pglock__wait_end end;
@@ -445,17 +673,17 @@ int pglock_unlock_all(pglock_client *c)
         return rc;
     }
     PQclear(res);
-    pglock__holds_clear(c);
+    pglock__locks_clear(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
     return 0;
 }
 
-int pglock_held(const pglock_client *c, const pglock_key *key,
-                pglock_mode mode)
+int pglock_lock_count(const pglock_client *c, const pglock_key *key,
+                      pglock_mode mode)
 {
     if (!c || !check_key(key))
         return 0;
-    const pglock__hold *h = pglock__hold_find(c, key, mode);
+    const pglock__lock_entry *h = pglock__lock_find(c, key, mode);
     return h ? h->count : 0;
 }
