@@ -102,7 +102,7 @@ pool_client_waiting() {
     PGCONNECT_TIMEOUT=2 bg w2 run -d "$P" --wait=30s "$K-w2" -- touch "$out/ran"
     wait_until 10 pool_client_waiting "pglock run $K-w2"
     local queued=$SECONDS
-    wait_until 15 eval '[ $((SECONDS - queued)) -ge 7 ]'
+    wait_until 15 eval "[ \$((SECONDS - $queued)) -ge 7 ]"
     alive "$(pid_of w2)"
     touch "$out/release"
     finish w2 20
