@@ -83,6 +83,25 @@ teardown() { teardown_run; }
     [ ! -e "$out/ran" ]
 }
 
+# PgBouncer says every refusal as 08P01 (its own, and the server's that
+# it relays): a database that does not exist is still 69 at once; a role
+# that PgBouncer refuses cannot be told from a refused password (PgBouncer
+# does not say which), so it is retried as a password is.
+@test "through PgBouncer: a database that does not exist is 69 at once; a role it refuses is retried as a password" {
+    need PGLOCK_TEST_POOLER
+    run -69 timeout 20 "$PGLOCK_BIN" lead -d "$PGLOCK_TEST_POOLER dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+    [[ "$output" != *retrying* ]]
+    bg r lead -d "$PGLOCK_TEST_POOLER user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    said() { grep -q '^pglock: warning: could not connect: .*authentication failed; retrying$' "$out/r.err"; }
+    wait_until 10 said
+    alive "$(pid_of r)"
+    kill -TERM "$(pid_of r)"
+    finish r 10
+    [ "$(status_of r)" = 143 ]
+    [ ! -e "$out/ran" ]
+}
+
 @test "a --restart delay too large to add is a usage error" {
     run -64 "$PGLOCK_BIN" lead --restart=9223372036854775807ms "$K" -- true
     [[ "$output" == *"too large"* ]]

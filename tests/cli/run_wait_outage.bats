@@ -77,6 +77,20 @@ held_by_job() {
     [ ! -e "$out/ran" ]
 }
 
+# PgBouncer says every refusal as 08P01, its own and the server's it
+# relays: what it says is read.
+@test "through PgBouncer too: no database, a role it refuses: 69 at once even with --wait" {
+    need PGLOCK_TEST_POOLER
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_POOLER dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+    [[ "$output" != *retrying* ]]
+    # a role not in its auth_file: refused as a password is
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_POOLER user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    [[ "$output" == *'authentication failed'* ]]
+    [[ "$output" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
 @test "the server stays down past --wait: 69, the command not run, the budget not exceeded" {
     need PGLOCK_TEST_HARNESS
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
