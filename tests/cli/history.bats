@@ -500,7 +500,7 @@ alert_fires() {
         printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n'
         printf '%s\n' "$1" | awk -v k="name=\"$K\"" -v now="$now" '
             /^#/ { next }
-            index($0, k) || /^pglock_up / {
+            index($0, k) || /^pglock_(up|history_readable) / {
                 v = $NF
                 if ($1 ~ /^pglock_last_run_(start|end)_timestamp_seconds/)
                     v = sprintf("%.3f", v - now + 1700 * 60)
@@ -511,7 +511,7 @@ alert_fires() {
     (cd "$out" && promtool test rules test.yml) || { cat "$out/test.yml"; return 1; }
 }
 
-@test "docs/operations.md's alert, evaluated by promtool on pglock metrics: silent during a run after a success and while the server is down; fires after a failure and after a success older than its window" {
+@test "docs/operations.md's alert, evaluated by promtool on pglock metrics: silent during a run after a success, while the server is down or the history unreadable; fires after a failure and after a success older than its window" {
     local id
     id=$(q "select $(name_sql "$K")")
     # no run ever: absent() fires
@@ -526,6 +526,10 @@ alert_fires() {
     # the database does not answer: pglock cannot tell, the alert does not
     # say the job failed (pglock_up == 0 alerts)
     run -69 "$PGLOCK_BIN" metrics -h /nonexistent-socket-dir -p 1
+    alert_fires "$output" "[]"
+    # nor while the history cannot be read (a role without the GRANTs)
+    run -0 "$PGLOCK_BIN" metrics -d "$PGLOCK_TEST_ORDINARY"
+    grep -qx 'pglock_history_readable 0' <<<"$output"
     alert_fires "$output" "[]"
     touch "$out/a.release"
     finish a 10
