@@ -483,3 +483,64 @@ pglock_up 0" ]
     run -0 --separate-stderr "$PGLOCK_BIN" history --json "$K-none"
     [ "$output" = "[]" ]
 }
+
+# alert_fires METRICS EXPECTED: docs/operations.md's alert (for $K), evaluated
+# by promtool on METRICS (pglock metrics' output, as node_exporter would
+# export it) 1700 minutes after the series begin, fires with EXPECTED
+# (promtool's exp_alerts, YAML; [] for silent).  The run timestamps keep
+# their age: now becomes the evaluation time.
+alert_fires() {
+    local now
+    now=$(date +%s)
+    {
+        printf 'groups:\n- name: pglock\n  rules:\n  - alert: NotSucceeded\n    expr: |\n'
+        doc_block docs/operations.md ops-alert | sed -e "s/\"nightly-billing\"/\"$K\"/g" -e 's/^/      /'
+    } >"$out/rules.yml"
+    {
+        printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n'
+        printf '%s\n' "$1" | awk -v k="name=\"$K\"" -v now="$now" '
+            /^#/ { next }
+            index($0, k) || /^pglock_(up|history_readable) / {
+                v = $NF
+                if ($1 ~ /^pglock_last_run_(start|end)_timestamp_seconds/)
+                    v = sprintf("%.3f", v - now + 1700 * 60)
+                printf "  - series: %c%s%c\n    values: %c%sx1700%c\n", 39, $1, 39, 39, v, 39
+            }'
+        printf '  alert_rule_test:\n  - eval_time: 1700m\n    alertname: NotSucceeded\n    exp_alerts: %s\n' "$2"
+    } >"$out/test.yml"
+    (cd "$out" && promtool test rules test.yml) || { cat "$out/test.yml"; return 1; }
+}
+
+@test "docs/operations.md's alert, evaluated by promtool on pglock metrics: silent during a run after a success, while the server is down or the history unreadable; fires after a failure and after a success older than its window" {
+    local id
+    id=$(q "select $(name_sql "$K")")
+    # no run ever: absent() fires
+    run -0 "$PGLOCK_BIN" metrics
+    alert_fires "$output" "[{exp_labels: {name: \"$K\"}}]"
+    "$PGLOCK_BIN" run --record "$K" -- true
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 3"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    run -0 "$PGLOCK_BIN" metrics
+    alert_fires "$output" "[]"
+    # the database does not answer: pglock cannot tell, the alert does not
+    # say the job failed (pglock_up == 0 alerts)
+    run -69 "$PGLOCK_BIN" metrics -h /nonexistent-socket-dir -p 1
+    alert_fires "$output" "[]"
+    # nor while the history cannot be read (a role without the GRANTs)
+    run -0 "$PGLOCK_BIN" metrics -d "$PGLOCK_TEST_ORDINARY"
+    grep -qx 'pglock_history_readable 0' <<<"$output"
+    alert_fires "$output" "[]"
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 3 ]
+    run -0 "$PGLOCK_BIN" metrics
+    alert_fires "$output" "[{exp_labels: {key: \"$id\", name: \"$K\", outcome: succeeded}}]"
+    # a success 26 h old, past its 25 h window
+    "$PGLOCK_BIN" run --record "$K" -- true
+    run -0 "$PGLOCK_BIN" metrics
+    alert_fires "$output" "[]"
+    q "update pglock.runs set started_at = started_at - interval '26 hours', ended_at = ended_at - interval '26 hours' where key_name = '$K'" >/dev/null
+    run -0 "$PGLOCK_BIN" metrics
+    alert_fires "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+}

@@ -55,12 +55,50 @@ teardown() { teardown_run; }
     [ ! -e "$out/ran" ]
 }
 
+# A daemon that never leads says why again every minute, not once (in a
+# terminal, or a journal scrolled past the first line, one line looks like a
+# hang), and not at every retry.  Margin: the second line is due 60 s after
+# the first, looked for up to 80 s.
+@test "a refused password keeps lead retrying, said again every minute, not at every retry" {
+    need PGLOCK_TEST_PW_CONNINFO
+    PGPASSWORD=wrong-secret bg p lead -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
+    said() { [ "$(grep -c '^pglock: warning: could not connect: .*password authentication failed.*; retrying$' "$out/p.err")" -ge "$1" ]; }
+    wait_until 10 said 1
+    wait_until 80 said 2
+    alive "$(pid_of p)"
+    # retried every few seconds all along, said twice
+    [ "$(grep -c warning "$out/p.err")" -eq 2 ]
+    kill -TERM "$(pid_of p)"
+    finish p 10
+    [ "$(status_of p)" = 143 ]
+    [ ! -e "$out/ran" ]
+}
+
 @test "a database or role that does not exist: 69 at once, one line, never a retry" {
     run -69 timeout 20 "$PGLOCK_BIN" lead -d "$DB dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
     [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
     run -69 timeout 20 "$PGLOCK_BIN" lead -d "$DB user=pglock_no_such_role" "$K" -- touch "$out/ran"
     [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*role "pglock_no_such_role" does not exist$')" -eq 1 ]
     [[ "$output" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
+# PgBouncer says every refusal as 08P01 (its own, and the server's that
+# it relays): a database that does not exist is still 69 at once; a role
+# that PgBouncer refuses cannot be told from a refused password (PgBouncer
+# does not say which), so it is retried as a password is.
+@test "through PgBouncer: a database that does not exist is 69 at once; a role it refuses is retried as a password" {
+    need PGLOCK_TEST_POOLER
+    run -69 timeout 20 "$PGLOCK_BIN" lead -d "$PGLOCK_TEST_POOLER dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+    [[ "$output" != *retrying* ]]
+    bg r lead -d "$PGLOCK_TEST_POOLER user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    said() { grep -q '^pglock: warning: could not connect: .*authentication failed; retrying$' "$out/r.err"; }
+    wait_until 10 said
+    alive "$(pid_of r)"
+    kill -TERM "$(pid_of r)"
+    finish r 10
+    [ "$(status_of r)" = 143 ]
     [ ! -e "$out/ran" ]
 }
 

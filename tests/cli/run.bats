@@ -240,6 +240,29 @@ teardown() { teardown_run; }
     finish h 10
 }
 
+# The holder's name costs a pg_locks read, bounded: a read that cannot be
+# answered (pg_locks locked by another session for 30 s) is given up, and
+# the loser says "another session" and exits while the read would still
+# wait.
+@test "a losing --try does not wait on the holder's name: a pg_locks read that hangs is given up, 75 all the same" {
+    bg h run -d "$DB" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    psql -X -q "$DB" -c "BEGIN; LOCK TABLE pg_catalog.pg_locks IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(30); COMMIT" \
+        >/dev/null 2>&1 &
+    local locker=$!
+    wait_until 5 eval "[ \"\$(q \"select count(*) from pg_stat_activity where query like 'BEGIN; LOCK TABLE pg_catalog.pg_locks%' and wait_event = 'PgSleep'\")\" = 1 ]"
+    run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$DB" "$K" -- touch "$out/w.ran"
+    [ "$stderr" = "pglock: lock \"$K\" in database \"postgres\" is held by another session; the command was not run" ]
+    # given up, not waited out: pg_locks is still locked
+    alive "$locker"
+    q "select pg_terminate_backend(pid) from pg_stat_activity where query like 'BEGIN; LOCK TABLE pg_catalog.pg_locks%'" >/dev/null
+    wait "$locker" || true
+    [ ! -e "$out/w.ran" ]
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}
+
 @test "--min-hold keeps the lock after the command ended" {
     bg h run --min-hold=3s -d "$DB" "$K" -- touch "$out/done"
     wait_until 10 file_exists "$out/done"

@@ -66,6 +66,12 @@ pool_waiting() {
     [ "$(q 'SHOW POOLS' "$PGLOCK_TEST_POOLER_ADMIN" | awk -F'|' '{s += $4} END {print s + 0}')" -ge 1 ]
 }
 
+# pool_client_waiting APPNAME: a client of that application_name waits in
+# PgBouncer for a server connection.
+pool_client_waiting() {
+    q 'SHOW CLIENTS' "$PGLOCK_TEST_POOLER_ADMIN" | awk -F'|' -v a="$1" '$4 == "waiting" && $NF == a { f = 1 } END { exit !f }'
+}
+
 @test "through a full pooler: setup waits within --wait, names the full pool, and a SIGTERM ends it at once" {
     need PGLOCK_TEST_POOLER PGLOCK_TEST_POOLER_ADMIN
     local P=$PGLOCK_TEST_POOLER n
@@ -84,7 +90,26 @@ pool_waiting() {
     finish w 5
     [ "$(status_of w)" = 143 ]
     [ ! -e "$out/ran" ]
+    # --try: no budget but connect_timeout's, and the same cause named
+    run -69 env PGCONNECT_TIMEOUT=2 "$PGLOCK_BIN" run --try -d "$P" "$K" -- touch "$out/ran"
+    [[ "$output" == *"did not answer within 2 s (connect_timeout)"*"pool may have no free server connection"* ]]
+    [[ "$output" != *"connection to the server was lost"* ]]
+    # --wait=30s is the bound, not connect_timeout nor a fixed 5 s: the
+    # pool stays full 7 s (2 s past the old fixed bound, and past
+    # connect_timeout=2), then a holder ends and the waiter runs.
+    # (PgBouncer keeps the clients that gave up waiting until a server
+    # connection frees: w2 is told from them by a key of its own)
+    PGCONNECT_TIMEOUT=2 bg w2 run -d "$P" --wait=30s "$K-w2" -- touch "$out/ran"
+    wait_until 10 pool_client_waiting "pglock run $K-w2"
+    local queued=$SECONDS
+    wait_until 15 eval "[ \$((SECONDS - $queued)) -ge 7 ]"
+    alive "$(pid_of w2)"
     touch "$out/release"
+    finish w2 20
+    [ "$(status_of w2)" = 0 ]
+    [ -e "$out/ran" ]
+    # one setup that waited, not setups given up on and retried
+    [ ! -s "$out/w2.err" ]
     for n in 1 2 3; do
         finish "h$n" 10
         [ "$(status_of "h$n")" = 0 ]

@@ -32,6 +32,26 @@ roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
     done
 }
 
+# A losing --try names the holder at the price of one pg_locks read (one
+# round trip more); under -q nobody reads the message, so it is not paid.
+@test "a losing --try: one round trip more to name the holder, none under -q" {
+    bg h run -d "$DB" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    proxy_cmd reset >/dev/null
+    run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$PGLOCK_TEST_PROXY" "$K" -- true
+    [[ "$stderr" == *"is held by pid "*"\"pglock run $K\""* ]]
+    proxy_cmd count
+    [ "$(roundtrips)" -eq 4 ]
+    proxy_cmd reset >/dev/null
+    run -75 --separate-stderr "$PGLOCK_BIN" run -q --try -d "$PGLOCK_TEST_PROXY" "$K" -- true
+    [ -z "$stderr" ]
+    proxy_cmd count
+    [ "$(roundtrips)" -eq 3 ]
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+}
+
 # lead always takes a fencing token: one more round trip, on a
 # connection of its own.
 @test "lead: setup, acquire, token, and the release with the last check: 4 round trips" {

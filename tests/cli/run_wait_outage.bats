@@ -63,6 +63,18 @@ held_by_job() {
     [ "$(wc -l <"$out/w.err")" = 1 ]
 }
 
+# The other ways a server is not there yet: nothing listens on the TCP
+# port (connection refused); without --wait (or with --try) 69 at once.
+@test "connection refused: --wait retries within its budget, said once, then 69; --try 69 at once, no retry" {
+    need PGLOCK_TEST_DOWN
+    run -69 --separate-stderr timeout 30 "$PGLOCK_BIN" run --wait=3s -d "$PGLOCK_TEST_DOWN" "$K" -- touch "$out/ran"
+    [ "$(grep -c '^pglock: warning: could not connect: .*refused.*; retrying within --wait$' <<<"$stderr")" = 1 ]
+    [ "$(grep -c '^pglock: error: ' <<<"$stderr")" = 1 ]
+    run -69 --separate-stderr timeout 30 "$PGLOCK_BIN" run --try -d "$PGLOCK_TEST_DOWN" "$K" -- touch "$out/ran"
+    [[ "$stderr" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
 @test "what waiting cannot fix is 69 at once even with --wait: no database, no role, a refused password" {
     need PGLOCK_TEST_PW_CONNINFO
     run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$DB dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
@@ -73,6 +85,20 @@ held_by_job() {
     [[ "$output" != *retrying* ]]
     PGPASSWORD=wrong run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
     [[ "$output" == *'password authentication failed'* ]]
+    [[ "$output" != *retrying* ]]
+    [ ! -e "$out/ran" ]
+}
+
+# PgBouncer says every refusal as 08P01, its own and the server's it
+# relays: what it says is read.
+@test "through PgBouncer too: no database, a role it refuses: 69 at once even with --wait" {
+    need PGLOCK_TEST_POOLER
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_POOLER dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+    [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+    [[ "$output" != *retrying* ]]
+    # a role not in its auth_file: refused as a password is
+    run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_POOLER user=pglock_no_such_role" "$K" -- touch "$out/ran"
+    [[ "$output" == *'authentication failed'* ]]
     [[ "$output" != *retrying* ]]
     [ ! -e "$out/ran" ]
 }

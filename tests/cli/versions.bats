@@ -116,3 +116,32 @@ backend_state() { q "select state from pg_stat_activity where pid = $1"; }
         grep -E "^ +fix: .*--mode=xact" <<<"$output"
     fi
 }
+
+# libpq gives no SQLSTATE for a refused connection: pglock reads the
+# server's (PQERRORS_VERBOSE) to decide what waiting cannot fix.  The
+# server's message text is the version's, so every version is asked.
+@test "a refused connection's SQLSTATE on every version: no database or role is 69 at once for run --wait and lead; a refused password is 69 for run --wait, retried by lead" {
+    need PGLOCK_TEST_PW_CONNINFO
+    local cmd
+    for cmd in "run --wait=60s" "lead --mode=xact"; do
+        # shellcheck disable=SC2086
+        run -69 timeout 30 "$PGLOCK_BIN" $cmd -d "$DB dbname=pglock_no_such_db" "$K" -- touch "$out/ran"
+        [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*database "pglock_no_such_db" does not exist$')" -eq 1 ]
+        [[ "$output" != *retrying* ]]
+        # shellcheck disable=SC2086
+        run -69 timeout 30 "$PGLOCK_BIN" $cmd -d "$DB user=pglock_no_such_role" "$K" -- touch "$out/ran"
+        [ "$(printf '%s\n' "$output" | grep -c '^pglock: error: .*role "pglock_no_such_role" does not exist$')" -eq 1 ]
+        [[ "$output" != *retrying* ]]
+    done
+    PGPASSWORD=wrong run -69 timeout 30 "$PGLOCK_BIN" run --wait=60s -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
+    [[ "$output" == *'password authentication failed'* ]]
+    [[ "$output" != *retrying* ]]
+    PGPASSWORD=wrong bg p lead --mode=xact -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
+    said() { grep -q '^pglock: warning: could not connect: .*password authentication failed.*; retrying$' "$out/p.err"; }
+    wait_until 10 said
+    alive "$(pid_of p)"
+    kill -TERM "$(pid_of p)"
+    finish p 10
+    [ "$(status_of p)" = 143 ]
+    [ ! -e "$out/ran" ]
+}

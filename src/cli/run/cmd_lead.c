@@ -101,13 +101,9 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         if (rc == PGLOCK_EINVAL || rc == PGLOCK_ENOMEM)
             return cli_error(cli_exit_status_for(rc), "%s", st->error);
         if (rc == PGLOCK_EPOOLER || rc == PGLOCK_EVERSION ||
-            !strcmp(st->error_sqlstate, "3D000") ||
-            (!strcmp(st->error_sqlstate, "28000") &&
-             strstr(st->error, "role \"") && strstr(st->error, "\" does not exist")))
+            run_connect_refusal(st, rc) == RUN_REFUSAL_FOR_GOOD)
             /* the path itself says no, every time: not a passing outage
-             * (a database or role that does not exist).  Other 28000s
-             * (an LDAP, RADIUS or Kerberos server down, a pg_hba.conf
-             * being edited) may pass, as a refused password may. */
+             * (a database or role that does not exist) */
             return cli_error(CLI_EXIT_UNAVAILABLE, "%s", st->error);
         /* A server that is down, a standby (a failover under way), even a
          * refused password (being rotated), a server out of connection

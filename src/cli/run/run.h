@@ -268,10 +268,21 @@ int run_prepare(int argc, char **argv, run_args *a, run_state *st,
  * legacy keys and puts the keys in canonical order (run_keys_order()); 0, or a PGLOCK_E* code with st->error set and
  * st->client NULL. */
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout);
-/* After run_connect() failed with rc: 1 if trying again may work (no
- * server there yet, one starting up or shutting down, too many clients),
- * 0 if waiting cannot fix it (a database or role that does not exist, a
- * refused password, a pg_hba.conf or privilege refusal, bad options). */
+/* What a failed run_connect() (rc) means for trying again. */
+typedef enum {
+    /* no server there yet, one starting up or shutting down, too many
+     * clients, a pooler that cannot reach its server: waiting may fix it */
+    RUN_REFUSAL_PASSING,
+    /* a refused password, a pg_hba.conf or privilege refusal, bad
+     * options: run --wait gives up at once, lead retries (a password
+     * being rotated) and says so every minute */
+    RUN_REFUSAL_REFUSED,
+    /* a database or role that does not exist, said by the server or by
+     * a pooler in between: 69 at once, in lead too */
+    RUN_REFUSAL_FOR_GOOD
+} run_refusal;
+run_refusal run_connect_refusal(const run_state *st, int rc);
+/* run_connect_refusal() is RUN_REFUSAL_PASSING. */
 int run_connect_may_pass(const run_state *st, int rc);
 /* A lock client with run's connection parameters, options and lease (in
  * session hold with --slots), interrupted by a readable interrupt_fd.

@@ -107,16 +107,39 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     return pglock_client_open_params(out, kw, val, &opts);
 }
 
-int run_connect_may_pass(const run_state *st, int rc)
+run_refusal run_connect_refusal(const run_state *st, int rc)
 {
     if (rc != PGLOCK_ECONNECT)
-        return 0;
+        return RUN_REFUSAL_REFUSED;
+    const char *s = st->error_sqlstate, *e = st->error;
+    /* The server's own no (libpq gives no SQLSTATE for a failed
+     * connection: the library reads it from the verbose message). */
+    if (!strcmp(s, "3D000") ||
+        (!strcmp(s, "28000") && strstr(e, "role \"") &&
+         strstr(e, "\" does not exist")))
+        return RUN_REFUSAL_FOR_GOOD;
+    /* PgBouncer says every refusal as 08P01: its own (English, fixed
+     * texts) and the server's, relayed with the server's text. */
+    if (!strcmp(s, "08P01")) {
+        if (strstr(e, "no such database: ") || strstr(e, "\" does not exist"))
+            return RUN_REFUSAL_FOR_GOOD;
+        if (strstr(e, "authentication failed"))
+            return RUN_REFUSAL_REFUSED;
+    }
     /* No answer from a server (refused, no socket, a timeout), or its
      * classes 08 (connection), 53 (resources: too many clients) and 57
-     * (operator intervention: starting up, shutting down). */
-    const char *s = st->error_sqlstate;
-    return !*s || !strncmp(s, "08", 2) || !strncmp(s, "53", 2) ||
-           !strncmp(s, "57", 2);
+     * (operator intervention: starting up, shutting down).  Other 28000s
+     * (an LDAP, RADIUS or Kerberos server down, a pg_hba.conf being
+     * edited) are refusals: they may pass for lead, as a password may. */
+    if (!*s || !strncmp(s, "08", 2) || !strncmp(s, "53", 2) ||
+        !strncmp(s, "57", 2))
+        return RUN_REFUSAL_PASSING;
+    return RUN_REFUSAL_REFUSED;
+}
+
+int run_connect_may_pass(const run_state *st, int rc)
+{
+    return run_connect_refusal(st, rc) == RUN_REFUSAL_PASSING;
 }
 
 int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
