@@ -4,12 +4,6 @@
 # repeated to the letter).  Each can fail, on a small tree made here; and
 # the real tree passes them (PGLOCK_BUILD's objects for the circles).
 
-# The real tree's one circle left, the library's client.c <-> connect.c,
-# is the library branch's (lib-shape) to break.  Until it is merged the
-# circle check fails on exactly that circle, and this says so; once it is
-# merged, set lib_circle_left=0: the real tree must then pass.
-lib_circle_left=1
-
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -58,19 +52,13 @@ object() {
     [[ "$output" == *"no object files"* ]]
 }
 
-@test "lint_cycles: the real tree has no circle (but the library's, until lib-shape)" {
+@test "lint_cycles: the real tree has no circle" {
     [ -n "${PGLOCK_BUILD:-}" ]
-    if [ "$lib_circle_left" = 1 ]; then
-        run -1 "$root/tests/lint_cycles.py" "$PGLOCK_BUILD"
-        [ "$(grep -c '^lint_cycles: a circle:' <<<"$output")" -eq 1 ]
-        [[ "${lines[0]}" == "lint_cycles: a circle: src/lib/client.c -> src/lib/connect.c "* ]]
-    else
-        run -0 "$root/tests/lint_cycles.py" "$PGLOCK_BUILD"
-    fi
-    # every file of src/cli is among those looked at
+    run -0 "$root/tests/lint_cycles.py" "$PGLOCK_BUILD"
+    # every file of src/ is among those looked at
     local n
     n=$(find "$root/src" -name '*.c' | wc -l)
-    [[ "$output" == *" among $n files of src/"* || "$output" == *": $n files of src/, no circle"* ]]
+    [[ "$output" == *": $n files of src/, no circle"* ]]
 }
 
 # body: six lines of C that count (a function's).
