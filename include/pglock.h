@@ -48,8 +48,9 @@
  *     pointer: it grows at its end only (see "Who holds what").
  *
  * ABI and SONAME policy
- *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR);
- *   before 1.0 it is libpglock.so.0.MINOR, since a 0.x MINOR may break.
+ *   The shared library's SONAME is libpglock.so.MAJOR (PGLOCK_VERSION_MAJOR),
+ *   libpglock.so.1 since 1.0 (before it, libpglock.so.0.MINOR: each 0.x
+ *   MINOR could break).
  *   Within one MAJOR, releases only add: functions, enum values, error
  *   codes, options fields behind a new PGLOCK_*_VERSION (old versions
  *   keep being accepted), meanings for a key's reserved bytes, fields at
@@ -57,12 +58,12 @@
  *   older header of the same MAJOR runs unchanged.  Anything else (a
  *   removed or changed function, a field moved, an old struct version no
  *   longer accepted) bumps MAJOR, and with it the SONAME.  Before 1.0
- *   (MAJOR 0) each MINOR may break the ABI, and has its own SONAME (0.2
- *   did: the version fields are new); 1.0 freezes it.  The CMake package
- *   follows the same rule: find_package(pglock 0.2) accepts 0.2.x only,
- *   find_package(pglock 1.0) any 1.x.  The project's tests record every
- *   public struct's layout and every exported symbol, and fail when
- *   either changes against these rules.
+ *   (MAJOR 0) each MINOR could break the ABI and had its own SONAME; 1.0
+ *   froze it.  The CMake package follows the same rule:
+ *   find_package(pglock 1.0) accepts any 1.x (SameMajorVersion; before
+ *   1.0, find_package(pglock 0.2) accepted 0.2.x only).  The project's
+ *   tests record every public struct's layout and every exported symbol,
+ *   and fail when either changes against these rules.
  *
  * Feature macros
  *   PGLOCK_HAS_* tell at compile time what this header offers (as libpq's
@@ -89,10 +90,10 @@
 extern "C" {
 #endif
 
-#define PGLOCK_VERSION_MAJOR 0
-#define PGLOCK_VERSION_MINOR 2
+#define PGLOCK_VERSION_MAJOR 1
+#define PGLOCK_VERSION_MINOR 0
 #define PGLOCK_VERSION_PATCH 0
-#define PGLOCK_VERSION "0.2.0"
+#define PGLOCK_VERSION "1.0.0"
 
 #if defined(__GNUC__)
 #define PGLOCK_EXPORT __attribute__((visibility("default")))

@@ -35,6 +35,14 @@ setup() {
         echo "libpglock.so's exports (+) differ from tests/data/exports.txt (-)" >&2
         false
     }
+    # The Debian symbols file lists the same (dpkg-gensymbols checks the
+    # built library against it; new symbols come with this list's).
+    grep '^ ' "$SRC/debian/libpglock1.symbols" | sed 's/^ \([^@]*\)@Base .*/\1/' |
+        LC_ALL=C sort >"$out/debian"
+    diff -u "$out/listed" "$out/debian" || {
+        echo "debian/libpglock1.symbols (+) differs from tests/data/exports.txt (-)" >&2
+        false
+    }
     local s bad=0
     while read -r s; do
         grep -Eq "^PGLOCK_EXPORT .*[^a-z_]$s\(" "$SRC/include/pglock.h" ||
