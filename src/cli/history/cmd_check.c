@@ -83,11 +83,11 @@ static int parse(int argc, char **argv, check_args *c)
                                        id == OPT_WITHIN ? "--within" : "--warn", err);
             break;
         case CLI_OPT_KEYS: c->keys_file = value; break;
-        case 'V': cli_print_version(); return 0;
-        default:
-            if (id == CLI_OPT_REFUSED)
-                return CLI_EXIT_USAGE;
-            cli_conn_option(&c->conn, id, value);
+        default: {
+            int rc = cli_shared_option(&c->conn, id, value);
+            if (rc != CLI_GO_ON)
+                return rc;
+        }
         }
     }
     if (optind >= argc)

@@ -82,11 +82,11 @@ static int parse(int argc, char **argv, history_args *h)
         case CLI_OPT_JSON: h->json = 1; break;
         case CLI_OPT_KEYS: h->keys_file = value; break;
         case 'q': cli_quiet = 1; break;
-        case 'V': cli_print_version(); return 0;
-        default:
-            if (id == CLI_OPT_REFUSED)
-                return CLI_EXIT_USAGE;
-            cli_conn_option(&h->conn, id, value);
+        default: {
+            int rc = cli_shared_option(&h->conn, id, value);
+            if (rc != CLI_GO_ON)
+                return rc;
+        }
         }
     }
     return CLI_GO_ON;

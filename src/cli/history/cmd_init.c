@@ -177,26 +177,19 @@ int cmd_init(int argc, char **argv)
     memset(&a, 0, sizeof a);
     const char *value;
     int id, rc;
-    if (cli_help_asked(argc, argv)) {
-        usage();
-        return 0;
-    }
     cli_opt_parser p;
-    cli_opt_init(&p, "init", argc, argv, init_tables, 0);
+    if ((rc = cli_opt_start(&p, "init", argc, argv, init_tables, usage)) != CLI_GO_ON)
+        return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_REFUSED)
-            return CLI_EXIT_USAGE;
         if (id == 'q')
             cli_quiet = 1;
-        else if (id == 'V')
-            return cli_print_version(), 0;
         else if (id == OPT_APPLY)
             a.apply = 1;
         else if (id >= OPT_RECORDER && id <= OPT_GRANT_TO) {
             if ((rc = role_option(&a, id, value)) != 0)
                 return rc;
-        } else
-            cli_conn_option(&a.conn, id, value);
+        } else if ((rc = cli_shared_option(&a.conn, id, value)) != CLI_GO_ON)
+            return rc;
     }
     if (optind < argc)
         return cli_usage_error("init", "unexpected argument \"%s\"", argv[optind]);

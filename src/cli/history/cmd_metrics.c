@@ -232,21 +232,15 @@ int cmd_metrics(int argc, char **argv)
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *value, *keys_file = NULL;
     int id;
-    if (cli_help_asked(argc, argv)) {
-        usage();
-        return 0;
-    }
     cli_opt_parser p;
-    cli_opt_init(&p, "metrics", argc, argv, metrics_tables, 0);
+    int rc = cli_opt_start(&p, "metrics", argc, argv, metrics_tables, usage);
+    if (rc != CLI_GO_ON)
+        return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_REFUSED)
-            return CLI_EXIT_USAGE;
         if (id == CLI_OPT_KEYS)
             keys_file = value;
-        else if (id == 'V')
-            return cli_print_version(), 0;
-        else
-            cli_conn_option(&conn, id, value);
+        else if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
+            return rc;
     }
     if (optind < argc)
         return cli_usage_error("metrics", "unexpected argument \"%s\"", argv[optind]);
@@ -255,7 +249,7 @@ int cmd_metrics(int argc, char **argv)
     if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
         return cli_usage_error("metrics", "%s", err);
     PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
-    int rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (rc == CLI_EXIT_UNAVAILABLE)
         print_up(0);
     PQfinish(pg);
