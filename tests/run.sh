@@ -51,10 +51,11 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 
 # The ASan+UBSan pass leaves out the CLI suites that run no line of
 # pglock that the pass does not run already (tests/README.md, "What each
-# pass runs"): our tooling and packaging (the harness, the bench's smoke
-# run, the installed library's files), and the suites whose every line of
-# src/ another suite or a C test runs too, by gcov.
-ASAN_SKIP='^(harness|library_install|examples|examples_docs|run_bad_input|run_group_signals|failover_tokens|versions|status_round_trips|run_verbose)\.bats$'
+# pass runs"): our tooling and packaging (the harness, make lint's
+# checkers, the bench's smoke run, the installed library's files), and the
+# suites whose every line of src/ another suite or a C test runs too, by
+# gcov.
+ASAN_SKIP='^(harness|library_install|examples|examples_docs|lint_checks|run_bad_input|run_group_signals|failover_tokens|versions|status_round_trips|run_verbose)\.bats$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }

@@ -45,7 +45,7 @@ ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_
 # the suites whose every statement to the server a suite of the matrix
 # sends too (key, run_bad_input, lead_bad_input, status_round_trips:
 # tests/README.md says which suite covers each).
-VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|examples_docs\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats|key\.bats|run_bad_input\.bats|lead_bad_input\.bats|status_round_trips\.bats)$'
+VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|examples_docs\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats|key\.bats|run_bad_input\.bats|lead_bad_input\.bats|status_round_trips\.bats|lint_checks\.bats)$'
 
 # Two servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
 # two lanes (PGLOCK_TEST_JOBS): one server's run ends with its longest
