@@ -5,7 +5,7 @@
  * The docs explain it once, in pglock(1), LEASES.
  *
  * With the server's lease T_s (idle_session_timeout, or
- * idle_in_transaction_session_timeout in xact hold):
+ * idle_in_transaction_session_timeout with the xact lifetime):
  *   heartbeat          T_s/6      how often the lease is confirmed
  *   client deadline    T_c = 2T_s/3  after the last confirmed heartbeat
  *                                 was sent, the lease counts as lost

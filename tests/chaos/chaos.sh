@@ -212,7 +212,7 @@ host_loop() {
 
 # Kinds whose loss the server causes (check.py bounds the overlap after
 # them); SCENE:KIND only in that scene: a cancel aborts the pooler scene's
-# holding transaction (xact hold), while a session lock survives it.
+# holding transaction (--mode=xact), while a session lock survives it.
 SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler pooler:cancel"
 CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
 

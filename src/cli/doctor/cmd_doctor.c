@@ -162,7 +162,7 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
 {
     static const char session_fix[] =
         "through a transaction-mode pooler use transaction locks only "
-        "(pglock run/lead --mode=auto or xact hold theirs in a "
+        "(pglock run/lead --mode=auto or --mode=xact hold theirs in a "
         "transaction); session locks need PostgreSQL directly";
     int timed_out;
     pglock_error err = {0};

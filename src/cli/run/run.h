@@ -285,7 +285,7 @@ run_refusal run_connect_refusal(const run_state *st, int rc);
 /* run_connect_refusal() is RUN_REFUSAL_PASSING. */
 int run_connect_may_pass(const run_state *st, int rc);
 /* A lock client with run's connection parameters, options and lease (in
- * session hold with --slots), interrupted by a readable interrupt_fd.
+ * the session lifetime with --slots), interrupted by a readable interrupt_fd.
  * pglock_client_open_params()'s contract: *out is set even on failure.
  * Prints nothing, so that a thread may call it. */
 int run_open_client(const run_state *st, const char *connect_timeout,

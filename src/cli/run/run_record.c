@@ -162,7 +162,7 @@ static const char *program_name(const run_args *a)
 /*
  * One row per key, so that a run of several keys is found under each:
  * the keys come as arrays (unnest ... WITH ORDINALITY keeps their order).
- * In a session hold, each row's run lock is taken by the INSERT itself,
+ * With --mode=session, each row's run lock is taken by the INSERT itself,
  * so that no reader sees the row without it.
  */
 static const char insert_sql[] =

@@ -14,7 +14,7 @@
  * gate's connection, letting the next waiter become the head.
  *
  * The cost in connections: a queued waiter 1; the head 1 + N while it
- * waits; a holder 1.  Behind a transaction-mode pooler (xact hold) each
+ * waits; a holder 1.  Behind a transaction-mode pooler (--mode=xact) each
  * of them pins a server connection, since each waits or holds inside an
  * open transaction, so the pool must have room for them all.
  *
@@ -363,7 +363,7 @@ static int watch_slots(run_state *st, slot_wait *sw)
 /* The head of the queue, holding the gate: a slot, or wait on all. */
 static int as_head(run_state *st, run_slots *s, int64_t deadline)
 {
-    /* In xact hold a slot taken here would stay in the gate's transaction,
+    /* With --mode=xact a slot taken here would stay in the gate's transaction,
      * and the gate with it, for the whole job (a transaction lock goes
      * only with its transaction): the watchers try instead, and one
      * granted at once wins. */
@@ -433,7 +433,7 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         st->client = NULL;
     } else if (pglock_lock_count(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
         /* a slot taken by the head's own try, or none: let the next in.
-         * In xact hold the client holds only the gate here (as_head), so
+         * With --mode=xact the client holds only the gate here (as_head), so
          * the unlock ends its transaction. */
         int urc = pglock_unlock(st->client, &s->gate, PGLOCK_EXCLUSIVE);
         if (urc != 0 && rc == 0) {
