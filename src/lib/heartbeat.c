@@ -153,7 +153,7 @@ static int check_answer(pglock_client *c, const PGresult *r, long *taken)
                      *PQgetvalue(r, 0, 1)
                  ? strtol(PQgetvalue(r, 0, 1), NULL, 10)
                  : -1;
-    /* With the xact lifetime with no transaction open, nothing is held and a
+    /* With the xact lifetime and no transaction open, nothing is held and a
      * pooler lends whichever backend it has. */
     int pinned = c->lifetime == PGLOCK_LIFETIME_SESSION || c->in_xact;
     if (pinned && pid != c->backend_pid)

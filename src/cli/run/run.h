@@ -199,7 +199,7 @@ struct run_args {
     int allow_setuid;         /* --allow-setuid */
     const char *keys_file;
     cli_conn conn;
-    pglock_lifetime hold;    /* --mode (default auto) */
+    pglock_lifetime lifetime; /* --mode (default auto) */
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */

@@ -64,7 +64,7 @@ void run_args_init(run_args *a, const run_command *cmd)
     a->kill_after_ms = -1;
     a->conflict_code = CLI_EXIT_CONFLICT;
     a->lost_code = CLI_EXIT_LOST;
-    a->hold = PGLOCK_LIFETIME_AUTO;
+    a->lifetime = PGLOCK_LIFETIME_AUTO;
     a->restart_ms = -1;
 }
 
@@ -141,11 +141,11 @@ static int shared_option(run_args *a, int id, const char *value)
         return run_exit_code_option(command, "--lost-exit-code", value, &a->lost_code);
     case OPT_MODE:
         if (strcmp(value, "session") == 0)
-            a->hold = PGLOCK_LIFETIME_SESSION;
+            a->lifetime = PGLOCK_LIFETIME_SESSION;
         else if (strcmp(value, "xact") == 0)
-            a->hold = PGLOCK_LIFETIME_XACT;
+            a->lifetime = PGLOCK_LIFETIME_XACT;
         else if (strcmp(value, "auto") == 0)
-            a->hold = PGLOCK_LIFETIME_AUTO;
+            a->lifetime = PGLOCK_LIFETIME_AUTO;
         else
             return cli_usage_error(command, "invalid value for --mode: "
                                    "\"%s\" (expected session, xact or auto)", value);

@@ -101,9 +101,9 @@ int run_open_client(const run_state *st, const char *connect_timeout,
     opts.lease_ms = st->lease.server_ms;
     opts.application_name = appname;
     opts.interrupt_fd = interrupt_fd;
-    /* slots too: pglock_lock_any() and the watchers' waits work in either
-     * hold, so --slots passes a transaction-mode pooler */
-    opts.lifetime = a->hold;
+    /* slots too: pglock_lock_any() and the watchers' waits work with either
+     * lifetime, so --slots passes a transaction-mode pooler */
+    opts.lifetime = a->lifetime;
     return pglock_client_open_params(out, kw, val, &opts);
 }
 
@@ -164,7 +164,7 @@ int run_connect(run_state *st, pglock_key *key, const char *connect_timeout)
                 pc && PQport(pc) ? PQport(pc) : "?",
                 pglock_client_lifetime(st->client) != PGLOCK_LIFETIME_XACT
                     ? "session lock on a direct connection"
-                : st->args->hold == PGLOCK_LIFETIME_XACT
+                : st->args->lifetime == PGLOCK_LIFETIME_XACT
                     ? "the lock is held in a transaction (--mode=xact)"
                     : "through a pooler: the lock is held in a transaction");
 
