@@ -139,7 +139,9 @@ EOF
     busy=$!
     wait_until 10 eval "[ \"\$(q \"select count(*) from pg_locks where locktype = 'advisory' and objid = $key and granted\")\" = 1 ]"
     run "$PGLOCK_BIN" status -d "$DB" "$key"
-    kill "$busy"
+    # Its backend ends, not psql alone: a backend left in pg_sleep keeps a
+    # snapshot for 30 s, which holds back the next suite's VACUUM.
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'st_busy'" >/dev/null
     wait "$busy" || true
     grep -E "^  holds [0-9]+ +postgres +local +up to [0-9]+s +st_busy$" <<<"$output"
     release h
