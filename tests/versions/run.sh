@@ -3,15 +3,23 @@
 # and the CLI tests of BUILD against each PostgreSQL major (default 13 14
 # 16 17 18; 15 is what `make check` runs), servers fetched by fetch.sh.
 #
-# From 14 up the matrix is the full harness: every suite runs (but the
-# version-neutral ones named below), every test
-# must pass and a skip is a failure.  13 has no idle_session_timeout, so no
-# session lease: run and lead refuse session locks there.  On 13 only the
-# suites below run (those of what 13 allows: xact locks and the xact hold,
-# keys, session locks without a lease in the library, tokens), with
-# tests/cli/versions.bats, which tests the refusals and what 13
-# allows.  Logs: BUILD/test-logs-pgMAJOR/.  TESTS=REGEX narrows every
-# version's run as in tests/run.sh (on 13 it replaces the list).
+# Every test must pass and a skip is a failure from 14 up.  What runs depends
+# on the major (tests/README.md, "The server version matrix"):
+# - 14, the oldest with a session lease, and the newest (18): the full
+#   harness, every suite but the version-neutral ones named below;
+# - the majors in between (16, 17; 15 is make check's): the suites of what
+#   changed in them (ON_BETWEEN below).  A server behaviour that changes at
+#   one major stays changed after it, so 14, 15 and 18 see both sides of
+#   every change, and 16 and 17 are checked on each one they brought;
+# - 13 has no idle_session_timeout, so no session lease: run and lead
+#   refuse session locks there.  Only the suites of what 13 allows run
+#   (xact locks and the xact hold, keys, session locks without a lease in
+#   the library, tokens), with tests/cli/versions.bats, which tests the
+#   refusals and what 13 allows.
+# PGLOCK_TEST_FULL_MAJORS (default "14 18") names the majors that run in
+# full.  Logs: BUILD/test-logs-pgMAJOR/.  TESTS=REGEX narrows every
+# version's run as in tests/run.sh (on 13 and between, it replaces the
+# list).
 set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,6 +39,20 @@ unset PGLOCK_TEST_PRIMARY PGLOCK_TEST_SERVER PGLOCK_TEST_DIR
 # and the CLI suites of run and lead in session mode.
 ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_harness|test_hold_xact|test_key_sql|test_lock_timeout_per_wait|test_round_trips|test_xact_lock|versions\.bats)$'
 
+# What runs on the majors between 14 and the newest: the suites of what
+# changed in 16 and 17 that pglock meets (tests/README.md): the
+# per-version answers (versions.bats); the opening query, whose settings
+# depend on the version (test_client_open, test_connect); role
+# membership, which 16 reworked and pg_has_role() reads (history_roles,
+# doctor, terminate); the transaction lifetime, whose opening query sets
+# transaction_timeout from 17 (run_mode, test_hold_xact, test_xact_lock);
+# application_name as status reads it, shown otherwise from 16 (status,
+# status_answers).
+ON_BETWEEN='^(test_client_open|test_connect|test_hold_xact|test_xact_lock|versions\.bats|history_roles\.bats|doctor\.bats|terminate\.bats|run_mode\.bats|status\.bats|status_answers\.bats)$'
+full_majors=" ${PGLOCK_TEST_FULL_MAJORS:-14 18} "
+# shellcheck disable=SC2086 # split on purpose: "14 18" is ^(14|18)
+full_re="^($(echo $full_majors | tr ' ' '|')) "
+
 # Left out on every major: the suites that cannot depend on the server's
 # version (tests/README.md): the unit tests, which start no server; the
 # suites of pglock's client side (options, messages, libpq's conninfo
@@ -47,11 +69,11 @@ ON_13='^(test_client_open|test_connect|test_fencing_client|test_grant_race|test_
 # tests/README.md says which suite covers each).
 VERSION_NEUTRAL='^(test_abi_layout|test_duration|test_key|test_registry|test_run_lease|test_settings|test_status_decode|test_versions|chaos|harness\.bats|library_install\.bats|examples\.bats|examples_docs\.bats|cli_house_format\.bats|cli_messages\.bats|cli_password_never_printed\.bats|cli_connect_bounded\.bats|run_signals\.bats|run_group_signals\.bats|run_supervision\.bats|run_several_keys\.bats|run_verbose\.bats|run_libpq_env\.bats|run_bounded_steps\.bats|key\.bats|run_bad_input\.bats|lead_bad_input\.bats|status_round_trips\.bats|lint_checks\.bats)$'
 
-# Two servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
-# two lanes (PGLOCK_TEST_JOBS): one server's run ends with its longest
-# suites, and another's fills the time.  Each writes its own log, printed
-# whole when it ends.
-at_once=${PGLOCK_TEST_VERSIONS_AT_ONCE:-2}
+# Three servers' runs at a time (PGLOCK_TEST_VERSIONS_AT_ONCE), each with
+# two lanes (PGLOCK_TEST_JOBS), the full runs first: they take most of the
+# time, and the short runs of the other majors follow one another beside
+# them.  Each writes its own log, printed whole when it ends.
+at_once=${PGLOCK_TEST_VERSIONS_AT_ONCE:-3}
 export PGLOCK_TEST_JOBS=${PGLOCK_TEST_JOBS:-2}
 
 # run_major MAJOR BIN: one server's run, into versions-pgMAJOR.log; its
@@ -61,7 +83,8 @@ export PGLOCK_TEST_JOBS=${PGLOCK_TEST_JOBS:-2}
 # every stop comes as SIGTERM, which run.sh passes on to its lanes).
 run_major() {
     local major=$1 bin=$2 t0=$SECONDS tests=${TESTS:-} child rc=0
-    [ "$major" -ge 14 ] || tests=${TESTS:-$ON_13}
+    if [ "$major" -lt 14 ]; then tests=${TESTS:-$ON_13}
+    elif [[ $full_majors != *" $major "* ]]; then tests=${TESTS:-$ON_BETWEEN}; fi
     rm -rf "$build/test-logs-pg$major"
     TESTS=$tests SKIP_TESTS=${SKIP_TESTS:-$VERSION_NEUTRAL} PGLOCK_PGBIN=$bin \
         PGLOCK_TEST_LOGS=$build/test-logs-pg$major \
@@ -78,6 +101,7 @@ major_pids=()
 trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 130' INT
 trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 143' TERM
 running=0
+ordered=$(grep -E "$full_re" <<<"$bins"; grep -vE "$full_re" <<<"$bins")
 while read -r major bin; do
     echo "==== PostgreSQL $major ($bin): started"
     run_major "$major" "$bin" &
@@ -85,8 +109,9 @@ while read -r major bin; do
     majors_run+=("$major")
     running=$((running + 1))
     if [ "$running" -ge "$at_once" ]; then wait -n; running=$((running - 1)); fi
-done <<<"$bins"
+done <<<"$ordered"
 wait
+mapfile -t majors_run < <(printf '%s\n' "${majors_run[@]}" | sort -n)
 
 rc=0
 summary=()
