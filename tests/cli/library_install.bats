@@ -149,12 +149,13 @@ refused_versions() {
     fi
 }
 
-# find_pglock PREFIX VERSION: configures the consumer against the package
-# in PREFIX asking find_package for VERSION; the log is $out/find-VERSION.log.
-# A fresh build directory each time: a cached pglock_DIR would be reused.
+# find_pglock PREFIX VERSION: configures a project that asks find_package
+# for VERSION (tests/data/find_version) against the package in PREFIX; the
+# log is $out/find-VERSION.log.  A fresh build directory each time: a
+# cached pglock_DIR would be reused.
 find_pglock() {
     rm -rf "$out/find-$2"
-    cmake -S "$CONSUMER" -B "$out/find-$2" -DCMAKE_PREFIX_PATH="$1" \
+    cmake -S "$SRC/tests/data/find_version" -B "$out/find-$2" -DCMAKE_PREFIX_PATH="$1" \
         -DPGLOCK_WANT="$2" >"$out/find-$2.log" 2>&1
 }
 
@@ -303,7 +304,7 @@ page_names() {
 
 @test "every exported function has its page, pglock_FUNCTION(3), and every such page is an exported function's: man and whatis find it, and it renders cleanly" {
     install_to "$out/prefix"
-    local man=$out/prefix/share/man s page warnings rendered
+    local man=$out/prefix/share/man s warnings rendered synopsis description
     grep -v '^#' "$SRC/tests/data/exports.txt" >"$out/listed"
     find "$man/man3" -name '*.3' ! -name pglock.3 -printf '%f\n' | sed 's/\.3$//' |
         LC_ALL=C sort >"$out/pages"
@@ -314,21 +315,43 @@ page_names() {
         false
     }
     command -v man >/dev/null || skip "man is not installed"
-    while read -r s; do
-        page=$man/man3/$s.3
-        run -0 env MANPATH="$man:" man -w "$s"
-        [ "$output" = "$page" ] || { echo "man -w $s: $output"; false; }
-        warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null)
-        [ -z "$warnings" ] || { echo "$s(3): $warnings"; false; }
-        # wide, so that no name is hyphenated across two lines
-        rendered=$(LC_ALL=C.UTF-8 MANPATH="$man:" MANWIDTH=2000 man -E UTF-8 "$s")
-        grep -qE "^ +$s - [a-z]" <<<"$rendered" ||
+    # Every page in one call of man each (a call a page was 150 calls):
+    # where man finds each name, the warnings of rendering them all (then,
+    # if any, a page at a time to name it), and each page rendered, split
+    # into $out/rendered/NAME at its header line.
+    local names
+    mapfile -t names <"$out/listed"
+    run -0 env MANPATH="$man:" man -w "${names[@]}"
+    [ "$output" = "$(sed "s|.*|$man/man3/&.3|" "$out/listed")" ] ||
+        { echo "man -w found:"; echo "$output"; false; }
+    warnings=$(cd "$man/man3" && LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 \
+        man --warnings -E UTF-8 -l "${names[@]/%/.3}" 2>&1 >/dev/null)
+    if [ -n "$warnings" ]; then
+        for s in "${names[@]}"; do
+            warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l "$man/man3/$s.3" 2>&1 >/dev/null)
+            [ -z "$warnings" ] || echo "$s(3): $warnings"
+        done
+        false
+    fi
+    # wide, so that no name is hyphenated across two lines
+    mkdir "$out/rendered"
+    LC_ALL=C.UTF-8 MANPATH="$man:" MANWIDTH=2000 man -E UTF-8 "${names[@]}" |
+        awk -v dir="$out/rendered" 'match($0, /^pglock_[a-z0-9_]+\(3\) /) {
+            name = substr($0, 1, RLENGTH - 4); if (name != page) { page = name; close(file); file = dir "/" page } }
+            file { print > file }'
+    for s in "${names[@]}"; do
+        rendered=$(cat "$out/rendered/$s" 2>/dev/null) || { echo "man $s rendered no page"; false; }
+        [[ $rendered =~ $'\n'\ +$s\ -\ [a-z] ]] ||
             { echo "$s(3) has no NAME line for it"; false; }
-        sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' <<<"$rendered" | grep -qE "[ *]$s\(" ||
+        [[ $rendered == *$'\n'SYNOPSIS$'\n'*$'\n'DESCRIPTION$'\n'*$'\n'SEE\ ALSO$'\n'* ]] ||
+            { echo "$s(3) lacks SYNOPSIS, DESCRIPTION or SEE ALSO"; false; }
+        synopsis=${rendered#*$'\n'SYNOPSIS$'\n'} synopsis=${synopsis%%$'\n'DESCRIPTION$'\n'*}
+        [[ $synopsis =~ [\ *]$s\( ]] ||
             { echo "$s(3)'s SYNOPSIS does not declare it"; false; }
-        sed -n '/^DESCRIPTION/,/^SEE ALSO/p' <<<"$rendered" | grep -qF "$s()" ||
+        description=${rendered#*$'\n'DESCRIPTION$'\n'} description=${description%%$'\n'SEE ALSO$'\n'*}
+        [[ $description == *"$s()"* ]] ||
             { echo "$s(3)'s DESCRIPTION (its section of pglock(3)) does not name it"; false; }
-    done <"$out/listed"
+    done
     # whatis and apropos read the NAME lines, once mandb has indexed them
     # (on a copy: mandb writes its index into the tree it is given).
     if command -v mandb >/dev/null && command -v whatis >/dev/null; then
