@@ -174,6 +174,16 @@ running_jobs() {
     echo "$c"
 }
 
+# ends_on_sigterm_unrun NAME: the bg pglock NAME still runs; a SIGTERM
+# ends it with 143, and its command (touch "$out/ran") never ran.
+ends_on_sigterm_unrun() {
+    alive "$(pid_of "$1")"
+    kill -TERM "$(pid_of "$1")"
+    finish "$1" 10
+    [ "$(status_of "$1")" = 143 ]
+    [ ! -e "$out/ran" ]
+}
+
 # install_to DIR: installs the build under test into DIR (a --prefix that
 # differs from the configured one, as a packager's staging dir does).
 install_to() {

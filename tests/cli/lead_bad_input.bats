@@ -65,13 +65,9 @@ teardown() { teardown_run; }
     said() { [ "$(grep -c '^pglock: warning: could not connect: .*password authentication failed.*; retrying$' "$out/p.err")" -ge "$1" ]; }
     wait_until 10 said 1
     wait_until 80 said 2
-    alive "$(pid_of p)"
     # retried every few seconds all along, said twice
     [ "$(grep -c warning "$out/p.err")" -eq 2 ]
-    kill -TERM "$(pid_of p)"
-    finish p 10
-    [ "$(status_of p)" = 143 ]
-    [ ! -e "$out/ran" ]
+    ends_on_sigterm_unrun p
 }
 
 @test "a database or role that does not exist: 69 at once, one line, never a retry" {
@@ -95,11 +91,7 @@ teardown() { teardown_run; }
     bg r lead -d "$PGLOCK_TEST_POOLER user=pglock_no_such_role" "$K" -- touch "$out/ran"
     said() { grep -q '^pglock: warning: could not connect: .*authentication failed; retrying$' "$out/r.err"; }
     wait_until 10 said
-    alive "$(pid_of r)"
-    kill -TERM "$(pid_of r)"
-    finish r 10
-    [ "$(status_of r)" = 143 ]
-    [ ! -e "$out/ran" ]
+    ends_on_sigterm_unrun r
 }
 
 @test "a --restart delay too large to add is a usage error" {

@@ -139,9 +139,5 @@ backend_state() { q "select state from pg_stat_activity where pid = $1"; }
     PGPASSWORD=wrong bg p lead --mode=xact -d "$PGLOCK_TEST_PW_CONNINFO" "$K" -- touch "$out/ran"
     said() { grep -q '^pglock: warning: could not connect: .*password authentication failed.*; retrying$' "$out/p.err"; }
     wait_until 10 said
-    alive "$(pid_of p)"
-    kill -TERM "$(pid_of p)"
-    finish p 10
-    [ "$(status_of p)" = 143 ]
-    [ ! -e "$out/ran" ]
+    ends_on_sigterm_unrun p
 }
