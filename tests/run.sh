@@ -55,7 +55,7 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 # checkers, the bench's smoke run, the installed library's files), and the
 # suites whose every line of src/ another suite or a C test runs too, by
 # gcov.
-ASAN_SKIP='^(harness|library_install|examples|examples_docs|lint_checks|run_bad_input|run_group_signals|failover_tokens|versions|status_round_trips|run_verbose)\.bats$'
+ASAN_SKIP='^(harness|library_install|examples|examples_docs|lint_checks|lead_bad_input|run_bad_input|run_group_signals|failover_tokens|run_hostile_settings|run_key_forms|run_round_trips|status_round_trips|run_verbose)\.bats$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }
