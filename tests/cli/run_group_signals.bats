@@ -163,7 +163,7 @@ time_out() {
             kill -$sig %1
             st=0
             wait \$pid || st=\$?
-            echo \$st > '$out/h.status'" 2>"$out/shell.err" &
+            echo \$st > '$out/h.status.tmp' && mv '$out/h.status.tmp' '$out/h.status'" 2>"$out/shell.err" &
         wait_until 10 file_exists "$out/h.galive"
         waiter w
         touch "$out/go"
@@ -221,7 +221,7 @@ time_out() {
             while [ ! -e '$out/go' ]; do sleep 0.05; done
             st=0
             wait \$pid || st=\$?
-            echo \$st > '$out/h.status'" 2>"$out/shell.err" &
+            echo \$st > '$out/h.status.tmp' && mv '$out/h.status.tmp' '$out/h.status'" 2>"$out/shell.err" &
         wait_until 10 file_exists "$out/h.alive"
         waiter w
         date +%s%N >"$out/h.stopped"
@@ -232,7 +232,8 @@ time_out() {
         kill -CONT -- "-$(cat "$out/h.pgid")"
         touch "$out/go"
         wait_until 10 file_exists "$out/h.status"
-        [ "$(cat "$out/h.status")" = 74 ]
+        [ "$(cat "$out/h.status")" = 74 ] ||
+            { echo "SIG$how: exit status $(cat "$out/h.status"), not 74"; cat "$out/h.err" "$out/shell.err"; false; }
         report "--foreground, SIG$how for longer than the lease: the job last ran at" \
             "+$(ms_between "$out/h.stopped" "$out/h.alive") ms, the next holder's started" \
             "$(ms_between "$out/h.alive" "$out/w.start") ms after it"
