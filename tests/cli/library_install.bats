@@ -315,7 +315,7 @@ page_names() {
         false
     }
     command -v man >/dev/null || skip "man is not installed"
-    # Every page in one call of man each (a call a page was 150 calls):
+    # Every page in one call of man each (one call a page was 156 calls):
     # where man finds each name, the warnings of rendering them all (then,
     # if any, a page at a time to name it), and each page rendered, split
     # into $out/rendered/NAME at its header line.

@@ -63,8 +63,15 @@ ON_BETWEEN='^(test_client_open|test_connect|test_hold_xact|test_xact_lock|versio
 # older side of what changed at 15 and after.
 SKIP_ON_14='^(slots\.bats|history\.bats|failover\.bats|failover_tokens\.bats)$'
 full_majors=" ${PGLOCK_TEST_FULL_MAJORS:-18} "
-# shellcheck disable=SC2086 # split on purpose: "14 18" is ^(14|18)
-full_re="^($(echo $full_majors | tr ' ' '|')) "
+
+# major_kind MAJOR: what runs on MAJOR, as the order the runs start in:
+# 1 full, 2 all but SKIP_ON_14 (14), 3 the suites between, 4 those of 13.
+major_kind() {
+    if [ "$1" -lt 14 ]; then echo 4
+    elif [[ $full_majors == *" $1 "* ]]; then echo 1
+    elif [ "$1" = 14 ]; then echo 2
+    else echo 3; fi
+}
 
 # Left out on every major: the suites that cannot depend on the server's
 # version (tests/README.md): the unit tests, which start no server; the
@@ -97,10 +104,11 @@ export PGLOCK_TEST_JOBS=${PGLOCK_TEST_JOBS:-2}
 run_major() {
     local major=$1 bin=$2 t0=$SECONDS tests=${TESTS:-} child rc=0
     local skip=${SKIP_TESTS:-$VERSION_NEUTRAL}
-    if [ "$major" -lt 14 ]; then tests=${TESTS:-$ON_13}
-    elif [[ $full_majors == *" $major "* ]]; then :
-    elif [ "$major" = 14 ]; then skip=${SKIP_TESTS:-$VERSION_NEUTRAL|$SKIP_ON_14}
-    else tests=${TESTS:-$ON_BETWEEN}; fi
+    case $(major_kind "$major") in
+    2) skip=${SKIP_TESTS:-$VERSION_NEUTRAL|$SKIP_ON_14} ;;
+    3) tests=${TESTS:-$ON_BETWEEN} ;;
+    4) tests=${TESTS:-$ON_13} ;;
+    esac
     rm -rf "$build/test-logs-pg$major"
     TESTS=$tests SKIP_TESTS=$skip PGLOCK_PGBIN=$bin \
         PGLOCK_TEST_LOGS=$build/test-logs-pg$major \
@@ -117,8 +125,8 @@ major_pids=()
 trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 130' INT
 trap 'kill -TERM "${major_pids[@]}" 2>/dev/null; wait; exit 143' TERM
 running=0
-ordered=$(grep -E "$full_re" <<<"$bins"; grep -E '^14 ' <<<"$bins" | grep -vE "$full_re"
-    grep -vE "$full_re|^14 " <<<"$bins")
+ordered=$(while read -r major bin; do echo "$(major_kind "$major") $major $bin"; done <<<"$bins" |
+    sort -s -n -k1,1 | cut -d' ' -f2-)
 while read -r major bin; do
     echo "==== PostgreSQL $major ($bin): started"
     run_major "$major" "$bin" &
