@@ -96,7 +96,7 @@ teardown() {
     # The pool has 3 server connections: three holders keep one each in
     # their holding transactions.
     for n in 1 2 3; do
-        bg "h$n" run -d "$P" --lease=60s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+        bg "h$n" run -d "$P" --lease=60s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.1; done"
         wait_until 10 file_exists "$out/h$n.started"
     done
     bg status status -d "$P connect_timeout=2"

@@ -33,7 +33,7 @@ teardown() { teardown_run; }
     run -64 --separate-stderr "$PGLOCK_BIN" run -d "$DB" --wait=1.5ms "$K" -- true
     [ "${stderr_lines[0]}" = 'pglock: error: invalid value for --wait: invalid duration "1.5ms": finer than a millisecond' ]
     # the fraction is really used: a 0.5 s wait on a held lock ends in 75
-    bg h run -d "$DB" "$K" -- sh -c "touch $out/held; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" "$K" -- sh -c "touch $out/held; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/held"
     run -75 "$PGLOCK_BIN" run -d "$DB" --wait=0.5s "$K" -- touch "$out/ran"
     [ ! -e "$out/ran" ]

@@ -60,7 +60,8 @@ bg() {
     env --default-signal=INT,QUIT "$PGLOCK_BIN" "$@" >"$out/$name.out" 2>"$out/$name.err" &
     echo $! >"$out/$name.pid"
 }
-pid_of() { cat "$out/$1.pid"; }
+# (read, not cat: the polls ask it)
+pid_of() { local p; read -r p <"$out/$1.pid" && echo "$p"; }
 
 # finish NAME SECS: waits (bounded) for a bg pglock to end and writes its
 # exit status to $out/NAME.status.  Fails if it is still running.
@@ -151,11 +152,11 @@ show_procs() {
 # way it cannot run.
 stopped() {
     local s c
-    s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    proc_state "$1" s || return 1
     [ "$s" = T ] && return 0
     [ "$s" = D ] || return 1
     for c in $(cat /proc/$1/task/*/children 2>/dev/null); do
-        [ "$(awk '{print $3}' "/proc/$c/stat" 2>/dev/null)" = T ] || return 1
+        proc_state "$c" s && [ "$s" = T ] || return 1
     done
 }
 

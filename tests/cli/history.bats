@@ -131,7 +131,7 @@ lock_table() {
     local h
     for h in h1 h2 h3; do
         bg "$h" run --try --record --fencing-token --host-label="$h" "$K" \
-            -c "echo \$PGLOCK_FENCING_TOKEN > $out/token; while [ ! -e $out/release ]; do sleep 0.02; done"
+            -c "echo \$PGLOCK_FENCING_TOKEN > $out/token; while [ ! -e $out/release ]; do sleep 0.1; done"
     done
     local winner='' h
     wait_until 10 eval "[ -s $out/token ]"
@@ -161,7 +161,7 @@ lock_table() {
 }
 
 @test "every outcome: running, succeeded, failed, killed by a signal, lock lost, pglock SIGKILLed" {
-    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = 'pglock run $K'")" ]
@@ -212,7 +212,7 @@ lock_table() {
     # which holds the same key: (pid, backend_start) alone would call a
     # "running" again; its xact_start tells them apart.
     bg a run --record -d "$PGLOCK_TEST_POOLER" --lease=3s "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     lock_table
@@ -224,7 +224,7 @@ lock_table() {
     local a_pid
     a_pid=$(py 'd[0]["backend_pid"]')
     bg b run --record -d "$PGLOCK_TEST_POOLER" "$K" \
-        -c "touch $out/b.start; while [ ! -e $out/b.release ]; do sleep 0.02; done"
+        -c "touch $out/b.start; while [ ! -e $out/b.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/b.start"
     wait_until 5 outcome_is "$K" running
     [ "$(py 'd[0]["hold"]')" = xact ]
@@ -237,7 +237,7 @@ lock_table() {
 @test "through PgBouncer: runs and skips are recorded" {
     need PGLOCK_TEST_POOLER
     bg a run --record -d "$PGLOCK_TEST_POOLER" --fencing-token "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run "$PGLOCK_BIN" run --try --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
@@ -258,7 +258,7 @@ lock_table() {
     [ "$stderr" = "pglock: warning: could not record the start of the run: no answer in time" ]
     unlock_table
 
-    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 4"
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; exit 4"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     lock_table
@@ -355,7 +355,7 @@ lock_table() {
     local id
     id=$(q "select $(name_sql "$K")")
     "$PGLOCK_BIN" run --record "$K" -- true
-    bg a run "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    bg a run "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     bg b run "$K" -- true
     wait_until 10 waiting_on "$K"
@@ -397,7 +397,7 @@ lock_table() {
 
 @test "a run of several keys is found under each of its keys: history, check, metrics (each key under its own name)" {
     local k1="$K-a" k2="$K-b" k id
-    bg a run --record "$k1" "$k2" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    bg a run --record "$k1" "$k2" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$k1" running
     outcome_is "$k2" running
@@ -419,7 +419,7 @@ lock_table() {
 }
 
 @test "a run whose record was deleted while it ran (pruned): its end warns, and the job's status stays" {
-    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 5"
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; exit 5"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     local id
@@ -447,7 +447,7 @@ pglock_up 0" ]
     local id
     id=$(q "select $(name_sql "$K")")
     "$PGLOCK_BIN" run --record "$K" -- true
-    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run -0 "$PGLOCK_BIN" metrics
@@ -518,7 +518,7 @@ alert_fires() {
     run -0 "$PGLOCK_BIN" metrics
     alert_fires "$output" "[{exp_labels: {name: \"$K\"}}]"
     "$PGLOCK_BIN" run --record "$K" -- true
-    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done; exit 3"
+    bg a run --record "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; exit 3"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run -0 "$PGLOCK_BIN" metrics

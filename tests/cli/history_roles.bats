@@ -57,7 +57,7 @@ pglock: hint: \"pglock init\" prints the GRANTs a role needs." ]
     [ "$(q "select pg_has_role('pglock_user', 'pg_read_all_stats', 'USAGE')")" = f ]
     "$PGLOCK_BIN" run --record --host-label=night1 "$K" -- true
     bg a run --record --host-label=night2 "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 reader_outcome_is "$K" running
     run -0 "$PGLOCK_BIN" history -d "$READER" "$K"
@@ -88,7 +88,7 @@ pglock: hint: \"pglock init\" prints the GRANTs a role needs." ]
 @test "through PgBouncer (a transaction hold): the run lock lives in a transaction of the history's connection; the reader sees the run going, then its end" {
     need PGLOCK_TEST_POOLER
     bg a run --record -d "$PGLOCK_TEST_POOLER" "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.02; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 reader_outcome_is "$K" running
     [ "$(py 'd[0]["hold"]')" = xact ]

@@ -11,7 +11,7 @@ teardown() { teardown_run; }
 @test "of 6 concurrent --try, exactly one runs; it holds until the others exit 75" {
     local i n=6
     for ((i = 0; i < n; i++)); do
-        bg "c$i" run --try -d "$DB" "$K" -c "echo \$\$ >> $out/ran; while [ ! -e $out/release ]; do sleep 0.02; done"
+        bg "c$i" run --try -d "$DB" "$K" -c "echo \$\$ >> $out/ran; while [ ! -e $out/release ]; do sleep 0.1; done"
     done
     # Every loser must have given up while the winner still runs.
     losers() {
@@ -42,7 +42,7 @@ teardown() { teardown_run; }
 }
 
 @test "a text key is the same lock as docs/keys.md's SQL expression" {
-    bg h run -d "$DB" nightly-billing-$K -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" nightly-billing-$K -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     [ "$(q "select pg_try_advisory_lock($(name_sql "nightly-billing-$K"))")" = f ]
     touch "$out/release"
@@ -52,7 +52,7 @@ teardown() { teardown_run; }
 }
 
 @test "nightly-billing maps to the published bigint and excludes SQL" {
-    bg h run -d "$DB" nightly-billing -c "echo \$PGLOCK_KEY_ID > $out/id; touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" nightly-billing -c "echo \$PGLOCK_KEY_ID > $out/id; touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     [ "$(cat "$out/id")" = -3003901418071974465 ]
     [ "$(q "select pg_try_advisory_lock(-3003901418071974465)")" = f ]
@@ -63,8 +63,8 @@ teardown() { teardown_run; }
 
 @test "a pair key 42:9 excludes pg_try_advisory_lock(42, 9); an integer key its bigint" {
     local ns=$((RANDOM + 1000))
-    bg p run -d "$DB" "$ns:9" -c "touch $out/p.started; while [ ! -e $out/release ]; do sleep 0.02; done"
-    bg i run -d "$DB" "int:-$ns" -c "touch $out/i.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg p run -d "$DB" "$ns:9" -c "touch $out/p.started; while [ ! -e $out/release ]; do sleep 0.1; done"
+    bg i run -d "$DB" "int:-$ns" -c "touch $out/i.started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/p.started"
     wait_until 10 file_exists "$out/i.started"
     [ "$(q "select pg_try_advisory_lock($ns, 9)")" = f ]
@@ -79,7 +79,7 @@ teardown() { teardown_run; }
 }
 
 @test "shared holders share, and exclude an exclusive lock" {
-    bg s1 run -s -d "$DB" "$K" -c "touch $out/s1; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg s1 run -s -d "$DB" "$K" -c "touch $out/s1; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/s1"
     run "$PGLOCK_BIN" run -s --try -d "$DB" "$K" -- true
     [ "$status" -eq 0 ]
@@ -170,7 +170,7 @@ teardown() { teardown_run; }
 }
 
 @test "SIGTERM to pglock reaches the job's grandchildren; status 128+N" {
-    bg h run -d "$DB" "$K" -c "sh -c 'trap \"echo got > $out/gc; exit 0\" TERM; touch $out/started; while :; do sleep 0.02; done' & wait"
+    bg h run -d "$DB" "$K" -c "sh -c 'trap \"echo got > $out/gc; exit 0\" TERM; touch $out/started; while :; do sleep 0.1; done' & wait"
     wait_until 10 file_exists "$out/started"
     kill -TERM "$(pid_of h)"
     finish h 10

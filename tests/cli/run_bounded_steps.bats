@@ -87,7 +87,7 @@ stall_commits() {
     # The pool has 3 server connections: two holders keep one each in their
     # holding transactions, the third run's lock takes the last.
     for n in 1 2; do
-        bg "h$n" run -d "$P" --lease=30s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+        bg "h$n" run -d "$P" --lease=30s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.1; done"
         wait_until 10 file_exists "$out/h$n.started"
     done
     run -69 "$PGLOCK_BIN" run --fencing-token -d "$P" --lease=3s "$K" -- touch "$out/ran"

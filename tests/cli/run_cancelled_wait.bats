@@ -40,7 +40,7 @@ cancel_waiters() {
 @test "lead: a follower whose wait is cancelled contends again and leads later" {
     bg h run -d "$DB" "text:$K" -c "$(stamp_job h)"
     wait_until 10 file_exists "$out/h.start"
-    bg f lead -v -d "$DB" --lease=3s "$K" -c "touch $out/f.led; while :; do sleep 0.02; done"
+    bg f lead -v -d "$DB" --lease=3s "$K" -c "touch $out/f.led; while :; do sleep 0.1; done"
     wait_until 10 waiting_on "$K"
     [ "$(cancel_waiters)" -eq 1 ]
     # It is still there, and queued again.

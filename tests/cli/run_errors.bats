@@ -207,7 +207,7 @@ one_error() {
 
 @test "through a transaction-mode pooler the default holds the lock in a transaction" {
     need PGLOCK_TEST_POOLER
-    bg h run -d "$PGLOCK_TEST_POOLER" "$K" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$PGLOCK_TEST_POOLER" "$K" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     # Seen on the server itself: really held, and exclusive.
     [ "$(advisory_count "$(name_sql "$K")" t)" -eq 1 ]

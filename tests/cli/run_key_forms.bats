@@ -18,7 +18,7 @@ teardown() { teardown_run; }
 holds() {
     local key=$1 try=$2 idsql=${3:-}
     rm -f "$out/started" "$out/release" "$out/id"
-    bg h run -d "$DB" "$key" -c "echo \$PGLOCK_KEY_ID > $out/id; touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" "$key" -c "echo \$PGLOCK_KEY_ID > $out/id; touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started" || { cat "$out/h.err"; return 1; }
     [ "$(q "select $try")" = f ] || { echo "$key: $try was not blocked"; return 1; }
     if [ -n "$idsql" ]; then

@@ -88,7 +88,7 @@ backend_gone() {
     local job
     job=$(cat "$out/h.jobpid")
     job_stopped() { stopped "$job"; }
-    pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
+    pglock_stopped() { local s; proc_state "$(pid_of h)" s && [ "$s" = T ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 job_stopped || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     wait_until 5 pglock_stopped
@@ -112,7 +112,7 @@ backend_gone() {
     wait_until 10 file_exists "$out/h.alive"
     local job
     job=$(cat "$out/h.jobpid")
-    pglock_state() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = "$1" ]; }
+    pglock_state() { local s; proc_state "$(pid_of h)" s && [ "$s" = "$1" ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 stopped "$job" || { show_procs "$(pid_of h)"; echo "--- h.err:"; cat "$out/h.err"; false; }
     # As a shell's "fg": only once pglock itself is stopped.
@@ -193,7 +193,7 @@ backend_gone() {
     wait_until 10 file_exists "$out/h.alive"
     local job
     job=$(cat "$out/h.jobpid")
-    pglock_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of h)/stat")" = T ]; }
+    pglock_stopped() { local s; proc_state "$(pid_of h)" s && [ "$s" = T ]; }
     kill -TSTP "$(pid_of h)"
     wait_until 5 stopped "$job"
     wait_until 5 pglock_stopped

@@ -77,7 +77,7 @@ pool_client_waiting() {
     local P=$PGLOCK_TEST_POOLER n
     # The pool has 3 server connections: three holders keep one each.
     for n in 1 2 3; do
-        bg "h$n" run -d "$P" --lease=30s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.02; done"
+        bg "h$n" run -d "$P" --lease=30s "$K-$n" -c "touch $out/h$n.started; while [ ! -e $out/release ]; do sleep 0.1; done"
         wait_until 10 file_exists "$out/h$n.started"
     done
     run -69 "$PGLOCK_BIN" run -d "$P" --wait=3s "$K" -- touch "$out/ran"

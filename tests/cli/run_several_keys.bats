@@ -21,7 +21,7 @@ free() { [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
                 and objsubid = 1 and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$1")")" = 0 ]; }
 
 @test "every key is held while the job runs, and all are free after" {
-    bg h run -d "$DB" "$A" "$B" 42:7 -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" "$A" "$B" 42:7 -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     [ "$(q "select pg_try_advisory_lock($(name_sql "$A"))")" = f ]
     [ "$(q "select pg_try_advisory_lock($(name_sql "$B"))")" = f ]
@@ -85,7 +85,7 @@ free() { [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
     local before logged
     before=$(q "select deadlocks from pg_stat_database where datname = current_database()")
     logged=$(deadlocks_logged)
-    local hold="while [ ! -e $out/release.\$PGLOCK_KEY ]; do sleep 0.02; done"
+    local hold="while [ ! -e $out/release.\$PGLOCK_KEY ]; do sleep 0.1; done"
     bg h1 run -d "$DB" "$A" -c "touch $out/h1; $hold"
     bg h2 run -d "$DB" "$B" -c "touch $out/h2; $hold"
     wait_until 10 file_exists "$out/h1"
@@ -110,7 +110,7 @@ free() { [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
 }
 
 @test "--try takes every key or none" {
-    bg h run -d "$DB" "$B" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.02; done"
+    bg h run -d "$DB" "$B" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     run -75 "$PGLOCK_BIN" run -d "$DB" --try "$A" "$B" -- touch "$out/ran"
     [[ "$output" == *"lock \"$B\""*"is held by pid "*"\"pglock run $B\", held "*"; the command was not run"* ]]

@@ -26,7 +26,7 @@ forwarded() {
     bg h run -d "$DB" "$K" -- sh -c "
         trap 'echo $sig > $out/child.got; exit 0' $sig
         sh -c 'trap \"echo $sig > $out/gc.got; exit 0\" $sig
-               touch $out/started; while :; do sleep 0.02; done'
+               touch $out/started; while :; do sleep 0.1; done'
         wait"
     wait_until 10 file_exists "$out/started"
     held "$K"
@@ -49,7 +49,7 @@ forwarded() {
     for sig in INT HUP QUIT TERM; do
         n=$(kill -l "$sig")
         rm -f "$out/started"
-        bg h run -d "$DB" "$K" -- sh -c "touch $out/started; while :; do sleep 0.02; done"
+        bg h run -d "$DB" "$K" -- sh -c "touch $out/started; while :; do sleep 0.1; done"
         wait_until 10 file_exists "$out/started"
         kill "-$sig" "$(pid_of h)"
         finish h 10
@@ -131,7 +131,7 @@ forwarded() {
     echo $! >"$out/w.pid"
     wait_until 10 waiting_on "$K"
     kill -TSTP "$(pid_of w)"
-    w_stopped() { [ "$(awk '{print $3}' "/proc/$(pid_of w)/stat")" = T ]; }
+    w_stopped() { local s; proc_state "$(pid_of w)" s && [ "$s" = T ]; }
     wait_until 5 w_stopped
     # The holder goes; the server grants the lock to the stopped waiter,
     # then ends its session once the 5 s lease passes in silence (long

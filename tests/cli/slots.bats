@@ -56,7 +56,7 @@ slot_job() {
       [ \$(ls $out | grep -c '^in\\.') -le $2 ] || echo too-many >> $out/overlap
       touch $out/$1.started
       if [ -n '${3:-}' ]; then sleep ${3:-0}; else
-        while [ ! -e $out/release ]; do sleep 0.02; done; fi
+        while [ ! -e $out/release ]; do sleep 0.1; done; fi
       rm $out/in.$1; rmdir $out/slot-\$PGLOCK_SLOT"
 }
 
@@ -518,7 +518,7 @@ pool_waiting() {
     bg h run -d "$P" --slots=1 "$K" -c "$(slot_job h 1)"
     wait_until 15 file_exists "$out/h.started"
     bg b run -d "$P" "$K-other" -c "touch $out/b.started
-        while [ ! -e $out/pool_full ]; do sleep 0.02; done; sleep 4"
+        while [ ! -e $out/pool_full ]; do sleep 0.1; done; sleep 4"
     wait_until 15 file_exists "$out/b.started"
     bg w run -d "$P" --slots=1 --wait=60s "$K" -c "$(slot_job w 1 0.1)"
     # the head's watcher waits inside PgBouncer

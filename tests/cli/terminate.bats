@@ -108,7 +108,7 @@ EOF
     echo "select 'unlocked ' || pg_advisory_unlock($(name_sql "$K"));" >"$out/unlock.sql"
     alive "$(session_pid released)"
     local release="cat $out/unlock.sql > $TMP/released.fifo
-      until grep -q 'unlocked t' $TMP/released.out; do sleep 0.02; done"
+      until grep -q 'unlocked t' $TMP/released.out; do sleep 0.1; done"
     run -1 answer_on_tty y "$release" "$PGLOCK_BIN" terminate -d "$DB" "$K"
     [[ "$output" == *"pid $backend"* ]]
     [[ "$output" == *"no longer held by the sessions shown; nothing was terminated"* ]]

@@ -111,11 +111,16 @@ wait_until() {
 }
 
 # alive PID: true while PID runs (a zombie does not run).
-alive() {
+alive() { local s; proc_state "$1" s && [ "$s" != Z ]; }
+
+# proc_state PID VAR: VAR is set to PID's state (R, S, D, T, Z...); false
+# if PID is not there.  Read by the shell itself, without a process: the
+# tests poll it.
+proc_state() {
     local stat
     { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
     stat=${stat##*) }
-    [ "${stat%% *}" != Z ]
+    printf -v "$2" '%s' "${stat%% *}"
 }
 
 # partition_cmd cut|heal: the partition server's TCP port goes dark (every
