@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include "internal.h"
 
 void pglock__client_drop(pglock_client *c)
@@ -26,6 +27,13 @@ void pglock__client_drop(pglock_client *c)
 
 int pglock__client_ready(pglock_client *c)
 {
+    /* A forked child shares the parent's socket: one byte of its own on
+     * it would break the parent's protocol and session. */
+    if (c->owner_pid != (int)getpid())
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "the client belongs to process %d, which opened "
+                            "it; a forked child may only close it",
+                            c->owner_pid);
     c->released = 0; /* a call after the release may take a lock again */
     if (!c->conn)
         return pglock__fail(c, PGLOCK_ECONNLOST,
@@ -42,4 +50,14 @@ void pglock__locks_clear(pglock_client *c)
     for (size_t i = 0; i < c->nlocks; i++)
         free(c->locks[i].name);
     c->nlocks = 0;
+}
+
+int pglock__client_held(const pglock_client *c)
+{
+    return c->hold_running && c->owner_pid == (int)getpid();
+}
+
+int pglock__client_enter(pglock_client *c)
+{
+    return pglock__client_held(c) ? PGLOCK_ESTATE : pglock__client_ready(c);
 }

@@ -294,6 +294,8 @@ int pglock_heartbeat(pglock_client *c, long timeout_ms)
 {
     if (!c)
         return PGLOCK_EINVAL;
+    if (pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     int64_t deadline = pglock__deadline(timeout_ms, 0);
     /* One left in flight by an earlier timeout is answered first. */
     int rc = c->heartbeat_busy ? await_beat(c, deadline, timeout_ms) : 0;

@@ -157,6 +157,8 @@ static int check_call(pglock_client *c, const pglock_key *key,
 {
     if (!c)
         return PGLOCK_EINVAL;
+    if (pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     const char *why = pglock__key_invalid(key);
     if (why)
         return pglock__fail(c, PGLOCK_EINVAL, PGLOCK__INVALID_KEY_FMT, why);
@@ -650,7 +652,7 @@ int pglock_unlock_all(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
-    int ready = pglock__client_ready(c);
+    int ready = pglock__client_enter(c);
     if (ready)
         return ready;
     if (c->lifetime == PGLOCK_LIFETIME_XACT) {
