@@ -23,6 +23,7 @@ void pglock__client_drop(pglock_client *c)
     c->releasing = 0;
     c->released = 0;
     c->in_xact = 0;
+    c->beat_aborted = 0;
 }
 
 int pglock__client_ready(pglock_client *c)

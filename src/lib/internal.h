@@ -20,6 +20,10 @@
 /* Xact lifetime: the transaction-local setting in which each lock statement
  * counts itself (heartbeat.c says why). */
 #define PGLOCK__LOCKS_SETTING "pglock.lock_statements"
+/* Xact lifetime: the savepoint every lock statement of the holding
+ * transaction ends with, inside which the heartbeats run (heartbeat.c
+ * says why). */
+#define PGLOCK__BEAT_SAVEPOINT "pglock_beat"
 
 /* One lock the client holds (its count): its pg_locks coordinates, mode and count.  A
  * legacy key (hashtext) is matched by its name too, so that it can be
@@ -329,10 +333,12 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
  * interrupt, where to put a PGLOCK__PID_COLUMN value (NULL: nowhere), a
  * key to resolve from a PGLOCK__VALUE_COLUMN value once the lock is held
  * (NULL: none) and where to put a PGLOCK__INDEX_COLUMN value (NULL:
- * nowhere). */
+ * nowhere); and a statement sent after the lock's, in the same message,
+ * once its savepoint is released (NULL: none). */
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
+    const char *after;
     int interrupt_fd;
     long cancel_timeout_ms;
     int *pid_out;
