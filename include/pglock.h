@@ -529,14 +529,15 @@ PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
  * unlock, so the locks are still held and the connection is kept.  The
  * lease is just not confirmed (pglock_client_confirmed_at() does not
  * move): send another heartbeat at once; only the client deadline
- * decides.  With the xact lifetime it is no loss either: the heartbeat
- * runs under a savepoint (SAVEPOINT, check, RELEASE in one message), so a
- * cancel aborts only the savepoint, the holding transaction and its locks
- * live on, and the next heartbeat begins with ROLLBACK TO SAVEPOINT, in
- * the same one round trip; until one is confirmed, pglock_lock() and
- * pglock_lock_any() return PGLOCK_ESTATE.  An error that aborted the
- * holding transaction itself (before the savepoint was in place) freed
- * its locks at once: that is PGLOCK_ECONNLOST, a loss the server caused.
+ * decides.  With the xact lifetime it is no loss either: every lock
+ * statement of the holding transaction ends with a savepoint (in its own
+ * message), so the heartbeat runs inside it and a cancel aborts only the
+ * savepoint; the holding transaction and its locks live on, and the next
+ * heartbeat begins with ROLLBACK TO SAVEPOINT, in the same one round
+ * trip.  Until one is confirmed, pglock_lock() and pglock_lock_any()
+ * return PGLOCK_ESTATE.  A heartbeat that finds the transaction aborted
+ * by something else (a statement sent on pglock_client_conn()) is
+ * PGLOCK_ECONNLOST: its locks may be gone.
  *
  * PGLOCK_ECONNLOST: the locks are gone — another backend answered, the
  * holding transaction failed or ended, the server ended the session
