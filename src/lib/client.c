@@ -195,13 +195,6 @@ static int keep_params(pglock_client *c, const char **k, const char **v)
     return 0;
 }
 
-static void free_params(char **p)
-{
-    for (size_t i = 0; p && p[i]; i++)
-        free(p[i]);
-    free(p);
-}
-
 static int count_params(const char *const *keywords)
 {
     int n = 0;
@@ -370,16 +363,6 @@ static void release_all(pglock_client *c)
             c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
         PQclear(res);
     }
-}
-
-void pglock__client_free(pglock_client *c)
-{
-    pglock__locks_clear(c);
-    free(c->locks);
-    free(c->database);
-    free_params(c->conn_keywords);
-    free_params(c->conn_values);
-    free(c);
 }
 
 void pglock_client_close(pglock_client *c)

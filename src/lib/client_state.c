@@ -1,6 +1,7 @@
 /*
  * The client's state that every operation shares: whether it can start a
- * query, its counted holds, and what happens when its connection is lost.
+ * query, its counted holds, what happens when its connection is lost,
+ * and freeing it.
  */
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -61,4 +62,21 @@ int pglock__client_held(const pglock_client *c)
 int pglock__client_enter(pglock_client *c)
 {
     return pglock__client_held(c) ? PGLOCK_ESTATE : pglock__client_ready(c);
+}
+
+static void free_params(char **p)
+{
+    for (size_t i = 0; p && p[i]; i++)
+        free(p[i]);
+    free(p);
+}
+
+void pglock__client_free(pglock_client *c)
+{
+    pglock__locks_clear(c);
+    free(c->locks);
+    free(c->database);
+    free_params(c->conn_keywords);
+    free_params(c->conn_values);
+    free(c);
 }
