@@ -14,8 +14,9 @@
 #     host=pgbouncer) becomes the harness's ($PGLOCK_TEST_PRIMARY,
 #     $PGLOCK_TEST_POOLER);
 #   - /usr/local/bin/ becomes a directory holding pglock and stub jobs
-#     (the cron lines, which must name /usr/local/bin, run in
-#     tests/cli/examples.bats with the build mounted there).
+#     (the cron lines and systemd units, which must name /usr/bin/pglock
+#     and /usr/local/bin, run in tests/cli/examples.bats with the build
+#     mounted there).
 # The jobs the examples name (billing, rebuild-report, transfer, alembic,
 # scheduler) are stubs that record that they ran.
 

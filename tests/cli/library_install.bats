@@ -53,6 +53,20 @@ setup() {
     [ "$bad" -eq 0 ]
 }
 
+@test "the licence: LICENSE's terms are debian/copyright's PostgreSQL Licence, word for word, and the README names it" {
+    local root=$BATS_TEST_DIRNAME/../..
+    # debian/copyright's stand-alone License paragraph: its text, indented
+    # by one space, "." for a blank line
+    awk '/^License: PostgreSQL$/ { n++; next } n == 2 && /^ / { print } n == 2 && !/^ / { exit }' \
+        "$root/debian/copyright" | sed -e 's/^ //' -e 's/^\.$//' >"$out/copyright.txt"
+    [ -s "$out/copyright.txt" ]
+    # LICENSE: the same terms after its name and copyright line
+    diff <(sed -n '/^Permission to use/,$p' "$root/LICENSE") "$out/copyright.txt"
+    grep -qx 'Copyright (c) 2026, The pglock Developers' "$root/LICENSE"
+    grep -qx 'Copyright: 2026, The pglock Developers' "$root/debian/copyright"
+    grep -q 'PostgreSQL Licence.*(LICENSE)' "$root/README.md"
+}
+
 @test "the installed header compiles alone, strictly, and points into no source tree" {
     install_to "$out/prefix"
     # It is read where no source tree is: no "see src/lib/...".
