@@ -110,6 +110,26 @@ check_docs() {
     [[ "$output" == *"t.1:3: an EXAMPLES block that no test runs"* ]]
 }
 
+@test "no paragraph of a man page ends mid-sentence (a text line with no closing punctuation before a new paragraph)" {
+    local page cut
+    # An example (.EX, .in) may follow a colon-less lead-in, a .TP tag's
+    # body and the NAME line need none.
+    for page in "$SRC"/docs/*.1 "$SRC"/docs/*.3; do
+        cut=$(awk '{ l[NR] = $0 }
+            END {
+                for (i = 2; i < NR; i++) {
+                    t = l[i]
+                    if (t ~ /^\./ || t ~ /^\\"/ || t == "" || t ~ /[.:;!?)]$/) continue
+                    if (l[i + 1] !~ /^\.(IP|PP|P|LP|TP|SH|SS)( |$)/) continue
+                    if (l[i + 2] ~ /^\.(EX|in)( |$)/) continue
+                    if (l[i - 1] ~ /^\.SH NAME/ || (i > 2 && l[i - 2] ~ /^\.TP/)) continue
+                    printf "%s:%d: %s\n", FILENAME, i, t
+                }
+            }' "$page")
+        [ -z "$cut" ] || { echo "a sentence cut short: $cut"; false; }
+    done
+}
+
 @test "pglock run with a per-customer key (README, pglock(1)) and docs/guarantees.md's three runs" {
     local block
     # README and pglock(1) show the same line
