@@ -110,3 +110,51 @@ timeline_of() {
     higher_than_all "$out/before" "$out/new"
     higher_than_all "$out/old" "$out/new"
 }
+
+# outcome_on CONNINFO KEY: the newest recorded run of KEY, as history
+# reads it there ("none" when there is none).
+outcome_on() {
+    "$PGLOCK_BIN" history --json -d "$1" "$2" |
+        python3 -c 'import json, sys; d = json.load(sys.stdin); print(d[0]["outcome"] if d else "none")'
+}
+
+@test "asynchronous replication: a recorded run whose end the promoted standby never got is shown as ended in a failover, never running nor succeeded; a run it never saw is not there" {
+    route_standby_through_proxy
+    "$PGLOCK_BIN" init -q -d "$PRIMARY"
+    # started before the cut: the standby gets the start row only
+    bg a run --record --fencing-token -d "$PRIMARY" "a-$K" \
+        -c "echo \$PGLOCK_FENCING_TOKEN > $out/a.token; while [ ! -e $out/release ]; do sleep 0.05; done"
+    wait_until 10 eval "[ -s $out/a.token ]"
+    [ "$(outcome_on "$PRIMARY" "a-$K")" = running ]
+    standby_caught_up
+    proxy_cmd cut
+    touch "$out/release"
+    finish a 10
+    [ "$(status_of a)" -eq 0 ]
+    # after the cut: the standby gets nothing of it
+    "$PGLOCK_BIN" run --record --fencing-token -d "$PRIMARY" "b-$K" -- true
+    [ "$(outcome_on "$PRIMARY" "a-$K")" = succeeded ]
+    [ "$(outcome_on "$PRIMARY" "b-$K")" = succeeded ]
+    "$PGLOCK_TEST_HARNESS" stop-primary immediate
+    "$PGLOCK_TEST_HARNESS" promote-standby
+    local a b
+    a=$(outcome_on "$STANDBY" "a-$K")
+    b=$(outcome_on "$STANDBY" "b-$K")
+    run -2 "$PGLOCK_BIN" check -d "$STANDBY" "a-$K" --within=1h
+    local check_a=$output
+    run -2 "$PGLOCK_BIN" check -d "$STANDBY" "b-$K" --within=1h
+    local check_b=$output
+    run -0 "$PGLOCK_BIN" metrics -d "$STANDBY"
+    local metrics=$output
+    report "on the promoted standby: run a (token $(cat "$out/a.token")) $a; run b $b;" \
+        "check a: $check_a; check b: $check_b"
+    [ "$a" = failover ]
+    [ "$b" = none ]
+    [[ "$check_a" == "PGLOCK CRITICAL - a-$K ran when the server failed over (its end is unknown) on "* ]]
+    [[ "$check_b" == "PGLOCK CRITICAL - b-$K has no finished run recorded" ]]
+    grep -q "^pglock_last_run_outcome{.*name=\"a-$K\",outcome=\"failover\"} 1$" <<<"$metrics"
+    run ! grep -E "^pglock_runs_(running|undetermined)\{.*name=\"a-$K\"\}" <<<"$metrics"
+    # the history's text says it too
+    run -0 "$PGLOCK_BIN" history -d "$STANDBY" "a-$K"
+    [[ "${lines[1]}" == *" failover "*" - "* ]]
+}
