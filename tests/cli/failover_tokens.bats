@@ -127,6 +127,9 @@ outcome_on() {
     wait_until 10 eval "[ -s $out/a.token ]"
     [ "$(outcome_on "$PRIMARY" "a-$K")" = running ]
     standby_caught_up
+    # a standby, which has no current WAL file, reads it too (no timeline
+    # compared there)
+    run -0 "$PGLOCK_BIN" history --json -d "$STANDBY" "a-$K"
     proxy_cmd cut
     touch "$out/release"
     finish a 10
