@@ -234,10 +234,10 @@ lock_table() {
     finish b 10
 }
 
-@test "through PgBouncer: runs and skips are recorded" {
+@test "through PgBouncer: runs and skips are recorded, each run ended when its job did" {
     need PGLOCK_TEST_POOLER
     bg a run --record -d "$PGLOCK_TEST_POOLER" --fencing-token "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; date +%s%N >$out/a.end"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run "$PGLOCK_BIN" run --try --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
@@ -248,6 +248,13 @@ lock_table() {
     runs_json "$K"
     [ "$(py '[r["outcome"] for r in d]')" = "['skipped', 'succeeded']" ]
     [ "$(py 'd[1]["fencing_token"] is not None')" = True ]
+    # Its end is the job's, not the start of the transaction that held its
+    # run lock (now() there).
+    local ended
+    ended=$(q "select floor(extract(epoch from ended_at) * 1000)::bigint from pglock.runs
+                 where key_name = '$K' and outcome = 'succeeded'")
+    [ "$ended" -ge $(($(cat "$out/a.end") / 1000000 - 2)) ] ||
+        { echo "ended_at $ended, before the job's end $(($(cat "$out/a.end") / 1000000))"; false; }
 }
 
 @test "a start record not written in time: one warning, the job runs; an end record that fails: one warning, the command's status" {
