@@ -469,8 +469,10 @@ trap 'cleanup; exit 143' TERM
 # ---- main ----------------------------------------------------------------
 
 REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
+[ "$XACT_CANCEL" = server ] || REPLAY="CHAOS_XACT_CANCEL=$XACT_CANCEL $REPLAY"
 [ "$TAP" = 0 ] || echo "1..1"
 say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
+say "a cancel in the pooler scene (xact hold) counts as a $XACT_CANCEL loss"
 RANDOM=$SEED
 PPORT=$PGPORT
 BPORT=${PGLOCK_TEST_POOLER#*port=}

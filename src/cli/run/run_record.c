@@ -3,7 +3,8 @@
  * (history.h).  The history's connection is a second one, opened before
  * the lock is taken (so that a missing table fails the command before it
  * holds anything), and used for one INSERT after the grant and one UPDATE
- * at the end, each bounded by a deadline.  Never the lock connection: in a
+ * at the end, each bounded by a deadline (the UPDATE on a new connection
+ * when that one is gone).  Never the lock connection: in a
  * transaction hold the INSERT would give the holding transaction an xid,
  * and behind PgBouncer it needs a pooled server connection of its own,
  * which may not come in time; then the job runs unrecorded, with a warning.
