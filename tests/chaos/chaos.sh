@@ -472,7 +472,11 @@ REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
 [ "$XACT_CANCEL" = server ] || REPLAY="CHAOS_XACT_CANCEL=$XACT_CANCEL $REPLAY"
 [ "$TAP" = 0 ] || echo "1..1"
 say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
-say "a cancel in the pooler scene (xact hold) counts as a $XACT_CANCEL loss"
+if [ "$XACT_CANCEL" = server ]; then
+    say "a cancel in the pooler scene (xact hold) counts as a server-caused loss (--xact-cancel silent: as a silent one)"
+else
+    say "a cancel in the pooler scene (xact hold) counts as a silent loss"
+fi
 RANDOM=$SEED
 PPORT=$PGPORT
 BPORT=${PGLOCK_TEST_POOLER#*port=}
