@@ -36,6 +36,8 @@ static struct {
     int xact;                     /* the run locks are held in a transaction */
     int64_t sent_at;              /* pglock_now_ms() when the INSERT was sent:
                                      its rows' started_at on our clock */
+    int64_t begun_at;             /* when the run locks' BEGIN was sent: that
+                                     transaction's now() on our clock */
 } rec;
 
 const cli_opt run_record_opts[] = {
@@ -295,6 +297,7 @@ static void xact_run_locks(int64_t deadline)
     char err[512], ids[RUN_MAX_KEYS * 24 + 8];
     ids_array(ids, sizeof ids);
     const char *params[1] = {ids};
+    rec.begun_at = pglock_now_ms();
     PGresult *r = history_exec(&rec.conn, "BEGIN", 0, NULL, deadline,
                                err, sizeof err);
     PQclear(r);
@@ -393,11 +396,12 @@ static const char *outcome_of(const run_state *st, int code)
  * The end, written once: only rows not ended yet (an earlier attempt may
  * have landed after all), and none held by another transaction (that
  * attempt's, not yet committed or rolled back: SKIP LOCKED never waits
- * for it).  Both times are counted from the row's started_at, the
- * server's clock when the INSERT began, on our clock since we sent it:
- * $4 to the job's real end, $5 to our deadline, past which the statement
- * writes nothing (it waited for a locked table, or a pooler, after we
- * gave up on it).  So a late statement never falsifies an end: it is
+ * for it).  The end is $4 after the row's started_at (the server's clock
+ * when the INSERT began), counted on our clock from when we sent it to
+ * the job's real end.  $5 is our deadline counted from now() (when the
+ * transaction began: this statement's, or the run locks' BEGIN), past
+ * which the statement writes nothing: it waited for a locked table after
+ * we gave up on it.  So a late statement never falsifies an end: it is
  * either on time or a no-op.  Answers (rows ended now, rows there, rows
  * ended before).
  */
@@ -408,7 +412,7 @@ static const char update_sql[] =
     " WHERE id IN (SELECT id FROM pglock.runs"
     "  WHERE id = ANY ($1::bigint[]) AND outcome IS NULL"
     "  FOR UPDATE SKIP LOCKED)"
-    " AND clock_timestamp() < started_at + $5::bigint * interval '1 millisecond'"
+    " AND clock_timestamp() < now() + $5::bigint * interval '1 millisecond'"
     " RETURNING id)"
     " SELECT (SELECT count(*) FROM e), count(*), count(outcome)"
     " FROM pglock.runs WHERE id = ANY ($1::bigint[])";
@@ -434,10 +438,15 @@ static PGresult *commit(PGresult *updated, int64_t deadline,
 }
 
 /* Writes the end on rec.conn by deadline; NULL with err when it could
- * not (rec.conn then NULL if the connection is gone). */
-static PGresult *write_end(const char *const *params, int64_t deadline,
+ * not (rec.conn then NULL if the connection is gone).  params[4] is
+ * filled here. */
+static PGresult *write_end(const char **params, int64_t deadline,
                            char *err, size_t errlen)
 {
+    char until[24];
+    int64_t began = rec.xact ? rec.begun_at : pglock_now_ms();
+    snprintf(until, sizeof until, "%lld", (long long)(deadline - began));
+    params[4] = until;
     PGresult *r = history_exec(&rec.conn, update_sql, 5, params,
                                deadline, err, errlen);
     return commit(r, deadline, err, errlen);
@@ -449,7 +458,7 @@ static PGresult *write_end(const char *const *params, int64_t deadline,
  * that lost its lock to a restart is recorded as lost, not left
  * unrecorded.  The run locks went with the old connection's session.
  */
-static PGresult *write_end_anew(const run_state *st, const char *const *params,
+static PGresult *write_end_anew(const run_state *st, const char **params,
                                 int64_t deadline, char *err, size_t errlen)
 {
     char app[64];
@@ -483,12 +492,11 @@ void run_record_end(run_state *st, int code)
     /* The real end: the job's, not the write's. */
     int64_t end = st->job_exited ? st->job_ended_at : now;
     char ids[RUN_MAX_KEYS * 24 + 8], status[16], err[512];
-    char ended[24], until[24];
+    char ended[24];
     ids_array(ids, sizeof ids);
     snprintf(status, sizeof status, "%d", code);
     snprintf(ended, sizeof ended, "%lld", (long long)(end - rec.sent_at));
-    snprintf(until, sizeof until, "%lld", (long long)(deadline - rec.sent_at));
-    const char *params[5] = {ids, status, outcome_of(st, code), ended, until};
+    const char *params[5] = {ids, status, outcome_of(st, code), ended, NULL};
     snprintf(err, sizeof err, "no connection");
     PGresult *r = rec.conn ? write_end(params, deadline, err, sizeof err) : NULL;
     if (!r && !rec.conn)
