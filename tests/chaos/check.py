@@ -166,10 +166,10 @@ def check_records(d, jobs, exits, violations):
                                   f"its first job's start")
             if r["ended"] is not None:
                 # The end is the job's (on pglock's clock, from started_at):
-                # after its last line (2 ms: the clocks' resolution), and no
-                # later than pglock's exit plus what started_at may be ahead
-                # of the moment pglock sent the INSERT.
-                latest = p.end + (r["started"] - p.t0)
+                # after its last line, and no later than pglock's exit plus
+                # what started_at may be ahead of the moment pglock sent the
+                # INSERT (2 ms each way: the clocks' resolution in the sum).
+                latest = p.end + (r["started"] - p.t0) + 2000
                 if js and r["ended"] < js[-1].last - 2000:
                     violations.append(f"{what}: ended {ms(js[-1].last - r['ended']):.0f} ms before "
                                       f"its last job's last line")
