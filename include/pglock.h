@@ -498,7 +498,10 @@ PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
  * lock the client holds ends the transaction (ROLLBACK: it wrote
  * nothing), which frees it; the last unlock of a lock while the client
  * holds others returns PGLOCK_ESTATE and changes nothing (use
- * pglock_unlock_all()). */
+ * pglock_unlock_all()).  While a managed hold runs on the client,
+ * pglock_lock(), pglock_lock_any(), pglock_unlock() and
+ * pglock_unlock_all() return PGLOCK_ESTATE at once and change nothing
+ * (see "Managed hold"). */
 PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
                                 pglock_mode mode);
 /* Releases every lock of the client (with the xact lifetime: ends the
