@@ -22,6 +22,16 @@
  * The query takes no transaction id and, in the simple protocol, keeps no
  * snapshot after it answers.
  *
+ * The release is the last heartbeat, in the same round trip: its answer
+ * is the proof, as a heartbeat's is.  Session lifetime: pg_advisory_unlock_all()
+ * runs in the statement that returns pg_backend_pid(), and only when that
+ * is the holding backend (so never on a backend a pooler lent); the same
+ * backend answering proves the session, and with it the locks, lasted up
+ * to the unlock.  Xact lifetime: the heartbeat's check and ROLLBACK travel in
+ * one Query message; the check runs inside the holding transaction (an
+ * error there skips the ROLLBACK and leaves it failed), and its count is
+ * transaction-local, so a check that passes ran in that transaction.
+ *
  * Xact lifetime: a cancel costs a heartbeat, never the lock.  An error in
  * a transaction block aborts it and frees its locks at once, and a cancel
  * that reaches a backend after it read a query fires before the query's
