@@ -4,13 +4,17 @@
 #include "json.h"
 #include "status.h"
 
-static void json_session(json_writer *w, const pglock_holder *e)
+static void json_session(json_writer *w, const pglock_holder *e,
+                         const cli_registry *reg)
 {
+    char host[64];
     json_int(w, "pid", e->pid);
     json_string(w, "mode", e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared");
     json_bool(w, "visible", e->has_session && !e->hidden);
     json_string(w, "user", e->user);
     json_string(w, "application_name", e->application_name);
+    json_string(w, "host", cli_app_host(e->application_name, &e->key, reg,
+                                        host, sizeof host));
     if (e->has_session && !e->hidden && (e->client_port == -1 || !e->client_addr))
         json_string(w, "client_addr", "local");
     else
@@ -22,7 +26,8 @@ static void json_session(json_writer *w, const pglock_holder *e)
     json_string(w, "state", e->state);
 }
 
-static void json_holders(json_writer *w, const lock_view *v)
+static void json_holders(json_writer *w, const lock_view *v,
+                         const cli_registry *reg)
 {
     json_array_begin(w, "holders");
     for (int k = 0; k < v->n; k++) {
@@ -30,7 +35,7 @@ static void json_holders(json_writer *w, const lock_view *v)
         if (!e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e);
+        json_session(w, e, reg);
         json_seconds(w, "held_min_s", e->held_min_s);
         json_string(w, "held_min_source", e->held_min_s >= 0 ? "state_change" : NULL);
         json_seconds(w, "held_max_s", e->held_max_s);
@@ -40,7 +45,8 @@ static void json_holders(json_writer *w, const lock_view *v)
     json_array_end(w);
 }
 
-static void json_waiters(json_writer *w, const lock_view *v)
+static void json_waiters(json_writer *w, const lock_view *v,
+                         const cli_registry *reg)
 {
     json_array_begin(w, "waiters");
     for (int k = 0; k < v->n; k++) {
@@ -48,7 +54,7 @@ static void json_waiters(json_writer *w, const lock_view *v)
         if (e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e);
+        json_session(w, e, reg);
         json_seconds(w, "waiting_s", e->waiting_s);
         json_string(w, "waiting_source", e->waiting_source);
         json_array_begin(w, "blocked_by");
@@ -65,7 +71,8 @@ static void json_waiters(json_writer *w, const lock_view *v)
     json_array_end(w);
 }
 
-static void json_lock(json_writer *w, const lock_view *v)
+static void json_lock(json_writer *w, const lock_view *v,
+                      const cli_registry *reg)
 {
     char key[64];
     status_key_text(&v->e[0]->key, key, sizeof key);
@@ -78,15 +85,16 @@ static void json_lock(json_writer *w, const lock_view *v)
     json_int(w, "classid", classid);
     json_int(w, "objid", objid);
     json_int(w, "objsubid", objsubid);
-    json_string(w, "name", v->name);
+    char name[64];
+    json_string(w, "name", status_name(v, name, sizeof name));
     json_string(w, "name_source", v->name_source);
     json_string(w, "semaphore_part", v->part[0] ? v->part : NULL);
     json_string(w, "database", v->e[0]->database);
     json_string(w, "mode", v->holders == 0 ? NULL : v->exclusive ? "exclusive" : "shared");
     json_int(w, "holder_count", v->holders);
     json_int(w, "waiter_count", v->waiters);
-    json_holders(w, v);
-    json_waiters(w, v);
+    json_holders(w, v, reg);
+    json_waiters(w, v, reg);
     json_object_end(w);
 }
 
@@ -123,7 +131,7 @@ void status_render_json(FILE *out, const status_scene *s)
     json_bool(&w, "all_databases", s->all_databases);
     json_array_begin(&w, "locks");
     for (int i = 0; i < s->nv; i++)
-        json_lock(&w, &s->views[i]);
+        json_lock(&w, &s->views[i], s->reg);
     json_array_end(&w);
     json_array_begin(&w, "registry_collisions");
     cli_registry_collisions(s->reg, json_collision, &w);

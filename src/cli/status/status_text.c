@@ -16,9 +16,11 @@
 #include <string.h>
 #include "status.h"
 
-enum { COL_SESSION, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP, NCOLS };
-static const char *const heads[NCOLS] = {"SESSION", "USER", "CLIENT",
-                                         "HOW LONG", "APPLICATION"};
+enum { COL_SESSION, COL_HOST, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP,
+       NCOLS };
+/* SESSION's pid is the server's: BACKEND PID. */
+static const char *const heads[NCOLS] = {"BACKEND PID", "HOST", "USER",
+                                         "CLIENT", "HOW LONG", "APPLICATION"};
 /* A chain of waiters deeper than this is cut (a pathological queue). */
 #define MAX_DEPTH 32
 /* The tree's indent: "  ", then at most "│  " (5 bytes) per level. */
@@ -139,6 +141,7 @@ typedef struct text_pass {
     char prefix[PREFIX_MAX];
     strbuf out;            /* written to file in chunks */
     FILE *file;
+    const cli_registry *reg; /* names "@NAME" keys in application_names */
     int *hidden;           /* pids whose details were hidden */
     int n_hidden, cap_hidden;
     int failed;            /* out of memory somewhere */
@@ -173,6 +176,9 @@ static void fill_session_cells(text_pass *p, const pglock_holder *e)
 {
     strbuf *client = &p->cell[COL_CLIENT];
     sb_clean(&p->cell[COL_USER], e->user);
+    char host[64];
+    if (cli_app_host(e->application_name, &e->key, p->reg, host, sizeof host))
+        sb_clean(&p->cell[COL_HOST], host);
     if (e->application_name)
         sb_clean(&p->cell[COL_APP], e->application_name);
     char words[80];
@@ -270,8 +276,9 @@ static void add_title(text_pass *p, const lock_view *v, int all_databases)
     char key[64];
     status_key_text(&v->e[0]->key, key, sizeof key);
     strbuf *o = &p->out;
+    char name[64];
     if (v->name) {
-        sb_clean(o, v->name);
+        sb_clean(o, status_name(v, name, sizeof name));
         if (v->part[0]) {
             sb_puts(o, " ");
             sb_puts(o, v->part);
@@ -407,6 +414,7 @@ int status_render_text(FILE *out, const status_scene *s)
     text_pass p;
     memset(&p, 0, sizeof p);
     p.file = out;
+    p.reg = s->reg;
     strbuf db = {0};
     sb_clean(&db, PQdb(s->conn));
     const char *dbname = db.s ? db.s : "?";
