@@ -40,7 +40,7 @@ const cli_opt run_record_opts[] = {
     {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
      "record the run in pglock.runs (or PGLOCK_RECORD=1)"},
     {OPT_HOST_LABEL, 0, "host-label", CLI_OPT_VALUE, "NAME",
-     "the host recorded and shown to status\n(default: the host name)"},
+     "the host recorded and named in the lock\nconnection's application_name (default:\nthe host name)"},
     CLI_OPT_END};
 
 int run_record_option(run_args *a, int id, const char *value)
