@@ -114,19 +114,16 @@ int cli_app_read(const char *app, cli_app_check *check, void *arg,
         return 0;
     out->keys = rest;
     out->keys_len = strlen(rest);
-    /* Whole first: an older pglock wrote no host, and a name may hold
-     * " on " itself; then each " on ", from the last.  The split whose
-     * keys check out wins. */
+    /* Before each " on ", from the last, then whole (an older pglock
+     * wrote no host, and a name may hold " on " itself): the split whose
+     * keys check out wins.  Splits first: this version's names check out
+     * on the first try, and each try may cost a SHA-256. */
     char text[256];
     if (check && out->keys_len < sizeof text) {
-        memcpy(text, rest, out->keys_len + 1);
-        if (check(text, arg)) {
-            out->checked = 1;
-            return 1;
-        }
         for (size_t pos = out->keys_len; pos-- > 0;) {
             if (strncmp(rest + pos, host_sep, SEP_LEN) != 0)
                 continue;
+            memcpy(text, rest, pos);
             text[pos] = '\0';
             if (check(text, arg)) {
                 out->keys_len = pos;
@@ -134,7 +131,10 @@ int cli_app_read(const char *app, cli_app_check *check, void *arg,
                 out->checked = 1;
                 return 1;
             }
-            memcpy(text, rest, out->keys_len + 1);
+        }
+        if (check(rest, arg)) {
+            out->checked = 1;
+            return 1;
         }
     }
     /* Nothing checks out (a key that is no name, a name cut or

@@ -107,9 +107,9 @@ typedef struct cli_app_said {
 typedef int cli_app_check(const char *text, void *arg);
 /* Reads app: 1 when it is a pglock command's, else 0 (out zeroed).  A
  * name may contain " on " and an older pglock wrote no host, so the
- * splits are tried with check (NULL: none): KEYS whole, then before each
- * " on " from the last; the first that checks out wins.  Else HOST is
- * what follows the last " on ". */
+ * splits are tried with check (NULL: none): KEYS before each " on " from
+ * the last, then KEYS whole; the first that checks out wins.  Else HOST
+ * is what follows the last " on ". */
 int cli_app_read(const char *app, cli_app_check *check, void *arg,
                  cli_app_said *out);
 /* 1 if text, as a run's KEYS, names key: a name that hashes back to it

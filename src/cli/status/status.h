@@ -17,6 +17,8 @@
 /* One key's requests: a run of the list's entries with the same key. */
 typedef struct lock_view {
     const pglock_holder *const *e;
+    const char *const *host; /* per request: the host its application_name
+                                names (borrowed from it), or NULL */
     const char *name;        /* NULL when unknown; name_len bytes, not
                                 NUL-terminated when from an application_name */
     const char *name_source; /* "registry", "application_name", "history" */
@@ -38,10 +40,10 @@ typedef struct status_scene {
 } status_scene;
 
 /* Groups the list's entries (already in key order) into locks, each
- * named (status_model.c); returns how many (views has room for one per
- * entry). */
-int status_group_locks(const pglock_holder *const *e, int n,
-                       const cli_registry *reg, lock_view *views);
+ * named (status_model.c), and reads each entry's host into hosts (room
+ * for n); returns how many (views has room for one per entry). */
+int status_group_locks(const pglock_holder *const *e, const char **hosts,
+                       int n, const cli_registry *reg, lock_view *views);
 
 /* Index in v of the request whose child v->e[idx] is in the tree: a
  * waiter ahead of it that blocks it (the nearest), else the first holder

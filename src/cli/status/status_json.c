@@ -5,16 +5,14 @@
 #include "status.h"
 
 static void json_session(json_writer *w, const pglock_holder *e,
-                         const cli_registry *reg)
+                         const char *host)
 {
-    char host[64];
     json_int(w, "pid", e->pid);
     json_string(w, "mode", e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared");
     json_bool(w, "visible", e->has_session && !e->hidden);
     json_string(w, "user", e->user);
     json_string(w, "application_name", e->application_name);
-    json_string(w, "host", cli_app_host(e->application_name, &e->key, reg,
-                                        host, sizeof host));
+    json_string(w, "host", host);
     if (e->has_session && !e->hidden && (e->client_port == -1 || !e->client_addr))
         json_string(w, "client_addr", "local");
     else
@@ -26,8 +24,7 @@ static void json_session(json_writer *w, const pglock_holder *e,
     json_string(w, "state", e->state);
 }
 
-static void json_holders(json_writer *w, const lock_view *v,
-                         const cli_registry *reg)
+static void json_holders(json_writer *w, const lock_view *v)
 {
     json_array_begin(w, "holders");
     for (int k = 0; k < v->n; k++) {
@@ -35,7 +32,7 @@ static void json_holders(json_writer *w, const lock_view *v,
         if (!e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e, reg);
+        json_session(w, e, v->host[k]);
         json_seconds(w, "held_min_s", e->held_min_s);
         json_string(w, "held_min_source", e->held_min_s >= 0 ? "state_change" : NULL);
         json_seconds(w, "held_max_s", e->held_max_s);
@@ -45,8 +42,7 @@ static void json_holders(json_writer *w, const lock_view *v,
     json_array_end(w);
 }
 
-static void json_waiters(json_writer *w, const lock_view *v,
-                         const cli_registry *reg)
+static void json_waiters(json_writer *w, const lock_view *v)
 {
     json_array_begin(w, "waiters");
     for (int k = 0; k < v->n; k++) {
@@ -54,7 +50,7 @@ static void json_waiters(json_writer *w, const lock_view *v,
         if (e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e, reg);
+        json_session(w, e, v->host[k]);
         json_seconds(w, "waiting_s", e->waiting_s);
         json_string(w, "waiting_source", e->waiting_source);
         json_array_begin(w, "blocked_by");
@@ -71,8 +67,7 @@ static void json_waiters(json_writer *w, const lock_view *v,
     json_array_end(w);
 }
 
-static void json_lock(json_writer *w, const lock_view *v,
-                      const cli_registry *reg)
+static void json_lock(json_writer *w, const lock_view *v)
 {
     char key[64];
     status_key_text(&v->e[0]->key, key, sizeof key);
@@ -93,8 +88,8 @@ static void json_lock(json_writer *w, const lock_view *v,
     json_string(w, "mode", v->holders == 0 ? NULL : v->exclusive ? "exclusive" : "shared");
     json_int(w, "holder_count", v->holders);
     json_int(w, "waiter_count", v->waiters);
-    json_holders(w, v, reg);
-    json_waiters(w, v, reg);
+    json_holders(w, v);
+    json_waiters(w, v);
     json_object_end(w);
 }
 
@@ -131,7 +126,7 @@ void status_render_json(FILE *out, const status_scene *s)
     json_bool(&w, "all_databases", s->all_databases);
     json_array_begin(&w, "locks");
     for (int i = 0; i < s->nv; i++)
-        json_lock(&w, &s->views[i], s->reg);
+        json_lock(&w, &s->views[i]);
     json_array_end(&w);
     json_array_begin(&w, "registry_collisions");
     cli_registry_collisions(s->reg, json_collision, &w);

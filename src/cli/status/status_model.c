@@ -99,7 +99,11 @@ static int semaphore_part(const pglock_key *name_key, const pglock_key *key,
     return 0;
 }
 
-static void name_lock(lock_view *v, const cli_registry *reg)
+/* Names v: from the registry, else from named (the first of its
+ * requests' application_names whose NAME hashes back, or NULL), else a
+ * semaphore's part or a recorded run's run lock. */
+static void name_lock(lock_view *v, const cli_registry *reg,
+                      const cli_app_said *named)
 {
     const char *n = cli_registry_name_of(reg, &v->e[0]->key);
     cli_app_said said;
@@ -109,11 +113,9 @@ static void name_lock(lock_view *v, const cli_registry *reg)
         v->name_source = "registry";
         return;
     }
-    for (int i = 0; i < v->n; i++) {
-        if (app_keys(v->e[i]->application_name, &v->e[i]->key, reg, &said)) {
-            name_from(v, &said, "application_name");
-            return;
-        }
+    if (named) {
+        name_from(v, named, "application_name");
+        return;
     }
     /* a semaphore's slot, gate or declaration, named after the name its
      * users give in their application_name */
@@ -159,8 +161,8 @@ static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
 
 /* Groups the list's entries (already in key order) into locks; returns
  * how many (views has room for one per entry). */
-int status_group_locks(const pglock_holder *const *e, int n,
-                       const cli_registry *reg, lock_view *views)
+int status_group_locks(const pglock_holder *const *e, const char **hosts,
+                       int n, const cli_registry *reg, lock_view *views)
 {
     int nv = 0;
     for (int i = 0; i < n;) {
@@ -170,8 +172,21 @@ int status_group_locks(const pglock_holder *const *e, int n,
         lock_view *v = &views[nv++];
         memset(v, 0, sizeof *v);
         v->e = &e[i];
+        v->host = &hosts[i];
         v->n = j - i;
+        /* One read of each application_name (a read may hash a name or
+         * two): its host, and the lock's name from the first that names
+         * it. */
+        cli_app_said said, named;
+        int have_name = 0;
         for (int k = 0; k < v->n; k++) {
+            int ours = app_keys(v->e[k]->application_name, &v->e[k]->key,
+                                reg, &said);
+            hosts[i + k] = said.host;
+            if (ours && !have_name) {
+                named = said;
+                have_name = 1;
+            }
             if (v->e[k]->granted) {
                 v->holders++;
                 v->exclusive |= v->e[k]->mode == PGLOCK_EXCLUSIVE;
@@ -179,7 +194,7 @@ int status_group_locks(const pglock_holder *const *e, int n,
                 v->waiters++;
             }
         }
-        name_lock(v, reg);
+        name_lock(v, reg, have_name ? &named : NULL);
         i = j;
     }
     return nv;

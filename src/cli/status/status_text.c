@@ -141,7 +141,6 @@ typedef struct text_pass {
     char prefix[PREFIX_MAX];
     strbuf out;            /* written to file in chunks */
     FILE *file;
-    const cli_registry *reg; /* names "@NAME" keys in application_names */
     int *hidden;           /* pids whose details were hidden */
     int n_hidden, cap_hidden;
     int failed;            /* out of memory somewhere */
@@ -172,12 +171,12 @@ static void note_hidden(text_pass *p, int pid)
     p->hidden[p->n_hidden++] = pid;
 }
 
-static void fill_session_cells(text_pass *p, const pglock_holder *e)
+static void fill_session_cells(text_pass *p, const pglock_holder *e,
+                               const char *host)
 {
     strbuf *client = &p->cell[COL_CLIENT];
     sb_clean(&p->cell[COL_USER], e->user);
-    char host[64];
-    if (cli_app_host(e->application_name, &e->key, p->reg, host, sizeof host))
+    if (host)
         sb_clean(&p->cell[COL_HOST], host);
     if (e->application_name)
         sb_clean(&p->cell[COL_APP], e->application_name);
@@ -251,7 +250,7 @@ static void add_subtree(text_pass *p, const lock_view *v, const int *parent,
     /* A waiter says what it asks for; holders share the lock's mode. */
     if (!e->granted)
         sb_puts(session, e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)");
-    fill_session_cells(p, e);
+    fill_session_cells(p, e, v->host[idx]);
     row_end(p);
     if (depth >= MAX_DEPTH || nchildren[idx] == 0)
         return; /* (a pathological chain is cut: keep it readable) */
@@ -414,7 +413,6 @@ int status_render_text(FILE *out, const status_scene *s)
     text_pass p;
     memset(&p, 0, sizeof p);
     p.file = out;
-    p.reg = s->reg;
     strbuf db = {0};
     sb_clean(&db, PQdb(s->conn));
     const char *dbname = db.s ? db.s : "?";
