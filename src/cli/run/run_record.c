@@ -106,6 +106,15 @@ const char *run_host_label(const run_args *a, char *buf, size_t len)
     return buf[0] ? buf : NULL;
 }
 
+/* The history connection's application_name, "pglock record KEY on
+ * HOST": status names the run locks it holds after KEY. */
+static void record_app(const run_state *st, char app[64])
+{
+    char host[256];
+    cli_application_name(app, "record", st->args->key_text,
+                         run_host_label(st->args, host, sizeof host));
+}
+
 static int recording(const run_state *st)
 {
     return st->args->record;
@@ -133,9 +142,8 @@ int run_record_prepare(run_state *st)
     if (!recording(st))
         return CLI_GO_ON;
     close_record();
-    char app[64], err[512], host[256];
-    cli_application_name(app, "record", st->args->key_text,
-                         run_host_label(st->args, host, sizeof host));
+    char app[64], err[512];
+    record_app(st, app);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = pglock_now_ms() + st->lease.client_ms;
@@ -471,7 +479,7 @@ static PGresult *write_end_anew(const run_state *st, const char **params,
                                 int64_t deadline, char *err, size_t errlen)
 {
     char app[64];
-    cli_application_name(app, "record", st->args->key_text);
+    record_app(st, app);
     rec.xact = 0; /* autocommit: no transaction holds the rows now */
     while (pglock_now_ms() < deadline) {
         rec.conn = history_connect(&st->args->conn, app, deadline, err, errlen);
