@@ -82,7 +82,8 @@ void cli_application_name(char buf[64], const char *command, const char *keys,
     } else {
         /* The name cannot name the lock here (too long, or rewritten by
          * the server): the host keeps at least half the room. */
-        size_t host_room = room - wn > room / 2 && wn < room ? room - wn : room / 2;
+        size_t host_room = wn < room && room - wn > room / 2 ? room - wn
+                                                             : room / 2;
         host_bytes = fit(host, host_room, &host_w);
         name_bytes = fit(keys, room - host_w, &w);
     }

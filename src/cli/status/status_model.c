@@ -121,17 +121,17 @@ static void name_lock(lock_view *v, const cli_registry *reg,
      * users give in their application_name */
     for (int i = 0; i < v->n; i++) {
         char text[256];
-        pglock_key named;
+        pglock_key sem_key; /* its id is made now: text may go */
         if (!app_keys(v->e[i]->application_name, NULL, reg, &said) ||
             said.keys_len >= sizeof text)
             continue;
         memcpy(text, said.keys, said.keys_len);
         text[said.keys_len] = '\0';
-        const pglock_key *k = &named;
+        const pglock_key *k = &sem_key;
         if (text[0] == '@')
             k = cli_registry_lookup(reg, text + 1);
-        else if (pglock_key_parse(&named, text, NULL) != PGLOCK_OK ||
-                 named.kind != PGLOCK_KEY_TEXT)
+        else if (pglock_key_parse(&sem_key, text, NULL) != PGLOCK_OK ||
+                 sem_key.kind != PGLOCK_KEY_TEXT)
             k = NULL;
         if (k && semaphore_part(k, &v->e[i]->key, v->part, sizeof v->part)) {
             name_from(v, &said, "application_name");
