@@ -139,6 +139,23 @@ held_by_role() {
     grep -E "^  holds [0-9]+ +cron-3 +postgres +local +.* +pglock run status-e2e-job on cron-3$" <<<"$output"
 }
 
+@test "a non-ASCII --host-label: the host as the server shows it, the name still named" {
+    need PGLOCK_TEST_PRIMARY
+    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" --host-label "król-1" status-e2e-pl -- sleep 600 &
+    PIDS+=("$!")
+    wait_until 20 eval '[ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+                             where l.locktype = '"'advisory'"' and l.granted
+                             and a.application_name like '"'pglock run status-e2e-pl on kr%'"'")" = 1 ]'
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-pl
+    kill -TERM "${PIDS[-1]}"
+    [ "$status" -eq 0 ]
+    [ "$(py 'd["locks"][0]["name"]')" = status-e2e-pl ]
+    # 15 and older show each non-ASCII byte as "?", 16 and newer as \xNN
+    local host
+    host=$(py 'd["locks"][0]["holders"][0]["host"]')
+    [ "$host" = 'kr??l-1' ] || [ "$host" = 'kr\xc3\xb3l-1' ]
+}
+
 @test "a name with \" on \" in it, from an older pglock (no host) and from this one" {
     need PGLOCK_TEST_PRIMARY
     session "pglock run backup on sunday" "$PGLOCK_TEST_PRIMARY" \
