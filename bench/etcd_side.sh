@@ -98,7 +98,7 @@ echo "### Lock + command + release, \`true\`, uncontended"
 echo ""
 echo "Interleaved run by run (\`bench_pairs\`), whole processes; ms."
 echo ""
-echo "| comparison | A: median (min–max) ms | B: median (min–max) ms | ratio of medians | pairs' ratios: median (p10–p90) |"
+echo "| B ÷ A, pairs | A: median (min–max) ms | B: median (min–max) ms | B ÷ A, medians | B ÷ A, pairs: median (p10–p90) |"
 echo "|---|---:|---:|---:|---:|"
 say "etcd: lock + command + release"
 # bench_pairs ends A at its first "--": etcdctl's command goes without one
@@ -183,6 +183,6 @@ takeover_row "etcdctl lock --ttl 1 (the flag's minimum)" "$TAKEOVERS" etcd 1
 if [ "$DEFAULT_TAKEOVERS" -gt 0 ]; then
     takeover_row "etcdctl lock (--ttl 10, the default)" "$DEFAULT_TAKEOVERS" etcd 10
 else
-    echo "| etcdctl lock (--ttl 10, the default): left out of the smoke run, 10 s a run | 0 | – | – |"
+    echo "| etcdctl lock (--ttl 10, the default): left out of this run (10 s a run; the smoke run leaves it out) | 0 | – | – |"
 fi
 echo ""
