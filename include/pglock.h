@@ -1,5 +1,8 @@
+/* SPDX-License-Identifier: PostgreSQL */
 /*
  * pglock.h — distributed locks on PostgreSQL advisory locks, over libpq.
+ * Copyright (c) 2026, The pglock Developers; the PostgreSQL Licence
+ * (LICENSE at the top of the source tree).
  *
  * This header is the whole public API of libpglock.
  *
