@@ -246,10 +246,12 @@ packages() {
         case $p in
         postgresql) grep -q 'harness.sh' "$SRC/bench/run.sh" ;;
         libhiredis-dev) grep -q 'hiredis' "$SRC/bench/CMakeLists.txt" ;;
+        etcd-server) grep -q 'command -v etcd ' "$SRC/bench/etcd_side.sh" ;;
+        etcd-client) grep -q 'command -v etcdctl ' "$SRC/bench/etcd_side.sh" ;;
         *) grep -qE "(command -v|^| )$p( |$)" "$SRC/bench/run.sh" ;;
         esac || { echo "the README's bench line names $p, which bench/ does not use"; false; }
     done
-    for p in hyperfine redis-server strace python3; do
+    for p in hyperfine redis-server etcd-server etcd-client strace python3; do
         grep -qx "$p" <<<"$bench" || { echo "bench/run.sh uses $p, the README's bench line omits it"; false; }
     done
 }
