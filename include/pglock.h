@@ -303,10 +303,12 @@ typedef struct pglock_options {
     unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms (with the xact lifetime: the holding transaction's
-     * idle_in_transaction_session_timeout).  0 leaves the server's setting
-     * alone (no lease; with the xact lifetime
-     * idle_in_transaction_session_timeout is then 0 for the transaction).
-     * The session lifetime needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
+     * idle_in_transaction_session_timeout).  0: no lease; dead_peer_ms is
+     * then T_s, the bound the rules below keep: a session leaves the
+     * server's idle_session_timeout alone, and a holding transaction's
+     * idle_in_transaction_session_timeout is dead_peer_ms (behind a
+     * pooler nothing else frees a dead client's lock).  The session
+     * lifetime with a lease needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;
@@ -320,11 +322,12 @@ typedef struct pglock_options {
      * in ms.  0: the default (2000). */
     long cancel_timeout_ms;
     /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*,
-     * tcp_user_timeout and client_connection_check_interval derive from the
-     * lease, so that no kernel ends a session that holds a lock before the
-     * lease, while a silent waiter's wait ends after about the lease
-     * (figures: pglock(1), LEASES).  With no lease from this (ms): a dead
-     * peer is noticed within about 2/3 of it.  0: the default (10000). */
+     * tcp_user_timeout and client_connection_check_interval derive from
+     * T_s, the lease or, with none, this (ms), so that no kernel ends a
+     * session that holds a lock before T_s, while a silent waiter's wait
+     * ends after about T_s (figures: pglock(1), LEASES).  A managed hold
+     * without a lease counts its client deadline and the caller's stop
+     * budget from the same T_s.  0: the default (10000). */
     long dead_peer_ms;
     /* The locks' lifetime; PGLOCK_LIFETIME_AUTO by default, as pglock run
      * and lead (--mode=auto): PGLOCK_LIFETIME_SESSION insists on session
@@ -526,7 +529,8 @@ PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
 
 /* When the last confirmed heartbeat (or acquisition) was sent, in ms on
  * pglock_now_ms()'s clock; the lease deadline counts from it.  An
- * acquisition that waited longer than lease_ms / 8 is followed at once by
+ * acquisition that waited longer than T_s/8 (T_s: lease_ms, else
+ * dead_peer_ms) is followed at once by
  * a heartbeat (inside pglock_lock()), so that the lease counts from a
  * recent moment rather than from when the wait began. */
 PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);

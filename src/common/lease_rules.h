@@ -19,6 +19,16 @@
 #ifndef PGLOCK_LEASE_RULES_H
 #define PGLOCK_LEASE_RULES_H
 
+/* T_s of a lock connection: its lease, or without one its dead_peer_ms.
+ * The same rule holds either way (the heartbeat, T_c, the stop budget,
+ * and no kernel or server timeout ending a holder's session before T_s):
+ * a program that sets no lease gets dead_peer_ms as its T_s, so that its
+ * managed hold's stop budget is real. */
+static inline long lease_of(long lease_ms, long dead_peer_ms)
+{
+    return lease_ms > 0 ? lease_ms : dead_peer_ms;
+}
+
 /* T_c = 2*T_s/3, rounded down without overflowing for any long T_s. */
 static inline long lease_client_deadline_ms(long lease_ms)
 {
@@ -103,6 +113,35 @@ static inline long lease_keepalive_count(long lease_ms)
         return 1;
     return lease_ceil_div(lease_ms - idle_ms,
                           lease_keepalive_interval_s(lease_ms) * 1000);
+}
+
+/* The server's check of a waiter's socket (client_connection_check_
+ * interval): T_s/3, at least 1 s, so that a dead waiter's wait ends soon
+ * after the kernels gave up on it. */
+static inline long lease_check_interval_ms(long lease_ms)
+{
+    return lease_ms / 3 < 1000 ? 1000 : lease_ms / 3;
+}
+
+/* An acquisition whose wait took longer than T_s/8 is confirmed at once
+ * by a heartbeat, which may take at most T_s/2 (else the lock is given
+ * up): the lease then counts from a fresh moment, not from the send of
+ * the wait, long before the server's idle clock started. */
+static inline int lease_wait_needs_confirm(long lease_ms, long waited_ms)
+{
+    return waited_ms > lease_ms / 8;
+}
+
+static inline long lease_confirm_timeout_ms(long lease_ms)
+{
+    return lease_ms / 2;
+}
+
+/* How long a reconnect may hang on a blackholed host: a third of the
+ * lease, in libpq's whole seconds, at least 2 (libpq takes 1 as 2). */
+static inline long lease_connect_timeout_s(long lease_ms)
+{
+    return lease_ms / 3000 < 2 ? 2 : lease_ms / 3000;
 }
 
 #endif

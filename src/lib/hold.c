@@ -268,7 +268,7 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
         h->opts = *opts;
     else
         pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
-    long lease = c->opts.lease_ms > 0 ? c->opts.lease_ms : c->opts.dead_peer_ms;
+    long lease = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
     h->lease_ms = lease;
     h->heartbeat_ms = lease_heartbeat_ms(lease);
     h->deadline_ms = lease_client_deadline_ms(lease);

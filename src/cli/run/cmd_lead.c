@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 enum { OPT_RESTART = 300, OPT_REFUSED };
@@ -220,8 +221,8 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
     /* A blackholed network must not hang a reconnect: give up on it
      * within a third of the lease (libpq counts whole seconds). */
     char connect_timeout[24];
-    long ct = st->lease.server_ms / 3000;
-    snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
+    snprintf(connect_timeout, sizeof connect_timeout, "%ld",
+             lease_connect_timeout_s(st->lease.server_ms));
 
     long base = RUN_BACKOFF_MIN_MS;
     for (;;) {
