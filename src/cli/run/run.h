@@ -90,17 +90,14 @@ typedef struct run_job {
     const char *shell_command; /* -c STRING: /bin/sh -c STRING */
     int foreground;          /* join pglock's process group */
     pid_t foreground_pgrp;   /* pglock's process group */
+    /* After a loss at time L, one SIGTERM, then SIGKILL at L +
+     * kill_after_ms: with L the client deadline at the latest, that is
+     * T_c + kill-after, before the server's lease ends less its margin. */
     long kill_after_ms;
     /* The client deadline when the watchdog is forked (pglock_now_ms();
      * RUN_CTL_DEADLINE moves it on), checked again just before the exec:
      * a command is never started past it. */
     int64_t deadline;
-    /* T_s - T_c - margin: the server's lease ends this long after the
-     * client deadline, less the margin (scheduling, reaping) that the
-     * rule T_c + kill_after + margin <= T_s keeps.  With less than
-     * kill_after_ms left before that, the job is killed without the
-     * SIGTERM grace. */
-    long lease_tail_ms;
     int allow_setuid;        /* --allow-setuid: no PR_SET_NO_NEW_PRIVS */
     sigset_t orig_mask;      /* restored in the job */
     /* Dispositions pglock found at start (SIG_DFL or SIG_IGN, e.g. under

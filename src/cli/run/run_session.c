@@ -57,7 +57,6 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
     job->foreground = a->foreground;
     job->foreground_pgrp = getpgrp();
     job->kill_after_ms = st->lease.kill_after_ms;
-    job->lease_tail_ms = lease_stop_budget_ms(st->lease.server_ms);
     job->allow_setuid = a->allow_setuid;
     if (run_signals_init(job) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));

@@ -72,16 +72,19 @@ static void say_not_permitted(pid_t pid)
 }
 
 /* Reads every pid's parent from /proc and signals the descendants of
- * root (excluding root). */
-static int signal_tree(pid_t root, int signo)
+ * root (excluding root), but none in process group skip (0: none), which
+ * the caller has signalled already: a process that gets a signal twice
+ * may run its handler twice (a TERM trap that runs between the two). */
+static int signal_tree(pid_t root, int signo, pid_t skip)
 {
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
     size_t cap = 1024, n = 0;
     pid_t *pid = malloc(cap * sizeof *pid), *ppid = malloc(cap * sizeof *ppid);
+    pid_t *pgrp = malloc(cap * sizeof *pgrp);
     struct dirent *e;
-    while (pid && ppid && (e = readdir(d)) != NULL) {
+    while (pid && ppid && pgrp && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
         char path[300], buf[512];
@@ -95,26 +98,31 @@ static int signal_tree(pid_t root, int signo)
             continue;
         buf[len] = '\0';
         char *close_paren = strrchr(buf, ')');
-        int parent;
-        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &parent) != 1)
+        int parent, group;
+        if (!close_paren ||
+            sscanf(close_paren + 1, " %*c %d %d", &parent, &group) != 2)
             continue;
         if (n == cap) {
             cap *= 2;
             pid_t *p1 = realloc(pid, cap * sizeof *pid);
             pid_t *p2 = p1 ? realloc(ppid, cap * sizeof *ppid) : NULL;
+            pid_t *p3 = p2 ? realloc(pgrp, cap * sizeof *pgrp) : NULL;
             if (p1)
                 pid = p1;
             if (p2)
                 ppid = p2;
-            if (!p1 || !p2)
+            if (p3)
+                pgrp = p3;
+            if (!p1 || !p2 || !p3)
                 break;
         }
         pid[n] = (pid_t)atoi(e->d_name);
+        pgrp[n] = group;
         ppid[n++] = parent;
     }
     closedir(d);
     int count = 0;
-    if (pid && ppid) {
+    if (pid && ppid && pgrp) {
         /* Breadth first: mark descendants by repeated passes (the tree is
          * small; n is the whole system's process count). */
         char *mark = calloc(n ? n : 1, 1);
@@ -136,7 +144,9 @@ static int signal_tree(pid_t root, int signo)
         for (size_t i = 0; mark && i < n; i++) {
             if (!mark[i])
                 continue;
-            if (kill(pid[i], signo) == 0)
+            /* signalled with its group: only asked whether it may be */
+            int sig = skip > 0 && pgrp[i] == skip ? 0 : signo;
+            if (kill(pid[i], sig) == 0)
                 count++;
             else if (errno == EPERM)
                 say_not_permitted(pid[i]);
@@ -145,6 +155,7 @@ static int signal_tree(pid_t root, int signo)
     }
     free(pid);
     free(ppid);
+    free(pgrp);
     return count;
 }
 
@@ -155,44 +166,51 @@ const int run_handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP,
 
 int run_signal_descendants(int signo)
 {
-    return signal_tree(getpid(), signo);
+    return signal_tree(getpid(), signo, 0);
 }
 
-/* Signals the whole job: its process group (while the leader is unreaped,
- * so the group id cannot have been reused) and every descendant. */
+/* Signals the whole job, each process once: its process group (while
+ * the leader is unreaped, so the group id cannot have been reused) and
+ * every descendant outside it. */
 static void signal_job(watchdog *w, int signo)
 {
-    if (w->job_pid > 0 && !w->job->foreground)
-        kill(-w->job_pid, signo);
-    signal_tree(getpid(), signo);
+    pid_t group = w->job_pid > 0 && !w->job->foreground ? w->job_pid : 0;
+    if (group > 0)
+        kill(-group, signo);
+    signal_tree(getpid(), signo, group);
 }
 
-/* The server's lease end as far as the watchdog knows, less the margin:
- * the client deadline plus T_s - T_c - margin.  0: no deadline. */
-static int64_t lease_end(const watchdog *w)
-{
-    return w->deadline > 0 ? w->deadline + w->job->lease_tail_ms : 0;
-}
-
-static void begin_terminate(watchdog *w)
+/* Stops the job after a loss at loss_at (pglock_now_ms()): one SIGTERM
+ * now, then SIGKILL at the absolute time loss_at + kill-after, however
+ * late this runs.  With loss_at the client deadline at the latest, that
+ * is T_c + kill-after, within the server's lease less its margin (the
+ * rule run_lease_derive() keeps): a wake-up a little late still gives the
+ * SIGTERM and the rest of the grace.  Only a wake-up past that time (a
+ * thaw after a pause: a freeze, a debugger, a suspended host) skips the
+ * grace, since someone else may hold the lock already; and a job we
+ * stopped is killed, never resumed. */
+static void begin_terminate(watchdog *w, int64_t loss_at)
 {
     if (w->phase > 0)
         return;
-    int64_t end = lease_end(w);
-    if (w->stopped || w->job->kill_after_ms <= 0 ||
-        (end > 0 && end - pglock_now_ms() < w->job->kill_after_ms)) {
-        /* A stopped job is killed, never resumed.  And a grace that would
-         * run past the server's lease (after a pause longer than the
-         * margin: a freeze, a debugger, a suspended host) is not given:
-         * someone else may hold the lock already. */
+    int64_t kill_at = loss_at + w->job->kill_after_ms;
+    if (w->stopped || pglock_now_ms() >= kill_at) {
         w->phase = 2;
         signal_job(w, SIGKILL);
         return;
     }
     w->phase = 1;
-    w->kill_at = pglock_now_ms() + w->job->kill_after_ms;
+    w->kill_at = kill_at;
     signal_job(w, SIGTERM);
     signal_job(w, SIGCONT);
+}
+
+/* When a loss pglock tells of happened: now, or the client deadline if
+ * that passed already (pglock may tell it late). */
+static int64_t loss_time(const watchdog *w)
+{
+    int64_t now = pglock_now_ms();
+    return w->deadline > 0 && w->deadline < now ? w->deadline : now;
 }
 
 static void begin_kill(watchdog *w)
@@ -210,7 +228,7 @@ static void handle_ctl(watchdog *w, const run_msg *m)
         if (w->job_pid > 0)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, m->arg);
         else
-            signal_tree(getpid(), m->arg);
+            signal_tree(getpid(), m->arg, 0);
         /* A job the kernel stopped (SIGTTIN) would keep the signal
          * pending forever; one we stopped stays stopped. */
         if (!w->stopped && w->job_pid > 0 &&
@@ -219,7 +237,7 @@ static void handle_ctl(watchdog *w, const run_msg *m)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, SIGCONT);
         break;
     case RUN_CTL_TERMINATE:
-        begin_terminate(w);
+        begin_terminate(w, loss_time(w));
         break;
     case RUN_CTL_KILL:
         begin_kill(w);
@@ -284,7 +302,7 @@ static int reap(watchdog *w)
      * the tree is not empty): they go too.  A command that left nothing
      * ends with ECHILD above, with no /proc scan. */
     if (job_exited && w->phase == 0)
-        begin_terminate(w);
+        begin_terminate(w, pglock_now_ms());
     return 0;
 }
 
@@ -410,7 +428,7 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
              * process of the job): stop the job ourselves.  A job we had
              * stopped is killed, never resumed. */
             report(&w, RUN_REP_DEADLINE, 0);
-            begin_terminate(&w);
+            begin_terminate(&w, w.deadline);
         }
         if (w.phase == 1 && now >= w.kill_at)
             begin_kill(&w);
