@@ -561,7 +561,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * confirmation by T_c: a cut or silent network, a frozen server) the lock
  * may still be held, and it stays held until stop or the server's lease
  * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
- * stop its work; after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
+ * stop its work, or the longer stop_budget_ms it asked for (hold options
+ * version 2, at most T_s/2, for which T_c comes sooner: T_s - budget -
+ * T_s/6); after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
  * failover, an aborted holding transaction with the xact lifetime) has already
  * freed the lock: it is told at once, when the heartbeat's answer or the
  * socket's close reaches the client (within T_s/6 plus a round trip), and
@@ -622,22 +624,33 @@ typedef enum pglock_hold_drive {
  * (PGLOCK_ECONNLOST), message one line, borrowed for the call. */
 typedef void (*pglock_hold_lost_fn)(void *arg, int code, const char *message);
 
-#define PGLOCK_HOLD_OPTIONS_VERSION 1
+/* Version 2 added stop_budget_ms; version 1 (without it) is still
+ * accepted, and means stop_budget_ms = 0. */
+#define PGLOCK_HOLD_OPTIONS_VERSION 2
 typedef struct pglock_hold_options {
     /* PGLOCK_HOLD_OPTIONS_VERSION, set by pglock_hold_options_init(). */
     unsigned int version;
     pglock_hold_drive drive;  /* PGLOCK_HOLD_THREAD by default */
     pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
     void *arg;                /* on_lost's first argument */
+    /* Version 2.  The caller's stop budget after a client-side loss
+     * notice, in ms: 0 (the default) for T_s/6; at most T_s/2 (else
+     * pglock_hold_start() returns PGLOCK_EINVAL).  A longer budget brings
+     * the client deadline forward, T_c = T_s - budget - T_s/6, and the
+     * heartbeat to every T_c/4 (pglock(1), LEASES): a caller that needs
+     * 20 s to stop cleanly asks for them here rather than a six times
+     * longer lease. */
+    long stop_budget_ms;
 } pglock_hold_options;
 
 /* The defaults of PGLOCK_HOLD_OPTIONS_VERSION, as an initialiser:
  *   pglock_hold_options opts = PGLOCK_HOLD_OPTIONS_INIT;
  * gives what pglock_hold_options_init() does. */
 #define PGLOCK_HOLD_OPTIONS_INIT \
-    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL}
+    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL, 0L}
 
-/* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
+/* Fills opts with the defaults for version (1 or 2: the fields that
+ * version has, and no byte beyond them); PGLOCK_EINVAL for a version
  * this library does not know (opts is then left alone). */
 PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
                                            unsigned int version);

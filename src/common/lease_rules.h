@@ -70,6 +70,43 @@ static inline long lease_stop_budget_ms(long lease_ms)
 }
 
 /*
+ * A longer stop budget (the CLI's --kill-after, the hold's
+ * stop_budget_ms): up to T_s/2, paid for by an earlier client deadline,
+ *   T_c = T_s - stop - margin   (never later than 2T_s/3),
+ * so that T_c + stop + margin <= T_s still holds; the heartbeat then
+ * comes every T_c/4 (when that is shorter than T_s/6), so that T_c still
+ * sees four heartbeats, and the retries after a failed one (T_s/60) many
+ * more.  At the cap, T_c = T_s/3 and a heartbeat every T_s/12.  0 (or
+ * anything up to T_s/6) keeps the defaults.
+ */
+static inline long lease_stop_budget_max_ms(long lease_ms)
+{
+    return lease_ms / 2;
+}
+
+static inline long lease_client_deadline_for(long lease_ms, long stop_ms)
+{
+    long tc = lease_client_deadline_ms(lease_ms);
+    long room = lease_ms - stop_ms - lease_margin_ms(lease_ms);
+    return stop_ms > 0 && room < tc ? room : tc;
+}
+
+static inline long lease_heartbeat_for(long lease_ms, long stop_ms)
+{
+    long tc = lease_client_deadline_for(lease_ms, stop_ms);
+    long beat = lease_heartbeat_ms(lease_ms);
+    if (tc < lease_client_deadline_ms(lease_ms) && tc / 4 < beat)
+        beat = tc / 4 > 0 ? tc / 4 : 1;
+    return beat;
+}
+
+/* The stop budget in effect: the one asked for, else (0) T_s/6. */
+static inline long lease_stop_budget_for(long lease_ms, long stop_ms)
+{
+    return stop_ms > 0 ? stop_ms : lease_stop_budget_ms(lease_ms);
+}
+
+/*
  * The server-side dead-peer detection of a holder's session, which may
  * end it only after T_s, never before: the client stops its work by T_c +
  * the stop budget after the last confirmed heartbeat was sent, which is

@@ -15,6 +15,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,11 +49,26 @@ struct pglock_hold {
 
 /* ------------------------------------------------------------ options */
 
+/* The bytes of the options a version has: a program built against an
+ * older header passes a smaller struct. */
+static size_t hold_options_size(unsigned int version)
+{
+    switch (version) {
+    case 1:
+        return offsetof(pglock_hold_options, stop_budget_ms);
+    case 2:
+        return sizeof(pglock_hold_options);
+    default:
+        return 0;
+    }
+}
+
 int pglock_hold_options_init(pglock_hold_options *opts, unsigned int version)
 {
-    if (!opts || version != PGLOCK_HOLD_OPTIONS_VERSION)
+    size_t size = hold_options_size(version);
+    if (!opts || size == 0)
         return PGLOCK_EINVAL;
-    memset(opts, 0, sizeof *opts);
+    memset(opts, 0, size);
     opts->version = version;
     opts->drive = PGLOCK_HOLD_THREAD;
     return PGLOCK_OK;
@@ -224,16 +240,23 @@ static int thread_start(pglock_hold *h)
 
 static int check_start(pglock_client *c, const pglock_hold_options *opts)
 {
-    if (opts && opts->version != PGLOCK_HOLD_OPTIONS_VERSION)
+    if (opts && hold_options_size(opts->version) == 0)
         return pglock__fail(c, PGLOCK_EINVAL,
             "invalid hold options: version %u is not one this library knows"
-            " (%u); call pglock_hold_options_init(&opts, "
+            " (1 to %u); call pglock_hold_options_init(&opts, "
             "PGLOCK_HOLD_OPTIONS_VERSION) first",
             opts->version, (unsigned)PGLOCK_HOLD_OPTIONS_VERSION);
     if (opts && opts->drive != PGLOCK_HOLD_THREAD &&
         opts->drive != PGLOCK_HOLD_LOOP)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid hold drive %d",
                             (int)opts->drive);
+    long ts = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
+    if (opts && opts->version >= 2 &&
+        (opts->stop_budget_ms < 0 ||
+         opts->stop_budget_ms > lease_stop_budget_max_ms(ts)))
+        return pglock__fail(c, PGLOCK_EINVAL,
+                            "invalid hold stop budget %ld ms: at most half "
+                            "the lease (%ld ms)", opts->stop_budget_ms, ts);
     int rc = pglock__client_ready(c);
     if (rc)
         return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
@@ -264,15 +287,18 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     h->loss_pipe[0] = h->loss_pipe[1] = h->wake_pipe[0] = h->wake_pipe[1] = -1;
     pthread_mutex_init(&h->mu, NULL);
     h->c = c;
+    /* The fields of the caller's version, the later ones at their
+     * defaults. */
+    pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
     if (opts)
-        h->opts = *opts;
-    else
-        pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
+        memcpy(&h->opts, opts, hold_options_size(opts->version));
+    h->opts.version = PGLOCK_HOLD_OPTIONS_VERSION;
     long lease = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
+    long stop = h->opts.stop_budget_ms;
     h->lease_ms = lease;
-    h->heartbeat_ms = lease_heartbeat_ms(lease);
-    h->deadline_ms = lease_client_deadline_ms(lease);
-    h->budget_ms = lease_stop_budget_ms(lease);
+    h->heartbeat_ms = lease_heartbeat_for(lease, stop);
+    h->deadline_ms = lease_client_deadline_for(lease, stop);
+    h->budget_ms = lease_stop_budget_for(lease, stop);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||

@@ -156,7 +156,8 @@ busy_cores() {
 # A job that records each SIGTERM it gets (and runs on after it), and
 # stamps its last sign of life (stamp_job).
 term_counting_job() {
-    printf "trap 'echo TERM >> %s/%s.terms' TERM; %s" "$out" "$1" "$(stamp_job "$1")"
+    printf "trap 'echo TERM >> %s/%s.terms; date +%%s%%N > %s/%s.terms.at' TERM; %s" \
+        "$out" "$1" "$out" "$1" "$(stamp_job "$1")"
 }
 
 # partition_cut_with_busy_cores KILL_AFTER LEASE: run's job h over the
@@ -181,4 +182,29 @@ partition_cut_with_busy_cores() {
 
 @test "partition: with both cores busy, a lost run's job gets one SIGTERM, then SIGKILL after kill-after" {
     partition_cut_with_busy_cores 1s 6s
+}
+
+# A kill-after up to half the lease (T_c = T_s - kill-after - margin): the
+# job that ignores SIGTERM gets its whole grace, one SIGTERM, and still
+# last runs before a waiter's job starts.
+@test "partition: a kill-after of half the lease: one SIGTERM, the whole grace, and no overlap" {
+    busy_cores
+    bg_partition h run -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s --kill-after=3s \
+        "$K" -c "$(term_counting_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on_partition "$K"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    finish h 30
+    partition_cmd heal
+    assert_no_overlap "kill-after 3s"
+    [ "$(status_of h)" = 74 ]
+    [ "$(cat "$out/h.terms" 2>/dev/null)" = TERM ]
+    # the grace was given: the job ran on after its SIGTERM
+    report "the job last ran $(ms_between "$out/h.terms.at" "$out/h.alive") ms after its SIGTERM (kill-after 3000 ms)"
+    [ "$(ms_between "$out/h.terms.at" "$out/h.alive")" -gt 0 ]
+    grep -q "command exited (signal 9)" "$out/h.err"
 }

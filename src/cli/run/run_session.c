@@ -34,7 +34,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
         cli_error(CLI_EXIT_USAGE, "%s", err);
         if (a->lease_ms >= RUN_LEASE_MIN_MS) {
             char t[32];
-            run_format_ms(lease_stop_budget_ms(a->lease_ms), t, sizeof t);
+            run_format_ms(lease_stop_budget_max_ms(a->lease_ms), t, sizeof t);
             char l[32];
             run_format_ms(a->lease_ms, l, sizeof l);
             cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",

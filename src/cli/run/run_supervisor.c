@@ -174,6 +174,8 @@ static int hold_begin(run_state *st)
     pglock_hold_options o;
     pglock_hold_options_init(&o, PGLOCK_HOLD_OPTIONS_VERSION);
     o.drive = PGLOCK_HOLD_LOOP;
+    /* the kill-after is the stop budget: T_c comes from it */
+    o.stop_budget_ms = st->lease.kill_after_ms;
     if (pglock_hold_start(&sv.hold, st->client, &o) != 0) {
         sv.hold = NULL;
         lose(st, "%s", pglock_client_error(st->client));
