@@ -109,6 +109,9 @@ extern "C" {
 /* pglock_hold_release(): the last heartbeat and the release in one round
  * trip. */
 #define PGLOCK_HAS_HOLD_RELEASE 1
+/* pglock_hold_deadline(), pglock_hold_stop_by(), and the hold options'
+ * stop_budget_ms (PGLOCK_HOLD_OPTIONS_VERSION 2). */
+#define PGLOCK_HAS_HOLD_CLOCK 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -680,6 +683,18 @@ PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold);
  * the hold, and fixed once the loss is declared (the first loss is the
  * one told), so any thread may read it until pglock_hold_stop(). */
 PGLOCK_EXPORT const char *pglock_hold_error(const pglock_hold *hold);
+
+/* The hold's one clock, in ms on pglock_now_ms()'s clock, from any
+ * thread (0 for NULL).  pglock_hold_deadline(): "confirmed until", when
+ * the lease counts as lost unless a later heartbeat is confirmed first
+ * (the last confirmed heartbeat's send + T_c); it moves on with each
+ * confirmation.  pglock_hold_stop_by(): when the work must be gone after
+ * a client-side loss, that + the stop budget, a margin before the server
+ * may free the lock.  A caller that supervises work elsewhere (another
+ * process, a watchdog) takes both from here rather than counting them
+ * itself. */
+PGLOCK_EXPORT int64_t pglock_hold_deadline(const pglock_hold *hold);
+PGLOCK_EXPORT int64_t pglock_hold_stop_by(const pglock_hold *hold);
 
 /* Loop mode: the fd to watch for reading (the lock connection's socket;
  * -1 once lost). */

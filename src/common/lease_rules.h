@@ -19,6 +19,8 @@
 #ifndef PGLOCK_LEASE_RULES_H
 #define PGLOCK_LEASE_RULES_H
 
+#include <stdint.h>
+
 /* T_s of a lock connection: its lease, or without one its dead_peer_ms.
  * The same rule holds either way (the heartbeat, T_c, the stop budget,
  * and no kernel or server timeout ending a holder's session before T_s):
@@ -98,6 +100,20 @@ static inline long lease_heartbeat_for(long lease_ms, long stop_ms)
     if (tc < lease_client_deadline_ms(lease_ms) && tc / 4 < beat)
         beat = tc / 4 > 0 ? tc / 4 : 1;
     return beat;
+}
+
+/* "Confirmed until": the lease counts as lost once this passes with no
+ * later heartbeat confirmed; at is when the last confirmed one was sent
+ * (or, for a bound counted from a fresh start, now). */
+static inline int64_t lease_confirmed_until(int64_t at, long deadline_ms)
+{
+    return at + deadline_ms;
+}
+
+/* "The work must be gone by", after a client-side loss. */
+static inline int64_t lease_stop_by(int64_t confirmed_until, long stop_ms)
+{
+    return confirmed_until + stop_ms;
 }
 
 /* The stop budget in effect: the one asked for, else (0) T_s/6. */

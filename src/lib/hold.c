@@ -43,6 +43,8 @@ struct pglock_hold {
     int has_thread;
     pthread_mutex_t mu;     /* guards stopping, code and message */
     int stopping;
+    int64_t until;          /* confirmed until: the last confirmed
+                               heartbeat's send + T_c */
     int code;               /* 0 while held, else the loss code */
     char message[512];
 };
@@ -99,6 +101,33 @@ static int declare_lost(pglock_hold *h, const char *why, int notify)
     return PGLOCK_ECONNLOST;
 }
 
+/* The client's last confirmation moved (or the hold starts): "confirmed
+ * until" follows, under the mutex, since any thread may ask. */
+static void note_confirmed(pglock_hold *h)
+{
+    int64_t until = lease_confirmed_until(h->c->confirmed_at, h->deadline_ms);
+    pthread_mutex_lock(&h->mu);
+    h->until = until;
+    pthread_mutex_unlock(&h->mu);
+}
+
+int64_t pglock_hold_deadline(const pglock_hold *hold)
+{
+    if (!hold)
+        return 0;
+    pglock_hold *h = (pglock_hold *)hold; /* the mutex, not the state */
+    pthread_mutex_lock(&h->mu);
+    int64_t until = h->until;
+    pthread_mutex_unlock(&h->mu);
+    return until;
+}
+
+int64_t pglock_hold_stop_by(const pglock_hold *hold)
+{
+    return hold ? lease_stop_by(pglock_hold_deadline(hold), hold->budget_ms)
+                : 0;
+}
+
 static int loss_code(pglock_hold *h)
 {
     pthread_mutex_lock(&h->mu);
@@ -140,6 +169,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         if (rc == 0) {
             h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
             h->failures = 0;
+            note_confirmed(h);
         } else if (rc == PGLOCK_ESERVER) {
             /* not confirmed: again at once, paced if it persists */
             h->failures++;
@@ -151,7 +181,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         return declare_lost(h, c->message, 1);
 
     int64_t now = pglock_now_ms();
-    int64_t deadline = c->confirmed_at + h->deadline_ms;
+    int64_t deadline = pglock_hold_deadline(h);
     if (now >= deadline) {
         pglock__fail(c, PGLOCK_ECONNLOST,
                      "the lease could not be confirmed within %ld ms (the "
@@ -255,7 +285,7 @@ static int check_start(pglock_client *c, const pglock_hold_options *opts)
         (opts->stop_budget_ms < 0 ||
          opts->stop_budget_ms > lease_stop_budget_max_ms(ts)))
         return pglock__fail(c, PGLOCK_EINVAL,
-                            "invalid hold stop budget %ld ms: at most half "
+                            "invalid hold stop budget %ld ms: more than half "
                             "the lease (%ld ms)", opts->stop_budget_ms, ts);
     int rc = pglock__client_ready(c);
     if (rc)
@@ -300,6 +330,7 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     h->deadline_ms = lease_client_deadline_for(lease, stop);
     h->budget_ms = lease_stop_budget_for(lease, stop);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
+    note_confirmed(h);
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||
         (thread && pipe_nonblocking(h->wake_pipe) != 0)) {
@@ -433,6 +464,7 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
         return declare_lost(h, h->c->message, 1);
     h->failures = 0;
     h->next_beat = h->c->confirmed_at + h->heartbeat_ms;
+    note_confirmed(h);
     h->proved = 1;
     h->proved_at = pglock_now_ms();
     return 0;

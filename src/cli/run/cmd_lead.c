@@ -184,8 +184,7 @@ static int lead_term(run_state *st, run_job *job)
             /* The command ended by itself: prove it ran as leader to the
              * end, as pglock run does: with the release, unless --record's
              * end row is still to be written under the lock. */
-            int64_t by = pglock_client_confirmed_at(st->client) +
-                         st->lease.client_ms;
+            int64_t by = run_deadline(st);
             if ((a->record ? run_confirm_now(st, by)
                            : run_release_now(st, by)) < 0)
                 return cli_error(a->lost_code, "leadership of \"%s\" lost while "
@@ -205,8 +204,7 @@ static int lead_term(run_state *st, run_job *job)
         if (run_stop_signal())
             return 128 + run_stop_signal();
         /* Still ours: confirmed within the client deadline, or now. */
-        if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
-                                    st->lease.client_ms) < 0) {
+        if (run_confirm_now(st, run_deadline(st)) < 0) {
             cli_verbose("leadership lost: %s", st->lost_reason);
             return LEAD_CONTEND_AGAIN;
         }

@@ -198,8 +198,7 @@ int run_job_env(run_state *st)
         /* A step taken while the lock is held: bounded by the client
          * deadline, like every other (a commit waiting for synchronous
          * replication, a pooler with no free server connection). */
-        int64_t left = pglock_client_confirmed_at(st->client) +
-                       st->lease.client_ms - pglock_now_ms();
+        int64_t left = run_deadline(st) - pglock_now_ms();
         int rc = pglock_client_fencing_token(st->client, &st->token,
                                              left > 0 ? (long)left : 0);
         if (rc < 0) {

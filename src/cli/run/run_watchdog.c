@@ -43,6 +43,7 @@ typedef struct watchdog {
     pid_t job_pid;       /* 0 once reaped */
     int stopped;         /* the job is stopped by us (SIGSTOP) */
     int64_t deadline;    /* client deadline; 0: none */
+    int64_t stop_by;     /* the job gone by then after a loss; 0: none */
     int phase;           /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
     int64_t kill_at;     /* phase 1: when SIGKILL follows */
     int tty_reported;    /* RUN_REP_TTY_STOPPED sent */
@@ -180,21 +181,24 @@ static void signal_job(watchdog *w, int signo)
     signal_tree(getpid(), signo, group);
 }
 
-/* Stops the job after a loss at loss_at (pglock_now_ms()): one SIGTERM
- * now, then SIGKILL at the absolute time loss_at + kill-after, however
- * late this runs.  With loss_at the client deadline at the latest, that
- * is T_c + kill-after, within the server's lease less its margin (the
- * rule run_lease_derive() keeps): a wake-up a little late still gives the
- * SIGTERM and the rest of the grace.  Only a wake-up past that time (a
- * thaw after a pause: a freeze, a debugger, a suspended host) skips the
- * grace, since someone else may hold the lock already; and a job we
+/* Stops the job after a loss: one SIGTERM now, then SIGKILL at a fixed
+ * time, kill-after from now or the hold's stop-by (the client deadline +
+ * kill-after) if that is sooner, however late this runs.  So a wake-up a
+ * little past the deadline still gives the SIGTERM and the rest of the
+ * grace, and the SIGKILL still comes a margin before the server's lease
+ * ends (the rule run_lease_derive() keeps).  Only a wake-up past stop-by
+ * (a thaw after a pause: a freeze, a debugger, a suspended host) skips
+ * the grace, since someone else may hold the lock already; and a job we
  * stopped is killed, never resumed. */
-static void begin_terminate(watchdog *w, int64_t loss_at)
+static void begin_terminate(watchdog *w)
 {
     if (w->phase > 0)
         return;
-    int64_t kill_at = loss_at + w->job->kill_after_ms;
-    if (w->stopped || pglock_now_ms() >= kill_at) {
+    int64_t now = pglock_now_ms();
+    int64_t kill_at = now + w->job->kill_after_ms;
+    if (w->stop_by > 0 && w->stop_by < kill_at)
+        kill_at = w->stop_by;
+    if (w->stopped || now >= kill_at) {
         w->phase = 2;
         signal_job(w, SIGKILL);
         return;
@@ -203,14 +207,6 @@ static void begin_terminate(watchdog *w, int64_t loss_at)
     w->kill_at = kill_at;
     signal_job(w, SIGTERM);
     signal_job(w, SIGCONT);
-}
-
-/* When a loss pglock tells of happened: now, or the client deadline if
- * that passed already (pglock may tell it late). */
-static int64_t loss_time(const watchdog *w)
-{
-    int64_t now = pglock_now_ms();
-    return w->deadline > 0 && w->deadline < now ? w->deadline : now;
 }
 
 static void begin_kill(watchdog *w)
@@ -237,7 +233,7 @@ static void handle_ctl(watchdog *w, const run_msg *m)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, SIGCONT);
         break;
     case RUN_CTL_TERMINATE:
-        begin_terminate(w, loss_time(w));
+        begin_terminate(w);
         break;
     case RUN_CTL_KILL:
         begin_kill(w);
@@ -257,6 +253,9 @@ static void handle_ctl(watchdog *w, const run_msg *m)
         break;
     case RUN_CTL_DEADLINE:
         w->deadline = m->value;
+        break;
+    case RUN_CTL_STOP_BY:
+        w->stop_by = m->value;
         break;
     }
 }
@@ -302,7 +301,7 @@ static int reap(watchdog *w)
      * the tree is not empty): they go too.  A command that left nothing
      * ends with ECHILD above, with no /proc scan. */
     if (job_exited && w->phase == 0)
-        begin_terminate(w, pglock_now_ms());
+        begin_terminate(w);
     return 0;
 }
 
@@ -379,7 +378,8 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
 
 static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
 {
-    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, 0, 0, 0};
+    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, job->stop_by,
+                  0, 0, 0};
     /* A process group of our own: a signal to pglock's group (timeout(1),
      * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
      * pglock and its watchdog together while the command runs on. */
@@ -428,7 +428,7 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
              * process of the job): stop the job ourselves.  A job we had
              * stopped is killed, never resumed. */
             report(&w, RUN_REP_DEADLINE, 0);
-            begin_terminate(&w, w.deadline);
+            begin_terminate(&w);
         }
         if (w.phase == 1 && now >= w.kill_at)
             begin_kill(&w);
