@@ -1,5 +1,8 @@
+/* SPDX-License-Identifier: PostgreSQL */
 /*
  * pglock.h — distributed locks on PostgreSQL advisory locks, over libpq.
+ * Copyright (c) 2026, The pglock Developers; the PostgreSQL Licence
+ * (LICENSE at the top of the source tree).
  *
  * This header is the whole public API of libpglock.
  *
@@ -778,9 +781,13 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
 /* ------------------------------------------------------ fencing tokens */
 
 /*
- * A fencing token: a number that strictly grows across processes, hosts
- * and server crash-restarts (it can repeat after failover to an
- * asynchronous replica or a point-in-time restore).  Take it after the
+ * A fencing token: a number that strictly grows across processes, hosts,
+ * server crash-restarts, promotions (of an asynchronous standby too) and
+ * point-in-time restores: the server's timeline << 48 | the 64-bit id of
+ * a transaction of its own (budget: timelines 1..32767, ids below 2^48;
+ * past it PGLOCK_ESERVER, no token).  It goes back after a dump and
+ * restore into a new cluster, or pg_upgrade of a cluster past timeline 1
+ * (which sets timeline 1).  Take it after the
  * lock is granted and hand it to the protected resource, which rejects
  * any token lower than one it has seen.  Runs its own durably committed
  * transaction on conn (one round trip; it forces synchronous_commit on for

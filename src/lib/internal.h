@@ -111,6 +111,11 @@ const char *pglock__key_invalid(const pglock_key *key);
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
 void pglock__first_line(char *buf, size_t len, const char *msg);
+/* A fencing token from the text of its transaction's xid8 and the name of
+ * the WAL file being written (its first 8 hex digits: the timeline):
+ * timeline << 48 | xid8 (fencing.c).  0, or -1 when either is malformed
+ * or past the budget (timeline 1..32767, xid8 below 2^48). */
+int pglock__token_make(const char *xid8, const char *walfile, int64_t *out);
 /* For an error that a server or pooler limit caused (too many clients,
  * a full lock table, PgBouncer's max_client_conn): the words that name
  * the setting to raise, as " (...)" to append to the message's one line;

@@ -191,3 +191,31 @@ EOF
         [[ "${lines[0]}" == "pglock: error: "*"standby"* ]]
     fi
 }
+
+# leader_job NAME: a lead command that records its token and start, and
+# ignores SIGTERM until $out/NAME.release: a command slow to stop.
+leader_job() {
+    printf '%s' "trap '' TERM; echo \$PGLOCK_FENCING_TOKEN > $out/$1.token; echo \$\$ > $out/$1.jobpid;
+      date +%s%N > $out/$1.start; while [ ! -e $out/$1.release ]; do sleep 0.02; done"
+}
+
+@test "ending a lead holder: the next leader's command starts while the old one is still stopping, with another token (pglock-terminate(1))" {
+    bg a lead -d "$DB" --lease=30s --kill-after=5s "$K" -c "$(leader_job a)"
+    wait_until 10 file_exists "$out/a.start"
+    bg b lead -d "$DB" --lease=30s --kill-after=5s "$K" -c "$(leader_job b)"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/terminated"
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    wait_until 10 file_exists "$out/b.start"
+    # the old leader's command is still there after the new one started
+    kill -0 "$(cat "$out/a.jobpid")"
+    [ "$(cat "$out/a.token")" != "$(cat "$out/b.token")" ]
+    report "the new leader's command started $(ms_between "$out/terminated" "$out/b.start") ms after the terminate, the old one still running"
+    # the old leader stops its command in the end (SIGKILL after --kill-after)
+    touch "$out/b.release"
+    finish b 15
+    [ "$(status_of b)" = 0 ]
+    wait_until 15 gone "$(cat "$out/a.jobpid")"
+    kill -TERM "$(pid_of a)"
+    finish a 15
+}

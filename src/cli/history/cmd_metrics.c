@@ -84,7 +84,7 @@ static const char going_fmt[] =
     " GROUP BY key, classid, objid, objsubid ORDER BY key";
 
 static const char *const outcomes[] = {"succeeded", "failed", "killed", "lost",
-                                       "unrecorded", NULL};
+                                       "unrecorded", "failover", NULL};
 
 /* A label value, escaped as the format wants (\\, \", \n). */
 static void label(const char *s)
