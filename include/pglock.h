@@ -554,7 +554,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * The lease: with T_s = opts.lease_ms (without a lease:
  * opts.dead_peer_ms), a heartbeat every T_s/6, and the lease counts as
  * lost when no heartbeat sent within the last T_c = 2*T_s/3 has been
- * confirmed; a heartbeat cancelled on a session that goes on is sent
+ * confirmed (sooner with a longer stop_budget_ms, below); a heartbeat
+ * cancelled on a session that goes on is sent
  * again, and is no loss.  The whole arithmetic, the same as `pglock
  * run`'s, and the server settings that keep it are in pglock(1), LEASES.
  *

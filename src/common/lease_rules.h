@@ -10,10 +10,12 @@
  *   client deadline    T_c = 2T_s/3  after the last confirmed heartbeat
  *                                 was sent, the lease counts as lost
  *   stop budget        T_s/6      to stop the work after that (the
- *                                 CLI's kill-after is at most this)
+ *                                 CLI's default kill-after, at most 10 s)
  *   margin             T_s/6      scheduling, reaping, one round trip
  * so that T_c + stop + margin <= T_s: the work has stopped before the
- * server may free the lock.  And no kernel may end a holder's session
+ * server may free the lock.  A longer stop budget, up to T_s/2, brings
+ * T_c forward (lease_client_deadline_for() below).  Without a lease T_s
+ * is dead_peer_ms (lease_of()).  And no kernel may end a holder's session
  * before T_s (lease_tcp_*() below).
  */
 #ifndef PGLOCK_LEASE_RULES_H
@@ -63,7 +65,7 @@ static inline long lease_margin_ms(long lease_ms)
 
 /* What is left to stop the work after a client-side loss notice, before
  * the server can end the silent session: T_s - T_c - margin, which is
- * T_s/6 too (at least 1 ms).  The CLI's kill-after is at most this. */
+ * T_s/6 too (at least 1 ms): the default stop budget. */
 static inline long lease_stop_budget_ms(long lease_ms)
 {
     long budget = lease_ms - lease_client_deadline_ms(lease_ms) -
@@ -84,6 +86,14 @@ static inline long lease_stop_budget_ms(long lease_ms)
 static inline long lease_stop_budget_max_ms(long lease_ms)
 {
     return lease_ms / 2;
+}
+
+/* The CLI's default kill-after: the default stop budget, at most 10 s (a
+ * job is not left running on after a loss longer than that unasked). */
+static inline long lease_default_kill_after_ms(long lease_ms)
+{
+    long budget = lease_stop_budget_ms(lease_ms);
+    return budget < 10000L ? budget : 10000L;
 }
 
 static inline long lease_client_deadline_for(long lease_ms, long stop_ms)

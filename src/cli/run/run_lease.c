@@ -29,9 +29,8 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
     }
     out->server_ms = lease_ms;
     out->margin_ms = lease_margin_ms(lease_ms);
-    long room = lease_stop_budget_ms(lease_ms);
     if (kill_after_ms < 0)
-        kill_after_ms = room < 10000L ? room : 10000L;
+        kill_after_ms = lease_default_kill_after_ms(lease_ms);
     out->kill_after_ms = kill_after_ms;
     long max = lease_stop_budget_max_ms(lease_ms);
     if (kill_after_ms > max) {
