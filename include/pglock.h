@@ -124,6 +124,9 @@ extern "C" {
 /* pglock_hold_release(): the last heartbeat and the release in one round
  * trip. */
 #define PGLOCK_HAS_HOLD_RELEASE 1
+/* pglock_hold_deadline(), pglock_hold_stop_by(), and the hold options'
+ * stop_budget_ms (PGLOCK_HOLD_OPTIONS_VERSION 2). */
+#define PGLOCK_HAS_HOLD_CLOCK 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
@@ -318,10 +321,12 @@ typedef struct pglock_options {
     unsigned int version;
     /* Server-side lease: idle_session_timeout of the lock connection, in
      * ms (with the xact lifetime: the holding transaction's
-     * idle_in_transaction_session_timeout).  0 leaves the server's setting
-     * alone (no lease; with the xact lifetime
-     * idle_in_transaction_session_timeout is then 0 for the transaction).
-     * The session lifetime needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
+     * idle_in_transaction_session_timeout).  0: no lease; dead_peer_ms is
+     * then T_s, the bound the rules below keep: a session leaves the
+     * server's idle_session_timeout alone, and a holding transaction's
+     * idle_in_transaction_session_timeout is dead_peer_ms (behind a
+     * pooler nothing else frees a dead client's lock).  The session
+     * lifetime with a lease needs PostgreSQL 14+ (else PGLOCK_EVERSION). */
     long lease_ms;
     /* fallback_application_name; NULL for "pglock". */
     const char *application_name;
@@ -335,11 +340,12 @@ typedef struct pglock_options {
      * in ms.  0: the default (2000). */
     long cancel_timeout_ms;
     /* libpq keepalives / tcp_user_timeout and the server's tcp_keepalives_*,
-     * tcp_user_timeout and client_connection_check_interval derive from the
-     * lease, so that no kernel ends a session that holds a lock before the
-     * lease, while a silent waiter's wait ends after about the lease
-     * (figures: pglock(1), LEASES).  With no lease from this (ms): a dead
-     * peer is noticed within about 2/3 of it.  0: the default (10000). */
+     * tcp_user_timeout and client_connection_check_interval derive from
+     * T_s, the lease or, with none, this (ms), so that no kernel ends a
+     * session that holds a lock before T_s, while a silent waiter's wait
+     * ends after about T_s (figures: pglock(1), LEASES).  A managed hold
+     * without a lease counts its client deadline and the caller's stop
+     * budget from the same T_s.  0: the default (10000). */
     long dead_peer_ms;
     /* The locks' lifetime; PGLOCK_LIFETIME_AUTO by default, as pglock run
      * and lead (--mode=auto): PGLOCK_LIFETIME_SESSION insists on session
@@ -554,7 +560,8 @@ PGLOCK_EXPORT int pglock_heartbeat(pglock_client *client, long timeout_ms);
 
 /* When the last confirmed heartbeat (or acquisition) was sent, in ms on
  * pglock_now_ms()'s clock; the lease deadline counts from it.  An
- * acquisition that waited longer than lease_ms / 8 is followed at once by
+ * acquisition that waited longer than T_s/8 (T_s: lease_ms, else
+ * dead_peer_ms) is followed at once by
  * a heartbeat (inside pglock_lock()), so that the lease counts from a
  * recent moment rather than from when the wait began. */
 PGLOCK_EXPORT int64_t pglock_client_confirmed_at(const pglock_client *client);
@@ -572,7 +579,8 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * The lease: with T_s = opts.lease_ms (without a lease:
  * opts.dead_peer_ms), a heartbeat every T_s/6, and the lease counts as
  * lost when no heartbeat sent within the last T_c = 2*T_s/3 has been
- * confirmed; a heartbeat cancelled on a session that goes on is sent
+ * confirmed (sooner with a longer stop_budget_ms, below); a heartbeat
+ * cancelled on a session that goes on is sent
  * again, and is no loss.  The whole arithmetic, the same as `pglock
  * run`'s, and the server settings that keep it are in pglock(1), LEASES.
  *
@@ -585,7 +593,9 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * confirmation by T_c: a cut or silent network, a frozen server) the lock
  * may still be held, and it stays held until stop or the server's lease
  * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
- * stop its work; after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
+ * stop its work, or the longer stop_budget_ms it asked for (hold options
+ * version 2, at most T_s/2, for which T_c comes sooner: T_s - budget -
+ * T_s/6); after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
  * failover, an aborted holding transaction with the xact lifetime) has already
  * freed the lock: it is told at once, when the heartbeat's answer or the
  * socket's close reaches the client (within T_s/6 plus a round trip), and
@@ -658,22 +668,33 @@ typedef enum pglock_hold_drive {
  * (PGLOCK_ECONNLOST), message one line, borrowed for the call. */
 typedef void (*pglock_hold_lost_fn)(void *arg, int code, const char *message);
 
-#define PGLOCK_HOLD_OPTIONS_VERSION 1
+/* Version 2 added stop_budget_ms; version 1 (without it) is still
+ * accepted, and means stop_budget_ms = 0. */
+#define PGLOCK_HOLD_OPTIONS_VERSION 2
 typedef struct pglock_hold_options {
     /* PGLOCK_HOLD_OPTIONS_VERSION, set by pglock_hold_options_init(). */
     unsigned int version;
     pglock_hold_drive drive;  /* PGLOCK_HOLD_THREAD by default */
     pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
     void *arg;                /* on_lost's first argument */
+    /* Version 2.  The caller's stop budget after a client-side loss
+     * notice, in ms: 0 (the default) for T_s/6; at most T_s/2 (else
+     * pglock_hold_start() returns PGLOCK_EINVAL).  A longer budget brings
+     * the client deadline forward, T_c = T_s - budget - T_s/6, and the
+     * heartbeat to every T_c/4 (pglock(1), LEASES): a caller that needs
+     * 20 s to stop cleanly asks for them here rather than a six times
+     * longer lease. */
+    long stop_budget_ms;
 } pglock_hold_options;
 
 /* The defaults of PGLOCK_HOLD_OPTIONS_VERSION, as an initialiser:
  *   pglock_hold_options opts = PGLOCK_HOLD_OPTIONS_INIT;
  * gives what pglock_hold_options_init() does. */
 #define PGLOCK_HOLD_OPTIONS_INIT \
-    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL}
+    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL, 0L}
 
-/* Fills opts with the defaults for version; PGLOCK_EINVAL for a version
+/* Fills opts with the defaults for version (1 or 2: the fields that
+ * version has, and no byte beyond them); PGLOCK_EINVAL for a version
  * this library does not know (opts is then left alone). */
 PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
                                            unsigned int version);
@@ -703,6 +724,18 @@ PGLOCK_EXPORT int pglock_hold_loss(const pglock_hold *hold);
  * the hold, and fixed once the loss is declared (the first loss is the
  * one told), so any thread may read it until pglock_hold_stop(). */
 PGLOCK_EXPORT const char *pglock_hold_error(const pglock_hold *hold);
+
+/* The hold's one clock, in ms on pglock_now_ms()'s clock, from any
+ * thread (0 for NULL).  pglock_hold_deadline(): "confirmed until", when
+ * the lease counts as lost unless a later heartbeat is confirmed first
+ * (the last confirmed heartbeat's send + T_c); it moves on with each
+ * confirmation.  pglock_hold_stop_by(): when the work must be gone after
+ * a client-side loss, that + the stop budget, a margin before the server
+ * may free the lock.  A caller that supervises work elsewhere (another
+ * process, a watchdog) takes both from here rather than counting them
+ * itself. */
+PGLOCK_EXPORT int64_t pglock_hold_deadline(const pglock_hold *hold);
+PGLOCK_EXPORT int64_t pglock_hold_stop_by(const pglock_hold *hold);
 
 /* Loop mode: the fd to watch for reading (the lock connection's socket;
  * -1 once lost). */

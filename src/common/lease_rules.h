@@ -10,14 +10,28 @@
  *   client deadline    T_c = 2T_s/3  after the last confirmed heartbeat
  *                                 was sent, the lease counts as lost
  *   stop budget        T_s/6      to stop the work after that (the
- *                                 CLI's kill-after is at most this)
+ *                                 CLI's default kill-after, at most 10 s)
  *   margin             T_s/6      scheduling, reaping, one round trip
  * so that T_c + stop + margin <= T_s: the work has stopped before the
- * server may free the lock.  And no kernel may end a holder's session
+ * server may free the lock.  A longer stop budget, up to T_s/2, brings
+ * T_c forward (lease_client_deadline_for() below).  Without a lease T_s
+ * is dead_peer_ms (lease_of()).  And no kernel may end a holder's session
  * before T_s (lease_tcp_*() below).
  */
 #ifndef PGLOCK_LEASE_RULES_H
 #define PGLOCK_LEASE_RULES_H
+
+#include <stdint.h>
+
+/* T_s of a lock connection: its lease, or without one its dead_peer_ms.
+ * The same rule holds either way (the heartbeat, T_c, the stop budget,
+ * and no kernel or server timeout ending a holder's session before T_s):
+ * a program that sets no lease gets dead_peer_ms as its T_s, so that its
+ * managed hold's stop budget is real. */
+static inline long lease_of(long lease_ms, long dead_peer_ms)
+{
+    return lease_ms > 0 ? lease_ms : dead_peer_ms;
+}
 
 /* T_c = 2*T_s/3, rounded down without overflowing for any long T_s. */
 static inline long lease_client_deadline_ms(long lease_ms)
@@ -51,12 +65,71 @@ static inline long lease_margin_ms(long lease_ms)
 
 /* What is left to stop the work after a client-side loss notice, before
  * the server can end the silent session: T_s - T_c - margin, which is
- * T_s/6 too (at least 1 ms).  The CLI's kill-after is at most this. */
+ * T_s/6 too (at least 1 ms): the default stop budget. */
 static inline long lease_stop_budget_ms(long lease_ms)
 {
     long budget = lease_ms - lease_client_deadline_ms(lease_ms) -
                   lease_margin_ms(lease_ms);
     return budget > 0 ? budget : 1;
+}
+
+/*
+ * A longer stop budget (the CLI's --kill-after, the hold's
+ * stop_budget_ms): up to T_s/2, paid for by an earlier client deadline,
+ *   T_c = T_s - stop - margin   (never later than 2T_s/3),
+ * so that T_c + stop + margin <= T_s still holds; the heartbeat then
+ * comes every T_c/4 (when that is shorter than T_s/6), so that T_c still
+ * sees four heartbeats, and the retries after a failed one (T_s/60) many
+ * more.  At the cap, T_c = T_s/3 and a heartbeat every T_s/12.  0 (or
+ * anything up to T_s/6) keeps the defaults.
+ */
+static inline long lease_stop_budget_max_ms(long lease_ms)
+{
+    return lease_ms / 2;
+}
+
+/* The CLI's default kill-after: the default stop budget, at most 10 s (a
+ * job is not left running on after a loss longer than that unasked). */
+static inline long lease_default_kill_after_ms(long lease_ms)
+{
+    long budget = lease_stop_budget_ms(lease_ms);
+    return budget < 10000L ? budget : 10000L;
+}
+
+static inline long lease_client_deadline_for(long lease_ms, long stop_ms)
+{
+    long tc = lease_client_deadline_ms(lease_ms);
+    long room = lease_ms - stop_ms - lease_margin_ms(lease_ms);
+    return stop_ms > 0 && room < tc ? room : tc;
+}
+
+static inline long lease_heartbeat_for(long lease_ms, long stop_ms)
+{
+    long tc = lease_client_deadline_for(lease_ms, stop_ms);
+    long beat = lease_heartbeat_ms(lease_ms);
+    if (tc < lease_client_deadline_ms(lease_ms) && tc / 4 < beat)
+        beat = tc / 4 > 0 ? tc / 4 : 1;
+    return beat;
+}
+
+/* "Confirmed until": the lease counts as lost once this passes with no
+ * later heartbeat confirmed; at is when the last confirmed one was sent
+ * (or, for a bound counted from a fresh start, now). */
+static inline int64_t lease_confirmed_until(int64_t at, long deadline_ms)
+{
+    return at + deadline_ms;
+}
+
+/* "The work must be gone by", after a client-side loss. */
+static inline int64_t lease_stop_by(int64_t confirmed_until, long stop_ms)
+{
+    return confirmed_until + stop_ms;
+}
+
+/* The stop budget in effect: the one asked for, else (0) T_s/6. */
+static inline long lease_stop_budget_for(long lease_ms, long stop_ms)
+{
+    return stop_ms > 0 ? stop_ms : lease_stop_budget_ms(lease_ms);
 }
 
 /*
@@ -103,6 +176,35 @@ static inline long lease_keepalive_count(long lease_ms)
         return 1;
     return lease_ceil_div(lease_ms - idle_ms,
                           lease_keepalive_interval_s(lease_ms) * 1000);
+}
+
+/* The server's check of a waiter's socket (client_connection_check_
+ * interval): T_s/3, at least 1 s, so that a dead waiter's wait ends soon
+ * after the kernels gave up on it. */
+static inline long lease_check_interval_ms(long lease_ms)
+{
+    return lease_ms / 3 < 1000 ? 1000 : lease_ms / 3;
+}
+
+/* An acquisition whose wait took longer than T_s/8 is confirmed at once
+ * by a heartbeat, which may take at most T_s/2 (else the lock is given
+ * up): the lease then counts from a fresh moment, not from the send of
+ * the wait, long before the server's idle clock started. */
+static inline int lease_wait_needs_confirm(long lease_ms, long waited_ms)
+{
+    return waited_ms > lease_ms / 8;
+}
+
+static inline long lease_confirm_timeout_ms(long lease_ms)
+{
+    return lease_ms / 2;
+}
+
+/* How long a reconnect may hang on a blackholed host: a third of the
+ * lease, in libpq's whole seconds, at least 2 (libpq takes 1 as 2). */
+static inline long lease_connect_timeout_s(long lease_ms)
+{
+    return lease_ms / 3000 < 2 ? 2 : lease_ms / 3000;
 }
 
 #endif

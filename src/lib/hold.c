@@ -15,6 +15,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,17 +44,34 @@ struct pglock_hold {
     int pid;                /* the process whose hold it is (not a fork's) */
     pthread_mutex_t mu;     /* guards stopping, code and message */
     int stopping;
+    int64_t until;          /* confirmed until: the last confirmed
+                               heartbeat's send + T_c */
     int code;               /* 0 while held, else the loss code */
     char message[512];
 };
 
 /* ------------------------------------------------------------ options */
 
+/* The bytes of the options a version has: a program built against an
+ * older header passes a smaller struct. */
+static size_t hold_options_size(unsigned int version)
+{
+    switch (version) {
+    case 1:
+        return offsetof(pglock_hold_options, stop_budget_ms);
+    case 2:
+        return sizeof(pglock_hold_options);
+    default:
+        return 0;
+    }
+}
+
 int pglock_hold_options_init(pglock_hold_options *opts, unsigned int version)
 {
-    if (!opts || version != PGLOCK_HOLD_OPTIONS_VERSION)
+    size_t size = hold_options_size(version);
+    if (!opts || size == 0)
         return PGLOCK_EINVAL;
-    memset(opts, 0, sizeof *opts);
+    memset(opts, 0, size);
     opts->version = version;
     opts->drive = PGLOCK_HOLD_THREAD;
     return PGLOCK_OK;
@@ -82,6 +100,33 @@ static int declare_lost(pglock_hold *h, const char *why, int notify)
     if (first && notify && h->opts.on_lost)
         h->opts.on_lost(h->opts.arg, PGLOCK_ECONNLOST, h->message);
     return PGLOCK_ECONNLOST;
+}
+
+/* The client's last confirmation moved (or the hold starts): "confirmed
+ * until" follows, under the mutex, since any thread may ask. */
+static void note_confirmed(pglock_hold *h)
+{
+    int64_t until = lease_confirmed_until(h->c->confirmed_at, h->deadline_ms);
+    pthread_mutex_lock(&h->mu);
+    h->until = until;
+    pthread_mutex_unlock(&h->mu);
+}
+
+int64_t pglock_hold_deadline(const pglock_hold *hold)
+{
+    if (!hold)
+        return 0;
+    pglock_hold *h = (pglock_hold *)hold; /* the mutex, not the state */
+    pthread_mutex_lock(&h->mu);
+    int64_t until = h->until;
+    pthread_mutex_unlock(&h->mu);
+    return until;
+}
+
+int64_t pglock_hold_stop_by(const pglock_hold *hold)
+{
+    return hold ? lease_stop_by(pglock_hold_deadline(hold), hold->budget_ms)
+                : 0;
 }
 
 static int loss_code(pglock_hold *h)
@@ -132,6 +177,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         if (rc == 0) {
             h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
             h->failures = 0;
+            note_confirmed(h);
         } else if (rc == PGLOCK_ESERVER) {
             /* not confirmed: again at once, paced if it persists */
             h->failures++;
@@ -143,7 +189,7 @@ static int advance(pglock_hold *h, long *timeout_ms)
         return declare_lost(h, c->message, 1);
 
     int64_t now = pglock_now_ms();
-    int64_t deadline = c->confirmed_at + h->deadline_ms;
+    int64_t deadline = pglock_hold_deadline(h);
     if (now >= deadline) {
         pglock__fail(c, PGLOCK_ECONNLOST,
                      "the lease could not be confirmed within %ld ms (the "
@@ -232,16 +278,23 @@ static int thread_start(pglock_hold *h)
 
 static int check_start(pglock_client *c, const pglock_hold_options *opts)
 {
-    if (opts && opts->version != PGLOCK_HOLD_OPTIONS_VERSION)
+    if (opts && hold_options_size(opts->version) == 0)
         return pglock__fail(c, PGLOCK_EINVAL,
             "invalid hold options: version %u is not one this library knows"
-            " (%u); call pglock_hold_options_init(&opts, "
+            " (1 to %u); call pglock_hold_options_init(&opts, "
             "PGLOCK_HOLD_OPTIONS_VERSION) first",
             opts->version, (unsigned)PGLOCK_HOLD_OPTIONS_VERSION);
     if (opts && opts->drive != PGLOCK_HOLD_THREAD &&
         opts->drive != PGLOCK_HOLD_LOOP)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid hold drive %d",
                             (int)opts->drive);
+    long ts = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
+    if (opts && opts->version >= 2 &&
+        (opts->stop_budget_ms < 0 ||
+         opts->stop_budget_ms > lease_stop_budget_max_ms(ts)))
+        return pglock__fail(c, PGLOCK_EINVAL,
+                            "invalid hold stop budget %ld ms: more than half "
+                            "the lease (%ld ms)", opts->stop_budget_ms, ts);
     int rc = pglock__client_ready(c);
     if (rc)
         return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
@@ -272,16 +325,20 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     h->loss_pipe[0] = h->loss_pipe[1] = h->wake_pipe[0] = h->wake_pipe[1] = -1;
     pthread_mutex_init(&h->mu, NULL);
     h->c = c;
+    /* The fields of the caller's version, the later ones at their
+     * defaults. */
+    pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
     if (opts)
-        h->opts = *opts;
-    else
-        pglock_hold_options_init(&h->opts, PGLOCK_HOLD_OPTIONS_VERSION);
-    long lease = c->opts.lease_ms > 0 ? c->opts.lease_ms : c->opts.dead_peer_ms;
+        memcpy(&h->opts, opts, hold_options_size(opts->version));
+    h->opts.version = PGLOCK_HOLD_OPTIONS_VERSION;
+    long lease = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
+    long stop = h->opts.stop_budget_ms;
     h->lease_ms = lease;
-    h->heartbeat_ms = lease_heartbeat_ms(lease);
-    h->deadline_ms = lease_client_deadline_ms(lease);
-    h->budget_ms = lease_stop_budget_ms(lease);
+    h->heartbeat_ms = lease_heartbeat_for(lease, stop);
+    h->deadline_ms = lease_client_deadline_for(lease, stop);
+    h->budget_ms = lease_stop_budget_for(lease, stop);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
+    note_confirmed(h);
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||
         (thread && pipe_nonblocking(h->wake_pipe) != 0)) {
@@ -417,6 +474,7 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
         return declare_lost(h, h->c->message, 1);
     h->failures = 0;
     h->next_beat = h->c->confirmed_at + h->heartbeat_ms;
+    note_confirmed(h);
     h->proved = 1;
     h->proved_at = pglock_now_ms();
     return 0;

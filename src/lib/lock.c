@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "lease_rules.h"
 
 /* ------------------------------------------------------------- counts */
 
@@ -420,8 +421,9 @@ int pglock_lock(pglock_client *c, const pglock_key *key_in, pglock_mode mode,
     /* After a long wait the send time says little about the server's idle
      * clock, which starts when the lock is granted: confirm now, so the
      * lease counts from a fresh, known moment. */
-    if (c->opts.lease_ms > 0 && answered_at - sent_at > c->opts.lease_ms / 8) {
-        rc = pglock_heartbeat(c, c->opts.lease_ms / 2);
+    long ts = lease_of(c->opts.lease_ms, c->opts.dead_peer_ms);
+    if (lease_wait_needs_confirm(ts, answered_at - sent_at)) {
+        rc = pglock_heartbeat(c, lease_confirm_timeout_ms(ts));
         if (rc == PGLOCK_ETIMEDOUT) {
             /* unconfirmed within half the lease: give it up */
             pglock__client_drop(c);

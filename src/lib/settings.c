@@ -8,50 +8,40 @@
 #include "internal.h"
 #include "lease_rules.h"
 
-/* How long a silent peer may take to be noticed, by both ends. */
-static long dead_peer(const pglock_options *o)
-{
-    return o->lease_ms > 0 ? o->lease_ms : o->dead_peer_ms;
-}
-
 /*
- * With a lease T_s, a session that holds a lock may be ended by the
- * kernels' dead-peer detection only after T_s, never before: the
- * arithmetic and its reasons are lease_rules.h's (lease_tcp_*).
+ * A session that holds a lock may be ended by the kernels' dead-peer
+ * detection only after T_s, never before: the arithmetic and its reasons
+ * are lease_rules.h's (lease_tcp_*).  T_s is the lease, or without one
+ * dead_peer_ms (lease_of()): the managed hold counts its client deadline
+ * and the caller's stop budget from that T_s, so no kernel may end the
+ * session sooner there either.
  *
- * idle_session_timeout (idle_in_transaction_session_timeout with the xact lifetime)
- * = T_s frees a silent holder's lock at T_s anyway; the kernels' bound is
- * for a session in a statement, a waiter above all: it ends too, at T_s
- * of silence, and client_connection_check_interval then ends its wait, so
- * a dead waiter is not granted a lock.  A waiter whose client closed its
- * socket is ended sooner, at the next check.
+ * idle_session_timeout (idle_in_transaction_session_timeout with the xact
+ * lifetime) = T_s frees a silent holder's lock at T_s anyway; the
+ * kernels' bound is for a session in a statement, a waiter above all: it
+ * ends too, at T_s of silence, and client_connection_check_interval then
+ * ends its wait, so a dead waiter is not granted a lock.  A waiter whose
+ * client closed its socket is ended sooner, at the next check.
  *
- * Without a lease there is no T_s to keep: a dead peer is noticed within
- * about 2D/3 (D = dead_peer_ms), keepalives D/3 then 3 probes D/9 apart,
- * tcp_user_timeout 2D/3.
+ * Without a lease, a session keeps the server's idle_session_timeout (a
+ * dead peer's session is ended by the kernels, after T_s); but a holding
+ * transaction gets idle_in_transaction_session_timeout = T_s all the
+ * same: behind a pooler the server's socket is the pooler's, which stays
+ * alive when the client is gone, so only that timeout frees a dead
+ * client's lock in a bounded time.
  */
 void pglock__settings_derive(const pglock_options *o, pglock__derived *d)
 {
-    long D = dead_peer(o);
-    long idle, interval, count, user_timeout;
-    if (o->lease_ms > 0) {
-        idle = lease_keepalive_idle_s(D);
-        interval = lease_keepalive_interval_s(D);
-        count = lease_keepalive_count(D);
-        user_timeout = lease_tcp_user_timeout_ms(D);
-    } else {
-        idle = D / 3000 < 1 ? 1 : D / 3000;
-        interval = D / 9000 < 1 ? 1 : D / 9000;
-        count = 3;
-        user_timeout = D * 2 / 3;
-    }
-    snprintf(d->ka_idle, sizeof d->ka_idle, "%ld", idle);
-    snprintf(d->ka_interval, sizeof d->ka_interval, "%ld", interval);
-    snprintf(d->ka_count, sizeof d->ka_count, "%ld", count);
-    snprintf(d->user_timeout, sizeof d->user_timeout, "%ld", user_timeout);
-    long check = D / 3 < 1000 ? 1000 : D / 3;
-    snprintf(d->check_interval, sizeof d->check_interval, "%ld", check);
-    snprintf(d->lease, sizeof d->lease, "%ld", o->lease_ms);
+    long ts = lease_of(o->lease_ms, o->dead_peer_ms);
+    snprintf(d->ka_idle, sizeof d->ka_idle, "%ld", lease_keepalive_idle_s(ts));
+    snprintf(d->ka_interval, sizeof d->ka_interval, "%ld",
+             lease_keepalive_interval_s(ts));
+    snprintf(d->ka_count, sizeof d->ka_count, "%ld", lease_keepalive_count(ts));
+    snprintf(d->user_timeout, sizeof d->user_timeout, "%ld",
+             lease_tcp_user_timeout_ms(ts));
+    snprintf(d->check_interval, sizeof d->check_interval, "%ld",
+             lease_check_interval_ms(ts));
+    snprintf(d->lease, sizeof d->lease, "%ld", ts);
 }
 
 /* Appends to buf at *at; keeps *at at len once the text did not fit. */

@@ -193,3 +193,69 @@ key_free() {
     finish w 30
     [ ! -e "$out/w.start" ]
 }
+
+# busy_cores: two `yes` keep both cores busy until teardown_run kills them
+# (their pids are in $out/*.pid), as a loaded host would.
+busy_cores() {
+    local i
+    for i in 1 2; do
+        yes >/dev/null &
+        echo $! >"$out/load$i.pid"
+    done
+}
+
+# A job that records each SIGTERM it gets (and runs on after it), and
+# stamps its last sign of life (stamp_job).
+term_counting_job() {
+    printf "trap 'echo TERM >> %s/%s.terms; date +%%s%%N > %s/%s.terms.at' TERM; %s" \
+        "$out" "$1" "$out" "$1" "$(stamp_job "$1")"
+}
+
+# partition_cut_with_busy_cores KILL_AFTER LEASE: run's job h over the
+# partition, both cores busy, then the cut; returns once pglock exited.
+partition_cut_with_busy_cores() {
+    busy_cores
+    bg_partition h run -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease="$2" \
+        --kill-after="$1" "$K" -c "$(term_counting_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish h 60
+    partition_cmd heal
+    report "kill-after $1, lease $2: $(grep -c . "$out/h.terms" 2>/dev/null || echo 0) SIGTERM," \
+        "last ran at +$(ms_between "$out/cut" "$out/h.alive") ms after the cut;" \
+        "$(grep -E 'lost|command exited' "$out/h.err" | tr '\n' ' ')"
+    [ "$(status_of h)" = 74 ] || { cat "$out/h.err"; false; }
+    # SIGTERM first (the trap ran: it runs only before the SIGKILL), once
+    [ "$(cat "$out/h.terms" 2>/dev/null)" = TERM ] || { echo "SIGTERMs: $(grep -c . "$out/h.terms" 2>/dev/null)"; cat "$out/h.err"; false; }
+    grep -q "command exited (signal 9)" "$out/h.err"
+}
+
+@test "partition: with both cores busy, a lost run's job gets one SIGTERM, then SIGKILL after kill-after" {
+    partition_cut_with_busy_cores 1s 6s
+}
+
+# A kill-after up to half the lease (T_c = T_s - kill-after - margin): the
+# job that ignores SIGTERM gets its whole grace, one SIGTERM, and still
+# last runs before a waiter's job starts.
+@test "partition: a kill-after of half the lease: one SIGTERM, the whole grace, and no overlap" {
+    busy_cores
+    bg_partition h run -v -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s --kill-after=3s \
+        "$K" -c "$(term_counting_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    bg w run -d "$SOCK" "$K" -c "$(check_job w "$out/h.jobpid")"
+    wait_until 10 waiting_on_partition "$K"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish w 30
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    finish h 30
+    partition_cmd heal
+    assert_no_overlap "kill-after 3s"
+    [ "$(status_of h)" = 74 ]
+    [ "$(cat "$out/h.terms" 2>/dev/null)" = TERM ]
+    # the grace was given: the job ran on after its SIGTERM
+    report "the job last ran $(ms_between "$out/h.terms.at" "$out/h.alive") ms after its SIGTERM (kill-after 3000 ms)"
+    [ "$(ms_between "$out/h.terms.at" "$out/h.alive")" -gt 0 ]
+    grep -q "command exited (signal 9)" "$out/h.err"
+}

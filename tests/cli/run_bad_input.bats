@@ -46,7 +46,7 @@ usage_64() {
     local -a cases=(
         "-- 9223372036854775808" "-- 42:x" "-- ''" "-- int:" "-- 1e3"
         "-w 5x $K" "--lease=abc $K" "--kill-after=-1 $K" "--min-hold=1y $K"
-        "--lease=30s --kill-after=6s $K" "-w 9999999h $K" "--bogus $K" "-n -w 1s $K" "-w 1s --try $K"
+        "--lease=30s --kill-after=16s $K" "-w 9999999h $K" "--bogus $K" "-n -w 1s $K" "-w 1s --try $K"
         "--conflict-exit-code=256 $K" "--conflict-exit-code=-1 $K"
         "--lost-exit-code=1e2 $K" "--lost-exit-code= $K"
         "--keys $out/keys @missing" "--keys $out/dup @billing"

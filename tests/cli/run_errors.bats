@@ -56,14 +56,14 @@ one_error() {
 }
 
 @test "lease arithmetic violations exit 64 and name the bound" {
-    run -64 "$PGLOCK_BIN" run --lease=30s --kill-after=6s -d "$DB" "$K" -- touch "$out/ran"
+    run -64 "$PGLOCK_BIN" run --lease=30s --kill-after=16s -d "$DB" "$K" -- touch "$out/ran"
     one_error 64
-    [[ "$output" == *"--kill-after=6s breaks the lease: client deadline 20s + kill-after 6s + margin 5s exceeds --lease=30s"* ]]
-    [[ "$output" == *"hint: "*"at most 5s"* ]]
+    [[ "$output" == *"--kill-after=16s breaks the lease: more than half of --lease=30s"* ]]
+    [[ "$output" == *"hint: "*"at most 15s"* ]]
     run -64 "$PGLOCK_BIN" run --lease=500ms -d "$DB" "$K" -- true
     one_error 64
     [[ "$output" == *"lease 500ms is out of range"* ]]
-    run "$PGLOCK_BIN" run --lease=30s --kill-after=5s -d "$DB" "$K" -- true
+    run "$PGLOCK_BIN" run --lease=30s --kill-after=15s -d "$DB" "$K" -- true
     [ "$status" -eq 0 ]
     [ ! -e "$out/ran" ]
 }

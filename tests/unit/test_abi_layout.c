@@ -90,6 +90,7 @@ static void current(layout *l)
     FIELD(l, pglock_hold_options, v, drive);
     FIELD(l, pglock_hold_options, v, on_lost);
     FIELD(l, pglock_hold_options, v, arg);
+    FIELD(l, pglock_hold_options, v, stop_budget_ms);
     v = "-";
     SIZE(l, pglock_holder, v);
     FIELD(l, pglock_holder, v, key);

@@ -67,16 +67,35 @@ static void the_6s_lease_of_the_partition_tests(void **state)
     assert_string_equal(d.check_interval, "2000");
 }
 
-static void without_a_lease_a_dead_peer_is_noticed_in_two_thirds(void **state)
+/* Without a lease, dead_peer_ms is T_s, by the same rule: no kernel ends
+ * a holder's session before it (the managed hold's stop budget counts on
+ * that), and a holding transaction's idle bound is T_s, behind a pooler
+ * the only thing that frees a dead client's lock. */
+static void without_a_lease_dead_peer_ms_is_the_lease_by_the_same_rule(
+    void **state)
 {
     (void)state;
+    for (long ms = 1000; ms <= 120000; ms += 7) {
+        pglock__derived with = derive(ms, 0), without = derive(0, ms);
+        assert_string_equal(with.user_timeout, without.user_timeout);
+        assert_string_equal(with.ka_idle, without.ka_idle);
+        assert_string_equal(with.ka_interval, without.ka_interval);
+        assert_string_equal(with.ka_count, without.ka_count);
+        assert_string_equal(with.check_interval, without.check_interval);
+    }
     pglock__derived d = derive(0, 9000);
-    assert_string_equal(d.user_timeout, "6000");
-    assert_string_equal(d.ka_idle, "3");
-    assert_string_equal(d.ka_interval, "1");
-    assert_string_equal(d.ka_count, "3");
-    assert_string_equal(d.check_interval, "3000");
-    assert_string_equal(d.lease, "0");
+    assert_string_equal(d.user_timeout, "9000");
+    assert_string_equal(d.lease, "9000");
+    char sql[2048];
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.dead_peer_ms = 9000;
+    assert_int_equal(pglock__settings_sql(sql, sizeof sql, &o, 1, 170000), 0);
+    assert_non_null(strstr(sql, "set_config('idle_in_transaction_session_"
+                                "timeout', '9000', true)"));
+    /* a session keeps the server's idle_session_timeout */
+    assert_int_equal(pglock__settings_sql(sql, sizeof sql, &o, 0, 170000), 0);
+    assert_null(strstr(sql, "idle_session_timeout"));
 }
 
 /* One version rule for every setting that a server may lack (the open
@@ -126,7 +145,8 @@ int main(void)
         cmocka_unit_test(no_kernel_ends_a_holder_before_the_lease),
         cmocka_unit_test(the_kill_after_ends_before_the_servers_kernel_may_end_it),
         cmocka_unit_test(the_6s_lease_of_the_partition_tests),
-        cmocka_unit_test(without_a_lease_a_dead_peer_is_noticed_in_two_thirds),
+        cmocka_unit_test(
+            without_a_lease_dead_peer_ms_is_the_lease_by_the_same_rule),
         cmocka_unit_test(a_setting_follows_the_one_version_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,19 @@ static void inits_set_the_version_and_refuse_unknown_ones(void **s)
     assert_int_equal(h.version, PGLOCK_HOLD_OPTIONS_VERSION);
     assert_int_equal(h.drive, PGLOCK_HOLD_THREAD);
     assert_null(h.on_lost);
+    assert_int_equal(h.stop_budget_ms, 0);
     assert_int_equal(pglock_hold_options_init(&h, 0), PGLOCK_EINVAL);
+    assert_int_equal(pglock_hold_options_init(&h, 3), PGLOCK_EINVAL);
+    /* Version 1 is still accepted, and its init writes no byte beyond
+     * version 1's struct (a program built against 1.0's header passes
+     * that much). */
+    memset(&h, 0xAB, sizeof h);
+    assert_int_equal(pglock_hold_options_init(&h, 1), 0);
+    assert_int_equal(h.version, 1);
+    assert_int_equal(h.drive, PGLOCK_HOLD_THREAD);
+    long untouched;
+    memset(&untouched, 0xAB, sizeof untouched);
+    assert_memory_equal(&h.stop_budget_ms, &untouched, sizeof untouched);
 }
 
 /* Field by field (padding may differ): the macro is the init's twin. */
@@ -56,6 +68,7 @@ static void the_options_init_macros_give_what_the_inits_give(void **s)
     assert_int_equal(hm.drive, h.drive);
     assert_true(hm.on_lost == h.on_lost);
     assert_ptr_equal(hm.arg, h.arg);
+    assert_int_equal(hm.stop_budget_ms, h.stop_budget_ms);
 }
 
 static void options_never_initialised_are_refused_before_connecting(void **s)

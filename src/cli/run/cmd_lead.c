@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 enum { OPT_RESTART = 300, OPT_REFUSED };
@@ -183,8 +184,7 @@ static int lead_term(run_state *st, run_job *job)
             /* The command ended by itself: prove it ran as leader to the
              * end, as pglock run does: with the release, unless --record's
              * end row is still to be written under the lock. */
-            int64_t by = pglock_client_confirmed_at(st->client) +
-                         st->lease.client_ms;
+            int64_t by = run_deadline(st);
             if ((a->record ? run_confirm_now(st, by)
                            : run_release_now(st, by)) < 0)
                 return cli_error(a->lost_code, "leadership of \"%s\" lost while "
@@ -204,8 +204,7 @@ static int lead_term(run_state *st, run_job *job)
         if (run_stop_signal())
             return 128 + run_stop_signal();
         /* Still ours: confirmed within the client deadline, or now. */
-        if (run_confirm_now(st, pglock_client_confirmed_at(st->client) +
-                                    st->lease.client_ms) < 0) {
+        if (run_confirm_now(st, run_deadline(st)) < 0) {
             cli_verbose("leadership lost: %s", st->lost_reason);
             return LEAD_CONTEND_AGAIN;
         }
@@ -220,8 +219,8 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
     /* A blackholed network must not hang a reconnect: give up on it
      * within a third of the lease (libpq counts whole seconds). */
     char connect_timeout[24];
-    long ct = st->lease.server_ms / 3000;
-    snprintf(connect_timeout, sizeof connect_timeout, "%ld", ct < 2 ? 2 : ct);
+    snprintf(connect_timeout, sizeof connect_timeout, "%ld",
+             lease_connect_timeout_s(st->lease.server_ms));
 
     long base = RUN_BACKOFF_MIN_MS;
     for (;;) {

@@ -209,7 +209,7 @@ static int after_job(run_state *st)
 {
     const run_args *a = st->args;
     int code = run_term_status(st);
-    int64_t by = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
+    int64_t by = run_deadline(st);
     int min_left = a->min_hold_ms > 0 &&
                    pglock_now_ms() < st->acquired_at + a->min_hold_ms;
     int hold_on = a->record || min_left;

@@ -64,7 +64,9 @@ enum run_ctl_op {
     RUN_CTL_KILL,          /* SIGKILL the job at once */
     RUN_CTL_STOP,          /* SIGSTOP the job (pglock is being suspended) */
     RUN_CTL_CONT,          /* SIGCONT the job (ownership re-verified) */
-    RUN_CTL_DEADLINE       /* value: the client deadline (pglock_now_ms) */
+    RUN_CTL_DEADLINE,      /* value: the client deadline (pglock_now_ms) */
+    RUN_CTL_STOP_BY        /* value: when the job must be gone after a
+                              client-side loss (pglock_now_ms) */
 };
 
 /* watchdog -> pglock. */
@@ -90,17 +92,17 @@ typedef struct run_job {
     const char *shell_command; /* -c STRING: /bin/sh -c STRING */
     int foreground;          /* join pglock's process group */
     pid_t foreground_pgrp;   /* pglock's process group */
+    /* After a loss at time L, one SIGTERM, then SIGKILL at L +
+     * kill_after_ms, or at stop_by if that is sooner. */
     long kill_after_ms;
     /* The client deadline when the watchdog is forked (pglock_now_ms();
      * RUN_CTL_DEADLINE moves it on), checked again just before the exec:
      * a command is never started past it. */
     int64_t deadline;
-    /* T_s - T_c - margin: the server's lease ends this long after the
-     * client deadline, less the margin (scheduling, reaping) that the
-     * rule T_c + kill_after + margin <= T_s keeps.  With less than
-     * kill_after_ms left before that, the job is killed without the
-     * SIGTERM grace. */
-    long lease_tail_ms;
+    /* When the job must be gone after a client-side loss: the client
+     * deadline + kill-after (RUN_CTL_STOP_BY moves it on).  Both are the
+     * hold's (pglock_hold_deadline(), pglock_hold_stop_by()). */
+    int64_t stop_by;
     int allow_setuid;        /* --allow-setuid: no PR_SET_NO_NEW_PRIVS */
     sigset_t orig_mask;      /* restored in the job */
     /* Dispositions pglock found at start (SIG_DFL or SIG_IGN, e.g. under
@@ -366,6 +368,14 @@ int run_term_status(run_state *st);
 /* Drives the hold until the job is gone, or, with hold_until > 0 and no
  * job, until then (or a loss or stop signal). */
 void run_supervise(run_state *st, int64_t hold_until);
+/* The lease's clock, the hold's while it runs (before it starts, the
+ * same rule on the client's last confirmation): "confirmed until", when
+ * the job must be gone after a client-side loss, and a deadline counted
+ * from now (a bound for a step after a pause, when the client deadline
+ * starts afresh). */
+int64_t run_deadline(run_state *st);
+int64_t run_stop_by(run_state *st);
+int64_t run_deadline_from_now(run_state *st);
 /* Proves ownership now (by deadline); 0, or -1 and the lock is lost. */
 int run_confirm_now(run_state *st, int64_t deadline);
 /* Once no process of the job remains and the lock is needed no more:

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
@@ -32,7 +33,7 @@ int run_reconnect(run_state *st, pglock_key *keys, int64_t deadline)
         /* each attempt gets at most what is left of the budget (libpq
          * counts whole seconds), and a blackholed host a third of the
          * lease, as in lead */
-        long secs = st->lease.server_ms / 3000;
+        long secs = lease_connect_timeout_s(st->lease.server_ms);
         if ((deadline - pglock_now_ms()) / 1000 < secs)
             secs = (long)((deadline - pglock_now_ms()) / 1000);
         char ct[24];

@@ -1,5 +1,6 @@
 /* `pglock run`'s lease: lease_rules.h's arithmetic, checked against
- * --lease and --kill-after. */
+ * --lease and --kill-after (a kill-after longer than T_s/6 brings the
+ * client deadline forward). */
 #include <stdio.h>
 #include "lease_rules.h"
 #include "run.h"
@@ -19,7 +20,7 @@ void run_format_ms(long ms, char *buf, size_t len)
 int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
                      char *err, size_t errlen)
 {
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], d[32];
     if (lease_ms < RUN_LEASE_MIN_MS || lease_ms > RUN_LEASE_MAX_MS) {
         run_format_ms(lease_ms, a, sizeof a);
         run_format_ms(RUN_LEASE_MIN_MS, b, sizeof b);
@@ -27,22 +28,19 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
         return -1;
     }
     out->server_ms = lease_ms;
-    out->client_ms = lease_client_deadline_ms(lease_ms);
-    out->heartbeat_ms = lease_heartbeat_ms(lease_ms);
     out->margin_ms = lease_margin_ms(lease_ms);
-    long room = lease_stop_budget_ms(lease_ms);
     if (kill_after_ms < 0)
-        kill_after_ms = room < 10000L ? room : 10000L;
+        kill_after_ms = lease_default_kill_after_ms(lease_ms);
     out->kill_after_ms = kill_after_ms;
-    if (kill_after_ms > room) {
-        run_format_ms(out->client_ms, a, sizeof a);
+    long max = lease_stop_budget_max_ms(lease_ms);
+    if (kill_after_ms > max) {
         run_format_ms(kill_after_ms, b, sizeof b);
-        run_format_ms(out->margin_ms, c, sizeof c);
         run_format_ms(lease_ms, d, sizeof d);
-        snprintf(err, errlen,
-                 "--kill-after=%s breaks the lease: client deadline %s + "
-                 "kill-after %s + margin %s exceeds --lease=%s", b, a, b, c, d);
+        snprintf(err, errlen, "--kill-after=%s breaks the lease: more than "
+                 "half of --lease=%s", b, d);
         return -1;
     }
+    out->client_ms = lease_client_deadline_for(lease_ms, kill_after_ms);
+    out->heartbeat_ms = lease_heartbeat_for(lease_ms, kill_after_ms);
     return 0;
 }

@@ -146,7 +146,7 @@ int run_record_prepare(run_state *st)
     record_app(st, app);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
-    int64_t deadline = pglock_now_ms() + st->lease.client_ms;
+    int64_t deadline = run_deadline_from_now(st);
     rec.conn = history_connect(&st->args->conn, app, deadline, err, sizeof err);
     PGresult *probe = rec.conn
         ? history_exec(&rec.conn, history_probe_sql, 0, NULL, deadline,
@@ -389,14 +389,13 @@ void run_record_start(run_state *st)
     if (!rec.conn)
         return;
     /* A step taken while the lock is held: within the client deadline. */
-    insert_row(st, NULL, pglock_client_confirmed_at(st->client) +
-                             st->lease.client_ms);
+    insert_row(st, NULL, run_deadline(st));
 }
 
 void run_record_not_run(run_state *st, int rc)
 {
     if (rec.conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
-        insert_row(st, "skipped", pglock_now_ms() + st->lease.client_ms);
+        insert_row(st, "skipped", run_deadline_from_now(st));
     close_record();
 }
 
@@ -503,9 +502,9 @@ void run_record_end(run_state *st, int code)
      * loss, or past it, the lock no longer depends on us: a bound of its
      * own, so that a dead server cannot hold the exit. */
     int64_t now = pglock_now_ms();
-    int64_t deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
+    int64_t deadline = run_deadline(st);
     if (st->lost || deadline < now + st->lease.margin_ms)
-        deadline = now + st->lease.client_ms;
+        deadline = run_deadline_from_now(st);
     /* The real end: the job's, not the write's. */
     int64_t end = st->job_exited ? st->job_ended_at : now;
     char ids[RUN_MAX_KEYS * 24 + 8], status[16], err[512];

@@ -34,7 +34,7 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
         cli_error(CLI_EXIT_USAGE, "%s", err);
         if (a->lease_ms >= RUN_LEASE_MIN_MS) {
             char t[32];
-            run_format_ms(lease_stop_budget_ms(a->lease_ms), t, sizeof t);
+            run_format_ms(lease_stop_budget_max_ms(a->lease_ms), t, sizeof t);
             char l[32];
             run_format_ms(a->lease_ms, l, sizeof l);
             cli_hint("With --lease=%s, --kill-after can be at most %s; raise --lease for a longer grace.",
@@ -57,7 +57,6 @@ static int prepare(int argc, char **argv, run_args *a, run_state *st,
     job->foreground = a->foreground;
     job->foreground_pgrp = getpgrp();
     job->kill_after_ms = st->lease.kill_after_ms;
-    job->lease_tail_ms = lease_stop_budget_ms(st->lease.server_ms);
     job->allow_setuid = a->allow_setuid;
     if (run_signals_init(job) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "could not create a pipe: %s", strerror(errno));
@@ -200,8 +199,7 @@ int run_job_env(run_state *st)
         /* A step taken while the lock is held: bounded by the client
          * deadline, like every other (a commit waiting for synchronous
          * replication, a pooler with no free server connection). */
-        int64_t left = pglock_client_confirmed_at(st->client) +
-                       st->lease.client_ms - pglock_now_ms();
+        int64_t left = run_deadline(st) - pglock_now_ms();
         int rc = pglock_client_fencing_token(st->client, &st->token,
                                              left > 0 ? (long)left : 0);
         if (rc < 0) {

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
+#include "lease_rules.h"
 #include "run.h"
 
 /* The job's supervision, one at a time in a process (`run` runs one job,
@@ -47,10 +48,31 @@ static void send_ctl(int op, int arg, int64_t value)
     }
 }
 
+int64_t run_deadline(run_state *st)
+{
+    if (sv.hold)
+        return pglock_hold_deadline(sv.hold);
+    return lease_confirmed_until(pglock_client_confirmed_at(st->client),
+                                 st->lease.client_ms);
+}
+
+int64_t run_stop_by(run_state *st)
+{
+    if (sv.hold)
+        return pglock_hold_stop_by(sv.hold);
+    return lease_stop_by(run_deadline(st), st->lease.kill_after_ms);
+}
+
+int64_t run_deadline_from_now(run_state *st)
+{
+    return lease_confirmed_until(pglock_now_ms(), st->lease.client_ms);
+}
+
+/* The watchdog's copy of the hold's clock. */
 static void tell_deadline(run_state *st)
 {
-    send_ctl(RUN_CTL_DEADLINE, 0,
-             pglock_client_confirmed_at(st->client) + st->lease.client_ms);
+    send_ctl(RUN_CTL_DEADLINE, 0, run_deadline(st));
+    send_ctl(RUN_CTL_STOP_BY, 0, run_stop_by(st));
 }
 
 /* Declares the lock lost (once) and has the watchdog stop the job. */
@@ -175,6 +197,8 @@ static int hold_begin(run_state *st)
     pglock_hold_options o;
     pglock_hold_options_init(&o, PGLOCK_HOLD_OPTIONS_VERSION);
     o.drive = PGLOCK_HOLD_LOOP;
+    /* the kill-after is the stop budget: T_c comes from it */
+    o.stop_budget_ms = st->lease.kill_after_ms;
     if (pglock_hold_start(&sv.hold, st->client, &o) != 0) {
         sv.hold = NULL;
         lose(st, "%s", pglock_client_error(st->client));
@@ -242,7 +266,7 @@ static void suspend(run_state *st)
         cli_verbose("suspended");
         raise(SIGSTOP);
         cli_verbose("resumed: verifying ownership");
-        if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0)
+        if (run_confirm_now(st, run_deadline_from_now(st)) == 0)
             cli_verbose("ownership confirmed: --min-hold goes on");
         return;
     }
@@ -284,7 +308,7 @@ static void suspend(run_state *st)
     cli_verbose("resumed: verifying ownership");
     /* Any heartbeat in flight was sent before the stop; confirm afresh,
      * with the deadline counted from now (the job was not running). */
-    if (run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) == 0) {
+    if (run_confirm_now(st, run_deadline_from_now(st)) == 0) {
         sv.job_stopped = 0;
         tell_deadline(st);
         send_ctl(RUN_CTL_CONT, 0, 0);
@@ -299,7 +323,7 @@ static void suspend(run_state *st)
  * that time. */
 void run_supervise(run_state *st, int64_t hold_until)
 {
-    int64_t told = pglock_client_confirmed_at(st->client);
+    int64_t told = run_deadline(st);
     int64_t step_at = 0;  /* the hold's next step: at once */
     if (!st->lost)
         hold_begin(st);
@@ -317,9 +341,9 @@ void run_supervise(run_state *st, int64_t hold_until)
             } else {
                 step_at = now + (t > 0 ? t : 1);
                 /* A heartbeat was confirmed: the watchdog's deadline moves. */
-                int64_t confirmed = pglock_client_confirmed_at(st->client);
-                if (confirmed != told) {
-                    told = confirmed;
+                int64_t until = run_deadline(st);
+                if (until != told) {
+                    told = until;
                     tell_deadline(st);
                 }
             }
@@ -394,7 +418,7 @@ int run_job_term(run_state *st, run_job *job)
     if (hold_begin(st) < 0 ||
         (pglock_now_ms() - pglock_client_confirmed_at(st->client) >
              st->lease.heartbeat_ms &&
-         run_confirm_now(st, pglock_now_ms() + st->lease.client_ms) < 0)) {
+         run_confirm_now(st, run_deadline_from_now(st)) < 0)) {
         /* Nothing ran without the lock: not 74, which says a command was
          * stopped. */
         return cli_error(CLI_EXIT_UNAVAILABLE, "lock \"%s\" lost before the command "
@@ -406,7 +430,8 @@ int run_job_term(run_state *st, run_job *job)
     /* The deadline goes into the job's start: the watchdog knows it from
      * its first instant, and the command's process checks it again just
      * before its exec, since a pause can come between here and there. */
-    job->deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
+    job->deadline = run_deadline(st);
+    job->stop_by = run_stop_by(st);
     if (pglock_now_ms() >= job->deadline) {
         /* A loss, as after the fork (not_started): lead contends again. */
         lose(st, "the client deadline passed before the command started");

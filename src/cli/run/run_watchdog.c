@@ -43,6 +43,7 @@ typedef struct watchdog {
     pid_t job_pid;       /* 0 once reaped */
     int stopped;         /* the job is stopped by us (SIGSTOP) */
     int64_t deadline;    /* client deadline; 0: none */
+    int64_t stop_by;     /* the job gone by then after a loss; 0: none */
     int phase;           /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
     int64_t kill_at;     /* phase 1: when SIGKILL follows */
     int tty_reported;    /* RUN_REP_TTY_STOPPED sent */
@@ -72,16 +73,19 @@ static void say_not_permitted(pid_t pid)
 }
 
 /* Reads every pid's parent from /proc and signals the descendants of
- * root (excluding root). */
-static int signal_tree(pid_t root, int signo)
+ * root (excluding root), but none in process group skip (0: none), which
+ * the caller has signalled already: a process that gets a signal twice
+ * may run its handler twice (a TERM trap that runs between the two). */
+static int signal_tree(pid_t root, int signo, pid_t skip)
 {
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
     size_t cap = 1024, n = 0;
     pid_t *pid = malloc(cap * sizeof *pid), *ppid = malloc(cap * sizeof *ppid);
+    pid_t *pgrp = malloc(cap * sizeof *pgrp);
     struct dirent *e;
-    while (pid && ppid && (e = readdir(d)) != NULL) {
+    while (pid && ppid && pgrp && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
         char path[300], buf[512];
@@ -95,26 +99,31 @@ static int signal_tree(pid_t root, int signo)
             continue;
         buf[len] = '\0';
         char *close_paren = strrchr(buf, ')');
-        int parent;
-        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &parent) != 1)
+        int parent, group;
+        if (!close_paren ||
+            sscanf(close_paren + 1, " %*c %d %d", &parent, &group) != 2)
             continue;
         if (n == cap) {
             cap *= 2;
             pid_t *p1 = realloc(pid, cap * sizeof *pid);
             pid_t *p2 = p1 ? realloc(ppid, cap * sizeof *ppid) : NULL;
+            pid_t *p3 = p2 ? realloc(pgrp, cap * sizeof *pgrp) : NULL;
             if (p1)
                 pid = p1;
             if (p2)
                 ppid = p2;
-            if (!p1 || !p2)
+            if (p3)
+                pgrp = p3;
+            if (!p1 || !p2 || !p3)
                 break;
         }
         pid[n] = (pid_t)atoi(e->d_name);
+        pgrp[n] = group;
         ppid[n++] = parent;
     }
     closedir(d);
     int count = 0;
-    if (pid && ppid) {
+    if (pid && ppid && pgrp) {
         /* Breadth first: mark descendants by repeated passes (the tree is
          * small; n is the whole system's process count). */
         char *mark = calloc(n ? n : 1, 1);
@@ -136,7 +145,9 @@ static int signal_tree(pid_t root, int signo)
         for (size_t i = 0; mark && i < n; i++) {
             if (!mark[i])
                 continue;
-            if (kill(pid[i], signo) == 0)
+            /* signalled with its group: only asked whether it may be */
+            int sig = skip > 0 && pgrp[i] == skip ? 0 : signo;
+            if (kill(pid[i], sig) == 0)
                 count++;
             else if (errno == EPERM)
                 say_not_permitted(pid[i]);
@@ -145,6 +156,7 @@ static int signal_tree(pid_t root, int signo)
     }
     free(pid);
     free(ppid);
+    free(pgrp);
     return count;
 }
 
@@ -155,42 +167,44 @@ const int run_handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP,
 
 int run_signal_descendants(int signo)
 {
-    return signal_tree(getpid(), signo);
+    return signal_tree(getpid(), signo, 0);
 }
 
-/* Signals the whole job: its process group (while the leader is unreaped,
- * so the group id cannot have been reused) and every descendant. */
+/* Signals the whole job, each process once: its process group (while
+ * the leader is unreaped, so the group id cannot have been reused) and
+ * every descendant outside it. */
 static void signal_job(watchdog *w, int signo)
 {
-    if (w->job_pid > 0 && !w->job->foreground)
-        kill(-w->job_pid, signo);
-    signal_tree(getpid(), signo);
+    pid_t group = w->job_pid > 0 && !w->job->foreground ? w->job_pid : 0;
+    if (group > 0)
+        kill(-group, signo);
+    signal_tree(getpid(), signo, group);
 }
 
-/* The server's lease end as far as the watchdog knows, less the margin:
- * the client deadline plus T_s - T_c - margin.  0: no deadline. */
-static int64_t lease_end(const watchdog *w)
-{
-    return w->deadline > 0 ? w->deadline + w->job->lease_tail_ms : 0;
-}
-
+/* Stops the job after a loss: one SIGTERM now, then SIGKILL at a fixed
+ * time, kill-after from now or the hold's stop-by (the client deadline +
+ * kill-after) if that is sooner, however late this runs.  So a wake-up a
+ * little past the deadline still gives the SIGTERM and the rest of the
+ * grace, and the SIGKILL still comes a margin before the server's lease
+ * ends (the rule run_lease_derive() keeps).  Only a wake-up past stop-by
+ * (a thaw after a pause: a freeze, a debugger, a suspended host) skips
+ * the grace, since someone else may hold the lock already; and a job we
+ * stopped is killed, never resumed. */
 static void begin_terminate(watchdog *w)
 {
     if (w->phase > 0)
         return;
-    int64_t end = lease_end(w);
-    if (w->stopped || w->job->kill_after_ms <= 0 ||
-        (end > 0 && end - pglock_now_ms() < w->job->kill_after_ms)) {
-        /* A stopped job is killed, never resumed.  And a grace that would
-         * run past the server's lease (after a pause longer than the
-         * margin: a freeze, a debugger, a suspended host) is not given:
-         * someone else may hold the lock already. */
+    int64_t now = pglock_now_ms();
+    int64_t kill_at = now + w->job->kill_after_ms;
+    if (w->stop_by > 0 && w->stop_by < kill_at)
+        kill_at = w->stop_by;
+    if (w->stopped || now >= kill_at) {
         w->phase = 2;
         signal_job(w, SIGKILL);
         return;
     }
     w->phase = 1;
-    w->kill_at = pglock_now_ms() + w->job->kill_after_ms;
+    w->kill_at = kill_at;
     signal_job(w, SIGTERM);
     signal_job(w, SIGCONT);
 }
@@ -210,7 +224,7 @@ static void handle_ctl(watchdog *w, const run_msg *m)
         if (w->job_pid > 0)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, m->arg);
         else
-            signal_tree(getpid(), m->arg);
+            signal_tree(getpid(), m->arg, 0);
         /* A job the kernel stopped (SIGTTIN) would keep the signal
          * pending forever; one we stopped stays stopped. */
         if (!w->stopped && w->job_pid > 0 &&
@@ -239,6 +253,9 @@ static void handle_ctl(watchdog *w, const run_msg *m)
         break;
     case RUN_CTL_DEADLINE:
         w->deadline = m->value;
+        break;
+    case RUN_CTL_STOP_BY:
+        w->stop_by = m->value;
         break;
     }
 }
@@ -361,7 +378,8 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
 
 static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
 {
-    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, 0, 0, 0};
+    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, job->stop_by,
+                  0, 0, 0};
     /* A process group of our own: a signal to pglock's group (timeout(1),
      * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
      * pglock and its watchdog together while the command runs on. */
