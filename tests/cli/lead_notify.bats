@@ -15,32 +15,6 @@ teardown() {
     teardown_run
 }
 
-# receiver NAME ADDRESS: a datagram socket at ADDRESS (a path, or @NAME in
-# the abstract namespace), as systemd's; each message it gets is a line
-# of $out/NAME.log, "MS MESSAGE", the message's newlines as '|'.
-receiver() {
-    # (in a subshell: bats does not track it, and says nothing when
-    # teardown kills it)
-    (python3 -S -c '
-import socket, sys, time
-addr, log = sys.argv[1], sys.argv[2]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind("\0" + addr[1:] if addr[0] == "@" else addr)
-f = open(log, "a", buffering=1)
-while True:
-    m = s.recv(65536).decode()
-    f.write("%d %s\n" % (time.time_ns() // 1000000, m.replace("\n", "|")))' "$2" "$out/$1.log" &
-        echo $! >"$out/$1-receiver.pid")
-    # the log appears once the socket is bound
-    wait_until 5 file_exists "$out/$1.log"
-}
-# said NAME PATTERN: a message of NAME's log matches PATTERN (grep -E,
-# anchored at the message's start).
-said() { grep -qE "^[0-9]+ $2" "$out/$1.log"; }
-# count NAME PATTERN: how many messages match.
-count() { grep -cE "^[0-9]+ $2" "$out/$1.log" || true; }
-# first_ms NAME PATTERN: when the first message that matches came.
-first_ms() { grep -E "^[0-9]+ $2" "$out/$1.log" | head -1 | cut -d' ' -f1; }
 state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
 
 @test "READY=1 while another holds the key; STATUS names the holder, then the leader and its token; the state file says waiting, then leader, and is gone at exit" {
@@ -57,7 +31,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     state_is "$out/state" waiting
     grep -qE '^since=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$' "$out/state"
     run ! grep -q '^token=' "$out/state"
-    [ "$(count n 'READY=1$')" = 1 ]
+    [ "$(said_count n 'READY=1$')" = 1 ]
     # a goes: b leads
     touch "$out/a.release"
     finish a 10
@@ -70,7 +44,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     wait_until 5 state_is "$out/state" leader
     grep -qx "token=$token" "$out/state"
     # no WATCHDOG_USEC: no pings
-    [ "$(count n 'WATCHDOG=1')" = 0 ]
+    [ "$(said_count n 'WATCHDOG=1')" = 0 ]
     # no temporary file is left beside it
     [ "$(find "$out" -maxdepth 1 -name 'state*' | wc -l)" = 1 ]
     kill -TERM "$(pid_of b)"
@@ -87,7 +61,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     # pings every 1 s while waiting (half of 2 s), from the server's answers
     NOTIFY_SOCKET=$out/notify.sock WATCHDOG_USEC=2000000 bg b lead -d "$DB" --lease=3s "$K" \
         -c "echo \"\${WATCHDOG_USEC-unset} \${WATCHDOG_PID-unset}\" >$out/b.env; exec sleep 60"
-    wait_until 10 eval '[ "$(count w WATCHDOG=1)" -ge 2 ]'
+    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge 2 ]'
     waiting_on "$K"
     [ ! -e "$out/b.env" ]
     touch "$out/a.release"
@@ -96,9 +70,9 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     [ "$(cat "$out/b.env")" = "unset unset" ]
     wait_until 10 said w 'STATUS=leader since'
     local n
-    n=$(count w WATCHDOG=1)
+    n=$(said_count w WATCHDOG=1)
     # heartbeats every 500 ms ping on
-    wait_until 10 eval '[ "$(count w WATCHDOG=1)" -ge $((n + 3)) ]'
+    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge $((n + 3)) ]'
     kill -TERM "$(pid_of b)"
     finish b 10
 
@@ -110,8 +84,8 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     finish c 15
     [ "$(status_of c)" = 0 ]
     said x 'STATUS=leader since'
-    [ "$(count x 'READY=1$')" = 1 ]
-    [ "$(count x WATCHDOG=1)" = 0 ]
+    [ "$(said_count x 'READY=1$')" = 1 ]
+    [ "$(said_count x WATCHDOG=1)" = 0 ]
 }
 
 @test "WATCHDOG=1 stops while the lease is not confirmed (a cut network) and comes again once lead leads again" {
@@ -120,7 +94,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     NOTIFY_SOCKET=$out/notify.sock WATCHDOG_USEC=2000000 \
         bg a lead -d "$PGLOCK_TEST_PROXY" --lease=3s "$K" -c "exec sleep 60"
     wait_until 10 said w 'STATUS=leader since'
-    wait_until 10 eval '[ "$(count w WATCHDOG=1)" -ge 2 ]'
+    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge 2 ]'
     proxy_cmd cut
     # the loss is declared at T_c; the reconnect through the cut proxy
     # then fails (its connect_timeout, 2 s) and says so
@@ -132,10 +106,10 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     # not one ping from the loss to the failed reconnect
     [ "$(awk -v a="$lost" -v b="$retry" '$1 >= a && $1 <= b && $2 == "WATCHDOG=1"' "$out/w.log" | wc -l)" = 0 ]
     proxy_cmd heal
-    wait_until 20 eval '[ "$(count w "STATUS=leader since")" -ge 2 ]'
+    wait_until 20 eval '[ "$(said_count w "STATUS=leader since")" -ge 2 ]'
     local n
-    n=$(count w WATCHDOG=1)
-    wait_until 10 eval '[ "$(count w WATCHDOG=1)" -gt $n ]'
+    n=$(said_count w WATCHDOG=1)
+    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -gt $n ]'
 }
 
 @test "--lock-delay: the new leader holds the lock, says so, and starts its command only after the delay" {
