@@ -72,7 +72,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     local n
     n=$(said_count w WATCHDOG=1)
     # heartbeats every 500 ms ping on
-    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge $((n + 3)) ]'
+    wait_until 10 eval "[ \"\$(said_count w WATCHDOG=1)\" -ge $((n + 3)) ]"
     kill -TERM "$(pid_of b)"
     finish b 10
 
@@ -109,7 +109,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     wait_until 20 eval '[ "$(said_count w "STATUS=leader since")" -ge 2 ]'
     local n
     n=$(said_count w WATCHDOG=1)
-    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -gt $n ]'
+    wait_until 10 eval "[ \"\$(said_count w WATCHDOG=1)\" -gt $n ]"
 }
 
 @test "--lock-delay: the new leader holds the lock, says so, and starts its command only after the delay" {
