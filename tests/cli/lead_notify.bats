@@ -180,3 +180,25 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     [[ "${lines[0]}" == "pglock: error: --state-file needs a path" ]]
     not_held "$K"
 }
+
+@test "through PgBouncer (the xact lifetime): the wait is taken in slices that ping the watchdog, and the waiter leads when the holder goes" {
+    need PGLOCK_TEST_POOLER
+    receiver w "$out/notify.sock"
+    bg a run -d "$PGLOCK_TEST_POOLER" "$K" -c "$(stamp_job a)"
+    wait_until 10 file_exists "$out/a.start"
+    NOTIFY_SOCKET=$out/notify.sock WATCHDOG_USEC=1000000 bg b lead -d "$PGLOCK_TEST_POOLER" \
+        --lease=3s --state-file="$out/state" "$K" -c "touch $out/b.start; exec sleep 60"
+    wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge 3 ]'
+    [ ! -e "$out/b.start" ]
+    state_is "$out/state" waiting
+    touch "$out/a.release"
+    finish a 10
+    wait_until 10 file_exists "$out/b.start"
+    wait_until 5 state_is "$out/state" leader
+    # one holder (b), nobody waiting: every slice's wait went with it
+    [ "$(advisory_count "$(name_sql "$K")" t)" = 1 ]
+    [ "$(advisory_count "$(name_sql "$K")" f)" = 0 ]
+    kill -TERM "$(pid_of b)"
+    finish b 10
+    [ "$(status_of b)" = 143 ]
+}
