@@ -234,10 +234,10 @@ lock_table() {
     finish b 10
 }
 
-@test "through PgBouncer: runs and skips are recorded" {
+@test "through PgBouncer: runs and skips are recorded, each run ended when its job did" {
     need PGLOCK_TEST_POOLER
     bg a run --record -d "$PGLOCK_TEST_POOLER" --fencing-token "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; date +%s%N >$out/a.end"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run "$PGLOCK_BIN" run --try --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
@@ -248,6 +248,13 @@ lock_table() {
     runs_json "$K"
     [ "$(py '[r["outcome"] for r in d]')" = "['skipped', 'succeeded']" ]
     [ "$(py 'd[1]["fencing_token"] is not None')" = True ]
+    # Its end is the job's, not the start of the transaction that held its
+    # run lock (now() there).
+    local ended
+    ended=$(q "select floor(extract(epoch from ended_at) * 1000)::bigint from pglock.runs
+                 where key_name = '$K' and outcome = 'succeeded'")
+    [ "$ended" -ge $(($(cat "$out/a.end") / 1000000 - 2)) ] ||
+        { echo "ended_at $ended, before the job's end $(($(cat "$out/a.end") / 1000000))"; false; }
 }
 
 @test "a start record not written in time: one warning, the job runs; an end record that fails: one warning, the command's status" {
@@ -266,6 +273,70 @@ lock_table() {
     finish a 10
     [ "$(status_of a)" -eq 4 ]
     [ "$(cat "$out/a.err")" = "pglock: warning: could not record the end of the run: no answer in time" ]
+}
+
+# record_backends: how many server sessions of $K's history connections
+# there are (whatever else application_name says of the host).
+record_backends() {
+    q "select count(*) from pg_stat_activity where application_name like '%record%'
+         and application_name like '%$K%'"
+}
+# newest_run_ms: "OUTCOME ENDED_MS" of $K's newest row (ended_at in ms
+# since the epoch; "null" for a row not ended).
+newest_run_ms() {
+    q "select coalesce(outcome, 'null') || ' ' || coalesce(floor(extract(epoch from ended_at) * 1000)::bigint::text, 'null')
+         from pglock.runs where key_name = '$K' order by id desc limit 1"
+}
+
+@test "an end given up on never lands later: the UPDATE that waited for a locked table writes nothing once it is free" {
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; exit 4"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    lock_table
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 4 ]
+    grep -q "could not record the end of the run: no answer in time" "$out/a.err"
+    # Free the table, but leave the statement that waits for it alone: it
+    # runs now, long after pglock gave up on it and exited.
+    q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass
+         and mode = 'AccessExclusiveLock' and granted" >/dev/null
+    wait "$locker" || true
+    locker=
+    # It has run (or failed) once its session is gone: pglock's end of
+    # the connection is closed.
+    wait_until 10 eval '[ "$(record_backends)" -eq 0 ]'
+    [ "$(newest_run_ms)" = "null null" ]
+    outcome_is "$K" unrecorded
+}
+
+@test "a run that loses its lock to a restart (fast, then immediate) is recorded as lost, ended when its job did" {
+    local how
+    for how in fast immediate; do
+        rm -f "$out"/b.*
+        bg b run --record --lease=10s "$K" -c "$(stamp_job b)"
+        wait_until 10 file_exists "$out/b.start"
+        wait_until 5 outcome_is "$K" running
+        if [ "$how" = fast ]; then
+            "$PGLOCK_TEST_HARNESS" restart-primary
+        else
+            "$PGLOCK_TEST_HARNESS" stop-primary immediate
+            "$PGLOCK_TEST_HARNESS" start-primary
+        fi
+        finish b 30
+        date +%s%N >"$out/b.exited"
+        [ "$(status_of b)" -eq 74 ] || { echo "$how: exit $(status_of b): $(cat "$out/b.err")"; false; }
+        local row alive exited
+        row=$(newest_run_ms)
+        alive=$(($(cat "$out/b.alive") / 1000000))
+        exited=$(($(cat "$out/b.exited") / 1000000))
+        report "$how restart: row \"$row\"; job's last line at $alive, pglock seen gone at $exited"
+        [ "${row% *}" = lost ] || { echo "$how: recorded as ${row% *}: $(cat "$out/b.err")"; false; }
+        # Between the job's last line and pglock's exit (2 ms: the
+        # clocks' resolution in the sum that makes ended_at).
+        [ "${row#* }" -ge $((alive - 2)) ] && [ "${row#* }" -le "$exited" ] ||
+            { echo "$how: ended_at ${row#* } is not within [$alive, $exited]"; false; }
+    done
 }
 
 @test "lead --record: the leadership's run is recorded" {

@@ -232,6 +232,8 @@ typedef struct run_state {
      * supervision to itself) */
     int job_status;           /* wait status, valid if job_exited */
     int job_exited;
+    int64_t job_ended_at;     /* pglock_now_ms() when its exit was told,
+                                 valid if job_exited: --record's end */
     int exec_errno;
 
     int lost;                 /* the lock is lost: the job is being stopped */
