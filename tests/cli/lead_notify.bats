@@ -202,3 +202,19 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     finish b 10
     [ "$(status_of b)" = 143 ]
 }
+
+@test "a server that is down: READY=1 all the same (systemctl start returns), STATUS says why, the state file says waiting" {
+    receiver n "$out/notify.sock"
+    NOTIFY_SOCKET=$out/notify.sock bg b lead -h /nonexistent-socket-dir -p 1 --lease=3s \
+        --state-file="$out/state" "$K" -- true
+    wait_until 10 said n 'READY=1$'
+    said n 'STATUS=could not connect: .*; retrying$'
+    state_is "$out/state" waiting
+    # it keeps retrying: READY=1 is said once
+    wait_until 10 eval '[ "$(said_count n "STATUS=could not connect")" -ge 2 ]'
+    [ "$(said_count n 'READY=1$')" = 1 ]
+    kill -TERM "$(pid_of b)"
+    finish b 10
+    [ ! -e "$out/state" ]
+    said n 'STOPPING=1$'
+}
