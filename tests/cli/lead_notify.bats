@@ -88,17 +88,22 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     [ "$(said_count x WATCHDOG=1)" = 0 ]
 }
 
-@test "WATCHDOG=1 stops while the lease is not confirmed (a cut network) and comes again once lead leads again" {
+@test "WATCHDOG=1 stops while the lease is not confirmed (a cut network), the state file says waiting, and both come back once lead leads again" {
     need PGLOCK_TEST_PROXY
     receiver w "$out/notify.sock"
     NOTIFY_SOCKET=$out/notify.sock WATCHDOG_USEC=2000000 \
-        bg a lead -d "$PGLOCK_TEST_PROXY" --lease=3s "$K" -c "exec sleep 60"
+        bg a lead -d "$PGLOCK_TEST_PROXY" --lease=3s --state-file="$out/state" "$K" \
+        -c "exec sleep 60"
     wait_until 10 said w 'STATUS=leader since'
+    wait_until 5 state_is "$out/state" leader
     wait_until 10 eval '[ "$(said_count w WATCHDOG=1)" -ge 2 ]'
     proxy_cmd cut
     # the loss is declared at T_c; the reconnect through the cut proxy
     # then fails (its connect_timeout, 2 s) and says so
     wait_until 15 said w 'STATUS=leadership lost'
+    # a probe sees no leader from the loss on (the file is rewritten
+    # before the STATUS is sent; the failed reconnect's comes seconds later)
+    state_is "$out/state" waiting
     wait_until 15 said w 'STATUS=could not connect'
     local lost retry
     lost=$(first_ms w 'STATUS=leadership lost')
@@ -107,6 +112,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     [ "$(awk -v a="$lost" -v b="$retry" '$1 >= a && $1 <= b && $2 == "WATCHDOG=1"' "$out/w.log" | wc -l)" = 0 ]
     proxy_cmd heal
     wait_until 20 eval '[ "$(said_count w "STATUS=leader since")" -ge 2 ]'
+    wait_until 5 state_is "$out/state" leader
     local n
     n=$(said_count w WATCHDOG=1)
     wait_until 10 eval "[ \"\$(said_count w WATCHDOG=1)\" -gt $n ]"
