@@ -198,17 +198,29 @@ source_paths() { sed 's|/usr/bin/pglock |/usr/local/bin/pglock |g' "$1"; }
     fi
 }
 
-@test "the leader unit's ExecStart, stopped as systemd stops it: the scheduler goes, pglock exits 143" {
-    local exec
-    exec=$(sed -n 's/^ExecStart=//p' "$SRC/docs/examples/scheduler-leader.service")
+@test "the leader unit's ExecStart under Type=notify, as systemd runs it (its notify socket, WatchdogSec= as WATCHDOG_USEC): READY=1, the leader's STATUS, watchdog pings; stopped as systemd stops it: the scheduler goes, pglock exits 143" {
+    local unit=$SRC/docs/examples/scheduler-leader.service exec wd
+    exec=$(sed -n 's/^ExecStart=//p' "$unit")
     exec=${exec//scheduler -- /$K -- }
     [[ "$exec" == "/usr/bin/pglock lead "*" $K -- /usr/local/bin/scheduler" ]]
+    grep -qx 'Type=notify' "$unit"
+    # WatchdogSec= in seconds, as systemd passes it: in microseconds
+    wd=$(sed -n 's/^WatchdogSec=\([0-9]*\)s$/\1/p' "$unit")
+    [ -n "$wd" ]
     local -a argv
     read -ra argv <<<"$exec"
-    as_host_bg lead package "$out/prefix" "${argv[@]}"
+    # No systemd runs units here (not PID 1 in the test machine): its
+    # notify socket is a socket of the test's own.
+    receiver sd "$out/notify.sock"
+    NOTIFY_SOCKET=$out/notify.sock WATCHDOG_USEC=$((wd * 1000000)) \
+        as_host_bg lead package "$out/prefix" "${argv[@]}"
     local pid=$bg_pid
     wait_until 15 file_exists "$out/scheduler.started"
     held "$K"
+    wait_until 10 said sd 'READY=1$'
+    wait_until 10 said sd 'STATUS=leader since [0-9-]+T[0-9:]+Z, token [0-9]+$'
+    # the lease's heartbeats (5 s) ping the watchdog
+    wait_until 15 said sd 'WATCHDOG=1$'
     # KillMode=mixed: SIGTERM to the main process alone.
     kill -TERM "$pid"
     local status=0
@@ -217,6 +229,7 @@ source_paths() { sed 's|/usr/bin/pglock |/usr/local/bin/pglock |g' "$1"; }
     [ "$status" = 143 ]
     gone "$(cat "$out/scheduler.started")"
     wait_until 10 not_held "$K"
+    kill "$(cat "$out/sd-receiver.pid")"
 }
 
 # packages BLOCK: the packages of BLOCK's `sudo apt-get install -y` lines,
@@ -277,10 +290,11 @@ packages() {
     grep -E "^  holds [0-9]+ +$winner +postgres +local +.* +pglock run nightly-billing on $winner$" <<<"$output"
 }
 
-@test "docs/examples/billing.cron, billing.service and billing.timer are docs/deployment.md's cron, systemd and timer examples (the packages ship them)" {
+@test "docs/examples/billing.cron, billing.service, billing.timer and scheduler-leader.k8s.yaml are docs/deployment.md's cron, systemd, timer and Kubernetes leader examples (the packages ship them)" {
     diff <(doc_block docs/deployment.md deploy-cron) "$SRC/docs/examples/billing.cron"
     diff <(doc_block docs/deployment.md deploy-systemd) "$SRC/docs/examples/billing.service"
     diff <(doc_block docs/deployment.md deploy-timer) "$SRC/docs/examples/billing.timer"
+    diff <(doc_block docs/deployment.md deploy-k8s-leader) "$SRC/docs/examples/scheduler-leader.k8s.yaml"
     # deployment.md points to the packaged copies
     grep -q '/usr/share/doc/pglock/examples/' "$SRC/docs/deployment.md"
 }

@@ -286,6 +286,50 @@ print(d["kind"], d["spec"]["concurrencyPolicy"], p["restartPolicy"], c["command"
     [ "$yaml" = "CronJob Forbid Never /usr/local/bin/pglock run [[64]] ['PGHOST', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']" ]
 }
 
+@test "docs/deployment.md's Kubernetes leader Deployment (a fragment) is well-formed, uses options pglock lead has, and its readiness probe answers from a real pglock lead's --state-file" {
+    doc_block docs/deployment.md deploy-k8s-leader >"$out/deployment.yaml"
+    head -1 "$out/deployment.yaml" | grep -q '^# fragment: '
+    local opt
+    for opt in --lease --restart --state-file; do
+        pglock lead --help | grep -qE -- "^ +(-., )?$opt\b"
+        grep -qE -- "\"$opt" "$out/deployment.yaml"
+    done
+    python3 -c 'import yaml' 2>/dev/null || skip "python3's yaml module is not installed: not parsed"
+    local shape probe state
+    shape=$(python3 -c '
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+p = d["spec"]["template"]["spec"]
+c = p["containers"][0]
+state = [a.split("=", 1)[1] for a in c["command"] if a.startswith("--state-file=")][0]
+mounted = any(state.startswith(m["mountPath"] + "/") for m in c["volumeMounts"])
+print(d["kind"], d["spec"]["strategy"]["type"], c["command"][0], c["command"][1], mounted,
+      [e["name"] for e in c["env"]])
+print(state)
+print(" ".join(c["readinessProbe"]["exec"]["command"]))' "$out/deployment.yaml")
+    [ "$(sed -n 1p <<<"$shape")" = "Deployment Recreate /usr/local/bin/pglock lead True ['PGHOST', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']" ]
+    state=$(sed -n 2p <<<"$shape")
+    probe=$(sed -n 3p <<<"$shape")
+    # the probe names the state file
+    [[ " $probe " == *" $state "* ]]
+    # ... and answers: not ready while waiting, ready as leader, not ready
+    # once pglock is gone
+    probe=${probe//$state/$out/state}
+    bg hold run -d "$DB" "$K" -c "$(stamp_job hold)"
+    wait_until 10 file_exists "$out/hold.start"
+    bg lead lead -d "$DB" --lease=3s --state-file="$out/state" "$K" -- sleep 60
+    wait_until 10 waiting_on "$K"
+    wait_until 10 file_exists "$out/state"
+    # shellcheck disable=SC2086 # the probe's words
+    run ! $probe
+    touch "$out/hold.release"
+    wait_until 10 $probe
+    kill -TERM "$(pid_of lead)"
+    finish lead 10
+    # shellcheck disable=SC2086 # the probe's words
+    run ! $probe
+}
+
 @test "the README's map of the tree names paths that exist, and every top-level directory of the tree" {
     cd "$SRC"
     local rows row cell1 cell2 tok base bases checked=0

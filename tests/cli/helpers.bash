@@ -108,6 +108,33 @@ check_job() {
       done; done"
 }
 
+# receiver NAME ADDRESS: a datagram socket at ADDRESS (a path, or @NAME in
+# the abstract namespace), as systemd's; each message it gets is a line
+# of $out/NAME.log, "MS MESSAGE", the message's newlines as '|'.
+receiver() {
+    # (in a subshell: bats does not track it, and says nothing when
+    # teardown kills it)
+    (python3 -S -c '
+import socket, sys, time
+addr, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("\0" + addr[1:] if addr[0] == "@" else addr)
+f = open(log, "a", buffering=1)
+while True:
+    m = s.recv(65536).decode()
+    f.write("%d %s\n" % (time.time_ns() // 1000000, m.replace("\n", "|")))' "$2" "$out/$1.log" &
+        echo $! >"$out/$1-receiver.pid")
+    # the log appears once the socket is bound
+    wait_until 5 file_exists "$out/$1.log"
+}
+# said NAME PATTERN: a message of NAME's log matches PATTERN (grep -E,
+# anchored at the message's start).
+said() { grep -qE "^[0-9]+ $2" "$out/$1.log"; }
+# said_count NAME PATTERN: how many messages match.
+said_count() { grep -cE "^[0-9]+ $2" "$out/$1.log" || true; }
+# first_ms NAME PATTERN: when the first message that matches came.
+first_ms() { grep -E "^[0-9]+ $2" "$out/$1.log" | head -1 | cut -d' ' -f1; }
+
 # file_exists PATH
 file_exists() { [ -e "$1" ]; }
 

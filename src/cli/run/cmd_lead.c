@@ -21,7 +21,7 @@
 #include "lease_rules.h"
 #include "run.h"
 
-enum { OPT_RESTART = 300, OPT_REFUSED };
+enum { OPT_RESTART = 300, OPT_LOCK_DELAY, OPT_STATE_FILE, OPT_REFUSED };
 
 /* What contend() and lead_term() return besides an exit status (and
  * contend()'s CLI_GO_ON: leader): back off and contend again. */
@@ -33,6 +33,13 @@ static const cli_opt lead_opts[] = {
      "when the command exits, run it again after DELAY\n"
      "(default 0) while still leader; without it,\n"
      "pglock exits with the command's status"},
+    {OPT_LOCK_DELAY, 0, "lock-delay", CLI_OPT_VALUE, "DURATION",
+     "a new leader holds the lock this long before it\n"
+     "starts the command (default 0), so that a leader\n"
+     "ended without a release has time to stop"},
+    {OPT_STATE_FILE, 0, "state-file", CLI_OPT_VALUE, "PATH",
+     "keep PATH saying \"waiting\" or \"leader\" (first\n"
+     "line), for a readiness probe; removed on exit"},
     /* run's, refused with a reason rather than "unrecognized" */
     {'n', 'n', "try", CLI_OPT_NO_VALUE, NULL, NULL},
     {'w', 'w', "wait", CLI_OPT_VALUE, NULL, NULL},
@@ -46,6 +53,13 @@ static int lead_option(run_args *a, int id, const char *value)
         a->restart_ms = 0;
         return value ? run_duration_option("lead", "--restart", value, &a->restart_ms)
                      : CLI_GO_ON;
+    case OPT_LOCK_DELAY:
+        return run_duration_option("lead", "--lock-delay", value, &a->lock_delay_ms);
+    case OPT_STATE_FILE:
+        if (!*value)
+            return cli_usage_error("lead", "--state-file needs a path");
+        a->state_file = value;
+        return CLI_GO_ON;
     case 'n':
     case 'w':
     case OPT_REFUSED:
@@ -90,6 +104,28 @@ static void say_retrying(const char *what, const char *why)
     }
 }
 
+/* Waits for the lock: forever, or, when systemd's watchdog wants pings,
+ * in slices of half its interval, each ended by the server's answer (a
+ * ping, and a fresh STATUS naming the holder).  pglock_lock()'s code. */
+static int wait_for_leadership(run_state *st, pglock_key *key)
+{
+    long slice = run_notify_watchdog_ms(st->notify) / 2;
+    for (;;) {
+        if (st->notify) {
+            char holder[512];
+            run_busy_holder(st, key, holder, sizeof holder);
+            run_notify_status(st->notify, "waiting", "waiting; held by %s", holder);
+            run_notify_ready(st->notify);
+        }
+        int rc = pglock_lock(st->client, key, st->args->mode,
+                             slice <= 0 ? PGLOCK_WAIT_FOREVER
+                                        : slice < 500 ? 500 : slice);
+        if (rc != PGLOCK_ETIMEDOUT || slice <= 0 || run_stop_signal())
+            return rc;
+        run_notify_alive(st->notify);
+    }
+}
+
 /* Connects and waits for leadership.  CLI_GO_ON when leader; else a stop
  * signal's exit status (128+N), a usage status, or LEAD_CONTEND_AGAIN. */
 static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
@@ -110,6 +146,9 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
          * refused password (being rotated), a server out of connection
          * slots may pass: keep contending, but say why. */
         say_retrying("could not connect", st->error);
+        run_notify_status(st->notify, "waiting", "could not connect: %s; retrying",
+                          st->error);
+        run_notify_ready(st->notify);
         return LEAD_CONTEND_AGAIN;
     }
     if ((rc = run_record_prepare(st)) != CLI_GO_ON) {
@@ -118,7 +157,7 @@ static int contend(run_state *st, pglock_key *key, const char *connect_timeout)
         return rc;
     }
     cli_verbose("waiting for leadership of \"%s\" (%s)", a->key_text, st->key_id);
-    rc = pglock_lock(st->client, key, a->mode, PGLOCK_WAIT_FOREVER);
+    rc = wait_for_leadership(st, key);
     if (run_stop_signal() || rc < 0)
         run_record_not_run(st, 0);
     if (run_stop_signal()) {
@@ -211,6 +250,32 @@ static int lead_term(run_state *st, run_job *job)
     }
 }
 
+/* --lock-delay: the new leader holds the lock, heartbeating, before its
+ * command starts, so that a leader whose end was no release (terminated,
+ * its server-side session lost) has time to stop its command.
+ * CLI_GO_ON; else the lock is released and it returns LEAD_CONTEND_AGAIN
+ * (lost meanwhile) or a stop signal's 128+N. */
+static int lock_delay(run_state *st)
+{
+    char d[32];
+    run_format_ms(st->args->lock_delay_ms, d, sizeof d);
+    cli_verbose("the command starts after --lock-delay=%s", d);
+    run_notify_status(st->notify, "waiting", "lock taken, token %lld; the "
+                      "command starts after --lock-delay=%s", (long long)st->token, d);
+    st->lost = 0;
+    run_supervise(st, pglock_now_ms() + st->args->lock_delay_ms);
+    if (!st->lost && !run_stop_signal())
+        return CLI_GO_ON;
+    run_hold_end(st);
+    run_record_not_run(st, 0);
+    pglock_client_close(st->client);
+    st->client = NULL;
+    if (!st->lost)
+        return 128 + run_stop_signal();
+    cli_verbose("leadership lost during --lock-delay: %s", st->lost_reason);
+    return LEAD_CONTEND_AGAIN;
+}
+
 /* Contends, leads, and contends again after a loss, until lead must
  * exit: returns that exit status.  The registry stays the caller's. */
 static int lead(run_state *st, run_job *job, pglock_key *key)
@@ -225,6 +290,8 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
     long base = RUN_BACKOFF_MIN_MS;
     for (;;) {
         int rc = contend(st, key, connect_timeout);
+        if (rc == CLI_GO_ON && a->lock_delay_ms > 0)
+            rc = lock_delay(st);
         if (rc != CLI_GO_ON && rc != LEAD_CONTEND_AGAIN)
             return rc;
         if (rc == CLI_GO_ON) {
@@ -233,6 +300,7 @@ static int lead(run_state *st, run_job *job, pglock_key *key)
                         a->key_text, st->key_id,
                         pglock_client_backend_pid(st->client), (long long)st->token);
             run_record_start(st);
+            run_notify_leader(st->notify, st->token);
             rc = lead_term(st, job);
             run_hold_end(st);
             run_record_end(st, rc != LEAD_CONTEND_AGAIN ? rc : a->lost_code);
@@ -266,7 +334,13 @@ int cmd_lead(int argc, char **argv)
     /* A conninfo libpq refuses (a misspelt keyword) never becomes valid:
      * the first connect says so with 64 rather than retrying forever. */
     setenv("PGLOCK_LEADER", "1", 1);
+    char err[600];
+    if (run_notify_open(&st.notify, a.state_file, err, sizeof err) != 0) {
+        cli_registry_free(st.registry);
+        return cli_error(CLI_EXIT_USAGE, "%s", err);
+    }
     rc = lead(&st, &job, &key);
+    run_notify_close(st.notify);
     cli_registry_free(st.registry);
     return rc;
 }

@@ -15,6 +15,7 @@
  *   run_supervisor.c  the lease (the library's hold), signal forwarding,
  *                     Ctrl-Z, loss
  *   run_watchdog.c    the forked process that runs and outlives the job
+ *   run_notify.c      lead's reports: systemd's notify socket, --state-file
  *   cmd_run.c, cmd_lead.c   the two commands' stories
  */
 #ifndef PGLOCK_CLI_RUN_H
@@ -203,6 +204,8 @@ struct run_args {
     cli_conn conn;
     pglock_lifetime lifetime; /* --mode (default auto) */
     long restart_ms;          /* lead --restart[=DELAY]; -1: not given */
+    long lock_delay_ms;       /* lead --lock-delay; 0: none */
+    const char *state_file;   /* lead --state-file, or NULL */
     int fencing_token;        /* take one for the job (lead: always) */
     int timeout_option;       /* 'n' (--try) or 'w' (--wait) once given */
     int record;               /* --record or PGLOCK_RECORD (run_record.c) */
@@ -241,6 +244,8 @@ typedef struct run_state {
 
     int slot;                 /* --slots: the slot held (PGLOCK_SLOT) */
     int slots_in_use;         /* --slots: another N found in use, or 0 */
+
+    struct run_notify *notify; /* lead's reports (run_notify.c), or NULL */
 } run_state;
 
 /* Defaults for cmd. */
@@ -390,6 +395,35 @@ int run_release_now(run_state *st, int64_t deadline);
 int run_hold_end(run_state *st);
 /* The exit status for a wait status (128+N for signal N). */
 int run_exit_status_of(int status);
+
+/* ------------------------------- lead's reports (run_notify.c) */
+
+/* Where lead says what it is doing: systemd's notify socket
+ * ($NOTIFY_SOCKET, sd_notify(3)'s protocol) and --state-file.  Every
+ * call takes NULL (neither in use) and does nothing then. */
+typedef struct run_notify run_notify;
+/* Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID, removes them from
+ * the environment (the command must not answer for pglock), and writes
+ * the state file's first state, "waiting".  0 with *out set (NULL when
+ * neither is in use), or -1 with err set: the state file cannot be
+ * written. */
+int run_notify_open(run_notify **out, const char *state_file, char *err,
+                    size_t errlen);
+/* Removes the state file and closes. */
+void run_notify_close(run_notify *n);
+/* The watchdog interval systemd asked for, in ms, or 0: no pings. */
+long run_notify_watchdog_ms(const run_notify *n);
+/* READY=1, once: lead contends (waits, leads, or retries a connect). */
+void run_notify_ready(run_notify *n);
+/* WATCHDOG=1, when asked for: the server has just answered. */
+void run_notify_alive(run_notify *n);
+/* STATUS=<fmt...>; the state file says state ("waiting" or "leader"),
+ * rewritten only when the state changes. */
+void run_notify_status(run_notify *n, const char *state, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The command starts: "leader since TIME, token N", the state file
+ * "leader" with the token. */
+void run_notify_leader(run_notify *n, int64_t token);
 
 /* ----------------------------------------- semaphores (run_slots*.c) */
 

@@ -88,6 +88,8 @@ static void lose(run_state *st, const char *fmt, ...)
     vsnprintf(st->lost_reason, sizeof st->lost_reason, fmt, ap);
     va_end(ap);
     cli_verbose("lost: %s", st->lost_reason);
+    run_notify_status(st->notify, "waiting", "leadership lost: %s",
+                      st->lost_reason);
     if (sv.watchdog)
         send_ctl(sv.job_stopped ? RUN_CTL_KILL : RUN_CTL_TERMINATE, 0, 0);
 }
@@ -233,6 +235,7 @@ int run_confirm_now(run_state *st, int64_t deadline)
         return -1;
     }
     tell_deadline(st);
+    run_notify_alive(st->notify);
     return 0;
 }
 
@@ -328,7 +331,7 @@ void run_supervise(run_state *st, int64_t hold_until)
     if (!st->lost)
         hold_begin(st);
     for (;;) {
-        if (!sv.watchdog && sv.job_done &&
+        if (!sv.watchdog && (sv.job_done || hold_until > 0) &&
             (st->lost || hold_until == 0 || pglock_now_ms() >= hold_until))
             return;
         if (!sv.watchdog && run_stop_signal() && !st->lost)
@@ -345,6 +348,7 @@ void run_supervise(run_state *st, int64_t hold_until)
                 if (until != told) {
                     told = until;
                     tell_deadline(st);
+                    run_notify_alive(st->notify);
                 }
             }
         }
