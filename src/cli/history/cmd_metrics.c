@@ -8,7 +8,8 @@
  * the name last recorded for it, else ""): locks held and waiting, the age
  * of the oldest wait (pg_locks and pg_stat_activity); per recorded key:
  * the last finished run's start, end, duration and outcome (as check
- * judges: a run still going does not count), and the runs going now.
+ * judges: a run still going does not count), the runs going now, and
+ * the runs over a window (metrics_runs.c).
  * Without a history table only the lock metrics are printed.
  *
  * pglock_up is always printed: 1 when every query was answered; else 0,
@@ -20,8 +21,10 @@
 #include <string.h>
 #include "cli.h"
 #include "history.h"
+#include "metrics.h"
 
-static const cli_opt *const metrics_tables[] = {cli_keys_opts, cli_conn_opts,
+static const cli_opt *const metrics_tables[] = {metrics_window_opts,
+                                                cli_keys_opts, cli_conn_opts,
                                                 cli_help_opts, NULL};
 
 static void usage(void)
@@ -99,8 +102,7 @@ static void label(const char *s)
     }
 }
 
-/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
-static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+void metrics_labels(PGresult *r, int i, int name_col, const cli_registry *reg)
 {
     long long cls = strtoll(PQgetvalue(r, i, 0), NULL, 10);
     long long obj = strtoll(PQgetvalue(r, i, 1), NULL, 10);
@@ -119,9 +121,14 @@ static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
     printf("\"");
 }
 
+void metrics_header(const char *metric, const char *type, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+}
+
 static void header(const char *metric, const char *help)
 {
-    printf("# HELP %s %s\n# TYPE %s gauge\n", metric, help, metric);
+    metrics_header(metric, "gauge", help);
 }
 
 /* One gauge with one sample per row that has a value in col. */
@@ -133,7 +140,7 @@ static void gauge(PGresult *r, const char *metric, const char *help, int col,
         if (PQgetisnull(r, i, col))
             continue;
         printf("%s", metric);
-        labels(r, i, name_col, reg);
+        metrics_labels(r, i, name_col, reg);
         printf("} %s\n", PQgetvalue(r, i, col));
     }
 }
@@ -157,21 +164,22 @@ static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
     for (int i = 0; i < PQntuples(r); i++)
         for (int o = 0; outcomes[o]; o++) {
             printf("pglock_last_run_outcome");
-            labels(r, i, 6, reg);
+            metrics_labels(r, i, 6, reg);
             printf(",outcome=\"%s\"} %d\n", outcomes[o],
                    strcmp(PQgetvalue(r, i, 7), outcomes[o]) == 0);
         }
 }
 
-/* 1 when pglock.runs exists and can be read, 0 if not, -1 after an
- * error (printed). */
-static int history_readable(PGconn **pg)
+/* 1 when pglock.runs exists and can be read (its revision in
+ * *revision), 0 if not, -1 after an error (printed). */
+static int history_readable(PGconn **pg, int *revision)
 {
     char err[512];
     PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
     if (!probe)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err), -1;
     int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
+    *revision = usable ? history_revision(probe) : 0;
     PQclear(probe);
     return usable;
 }
@@ -195,19 +203,22 @@ static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
 }
 
 /* Every query first, then the output: all of it, or pglock_up 0 alone. */
-static int metrics(PGconn **pg, const cli_registry *reg)
+static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
 {
-    PGresult *locks = NULL, *runs = NULL, *going = NULL;
-    int usable = history_readable(pg);
+    PGresult *locks = NULL, *runs = NULL, *going = NULL, *window = NULL;
+    int revision;
+    int usable = history_readable(pg, &revision);
     if (usable >= 0)
         locks = query(pg, locks_fmt, usable ? recorded_name_sql : "NULL::text");
     if (locks && usable) {
         runs = query(pg, runs_fmt, history_outcome_expr);
         going = runs ? query(pg, going_fmt, history_outcome_expr) : NULL;
+        window = going ? metrics_runs_query(pg, revision, window_ms) : NULL;
     }
-    if (!locks || (usable && !going)) {
+    if (!locks || (usable && !window)) {
         PQclear(locks);
         PQclear(runs);
+        PQclear(going);
         return CLI_EXIT_UNAVAILABLE;
     }
     print_up(1);
@@ -219,11 +230,14 @@ static int metrics(PGconn **pg, const cli_registry *reg)
           "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
-    if (usable)
+    if (usable) {
         print_runs(runs, going, reg);
+        metrics_runs_print(window, window_ms, reg);
+    }
     PQclear(locks);
     PQclear(runs);
     PQclear(going);
+    PQclear(window);
     return 0;
 }
 
@@ -231,14 +245,21 @@ int cmd_metrics(int argc, char **argv)
 {
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *value, *keys_file = NULL;
+    long window_ms = METRICS_WINDOW_DEFAULT_MS;
     int id;
     cli_opt_parser p;
     int rc = cli_opt_start(&p, "metrics", argc, argv, metrics_tables, usage);
     if (rc != CLI_GO_ON)
         return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        char err[256];
         if (id == CLI_OPT_KEYS)
             keys_file = value;
+        else if (id == METRICS_OPT_WINDOW) {
+            if (history_parse_age(value, &window_ms, err, sizeof err) < 0)
+                return cli_usage_error("metrics", "invalid value for "
+                                       "--window: %s", err);
+        }
         else if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
             return rc;
     }
@@ -249,7 +270,7 @@ int cmd_metrics(int argc, char **argv)
     if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
         return cli_usage_error("metrics", "%s", err);
     PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
-    rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    rc = pg ? metrics(&pg, reg, window_ms) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (rc == CLI_EXIT_UNAVAILABLE)
         print_up(0);
     PQfinish(pg);
