@@ -615,3 +615,94 @@ alert_fires() {
     run -0 "$PGLOCK_BIN" metrics
     alert_fires "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
 }
+
+# old_pglock: the path of a pglock that knows the history's revision 1
+# only (the last commit before revision 2), built once per build
+# directory from this repository's history; skips without one.
+REV1_COMMIT=6476529d840ce369bf3a1cdb12139bc453c40db5
+old_pglock() {
+    local src=$BATS_TEST_DIRNAME/../.. dir=$PGLOCK_BUILD/compat-rev1
+    if [ ! -x "$dir/b/pglock" ]; then
+        git -C "$src" cat-file -e "$REV1_COMMIT^{commit}" 2>/dev/null ||
+            skip "no git history to build the revision-1 pglock from"
+        rm -rf "$dir" && mkdir -p "$dir/src"
+        git -C "$src" archive "$REV1_COMMIT" | tar -x -C "$dir/src"
+        cmake -S "$dir/src" -B "$dir/b" -DPGLOCK_TESTS=OFF >/dev/null &&
+            make -C "$dir/b" pglock_exe >/dev/null 2>&1 ||
+            { echo "could not build the revision-1 pglock"; return 1; }
+    fi
+    echo "$dir/b/pglock"
+}
+
+# window_count METRICS KEY OUTCOME: pglock_window_runs' value.
+window_count() {
+    local id
+    id=$(q "select $(name_sql "$2")")
+    sed -n "s/^pglock_window_runs{key=\"$id\",name=\"$2\",outcome=\"$3\"} //p" <<<"$1"
+}
+
+@test "a fleet upgrade: init moves revision 1 to 2 in place; pglock of either revision records and reads against one table before, during and after it" {
+    local old other=$PGLOCK_TEST_OTHER_DB
+    old=$(old_pglock)
+    q "drop schema if exists pglock cascade" "$other"
+    "$old" init -q -d "$other"
+    [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')" "$other")" = \
+        "pglock run history, schema version 1" ]
+    # this pglock against revision 1: records as revision 1 does (a skip
+    # without its reason, no wait), without a warning
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    bg h run --record -d "$other" "$K" -c "touch $out/h.start; while [ ! -e $out/h.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/h.start"
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json -d "$other" "$K"
+    [ "$(py '[r["outcome"] + ":" + str(r["skipped_as"]) + ":" + str(r["wait_seconds"]) for r in d]')" = \
+        "['skipped:None:None', 'running:None:None', 'succeeded:None:None']" ]
+    # the upgrade, while h runs; a second init changes nothing
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other"
+    [ "$stderr" = "pglock: run history upgraded from schema version 1, revision 1 to revision 2 in database \"pglock_other\"" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other"
+    [ "$stderr" = "pglock: run history (schema version 1, revision 2) already present in database \"pglock_other\"" ]
+    [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')" "$other")" = \
+        "pglock run history, schema version 1, revision 2" ]
+    # both against revision 2, for the one key h holds: the old one's skip
+    # is "skipped", this one's "busy" or "timed_out"; and the old init
+    # takes the upgraded table as its own
+    run -0 --separate-stderr "$old" init -d "$other"
+    [[ "$stderr" == *"already present"* ]]
+    run -75 --separate-stderr "$old" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --wait=0.3s -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" -eq 0 ]
+    [ ! -s "$out/h.err" ] # its end, recorded on the upgraded table
+    run -0 --separate-stderr "$old" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json -d "$other" "$K"
+    [ "$(py '[r["outcome"] + ":" + str(r["skipped_as"]) + ":" + str(r["wait_seconds"] is not None) for r in d]')" = \
+        "['succeeded:None:True', 'succeeded:None:False', 'skipped:timed_out:True', 'skipped:busy:True', 'skipped:None:False', 'skipped:None:False', 'succeeded:None:False', 'succeeded:None:False']" ]
+    # the old readers read the upgraded table
+    run -0 "$old" history -d "$other" "$K"
+    [ "${#lines[@]}" -eq 9 ]
+    run -0 "$old" check -d "$other" "$K" --within=1h
+    [[ "$output" == "PGLOCK OK - $K succeeded"* ]]
+    run -0 "$old" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    # and the new metrics count both revisions' rows
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    [ "$(window_count "$output" "$K" started)" -eq 4 ]
+    [ "$(window_count "$output" "$K" succeeded)" -eq 4 ]
+    [ "$(window_count "$output" "$K" busy)" -eq 1 ]
+    [ "$(window_count "$output" "$K" timed_out)" -eq 1 ]
+    [ "$(window_count "$output" "$K" skipped)" -eq 2 ]
+    [[ "$output" == *"pglock_window_wait_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 1"* ]]
+    [[ "$output" == *"pglock_window_hold_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 4"* ]]
+}

@@ -16,6 +16,8 @@
  * It is a pair key nobody is likely to use: (0x70676c6b 'pglk', 1). */
 const char history_init_sql[] =
     "BEGIN;"
+    /* an upgrade finds the schema, table and indexes there: no NOTICE */
+    "SET LOCAL client_min_messages = warning;"
     "SELECT pg_advisory_xact_lock(1885826155, 1);"
     "CREATE SCHEMA IF NOT EXISTS pglock;"
     "CREATE TABLE IF NOT EXISTS pglock.runs ("
