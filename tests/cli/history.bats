@@ -62,7 +62,7 @@ lock_table() {
     [[ "$stderr" == *"already present"* ]]
     [[ "$output" == *"GRANT SELECT, INSERT, UPDATE ON pglock.runs TO recorder_role;"* ]]
     [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')")" = \
-        "pglock run history, schema version 1" ]
+        "pglock run history, schema version 1, revision 2" ]
 }
 
 @test "no history table: --record fails before taking the lock, one line naming pglock init" {

@@ -38,7 +38,8 @@ static void usage(void)
     printf("pglock init creates the run history (schema \"pglock\", table\n"
            "pglock.runs) in the database, and prints the GRANTs other roles\n"
            "need to record, read and prune (for the roles named, or as a\n"
-           "template).  Running it again changes nothing.\n\n"
+           "template).  Running it again changes nothing; a history made by\n"
+           "an older pglock is upgraded in place.\n\n"
            "Usage:\n  pglock init [OPTION]...\n\n");
     cli_opt_help(stdout, init_tables);
     printf("\nExit status: 0 done, 69 server unavailable or not allowed to "
