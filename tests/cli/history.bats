@@ -706,3 +706,95 @@ window_count() {
     [[ "$output" == *"pglock_window_wait_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 1"* ]]
     [[ "$output" == *"pglock_window_hold_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 4"* ]]
 }
+
+# window_alert_fires BLOCK METRICS EXPECTED: docs/operations.md's alert
+# BLOCK (for $K), evaluated by promtool on METRICS (pglock metrics'
+# output, constant for 10 minutes), fires with EXPECTED (exp_alerts).
+window_alert_fires() {
+    {
+        printf 'groups:\n- name: pglock\n  rules:\n  - alert: Window\n    expr: |\n'
+        doc_block docs/operations.md "$1" | sed -e "s/\"nightly-billing\"/\"$K\"/g" -e 's/^/      /'
+    } >"$out/rules.yml"
+    {
+        printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n'
+        printf '%s\n' "$2" | awk -v k="name=\"$K\"" '
+            /^#/ { next }
+            index($0, k) || /^pglock_(up|window_seconds|window_keys) / {
+                printf "  - series: %c%s%c\n    values: %c%sx10%c\n", 39, $1, 39, 39, $NF, 39
+            }'
+        printf '  alert_rule_test:\n  - eval_time: 5m\n    alertname: Window\n    exp_alerts: %s\n' "$3"
+    } >"$out/test.yml"
+    (cd "$out" && promtool test rules test.yml) || { cat "$out/rules.yml" "$out/test.yml"; return 1; }
+}
+
+@test "the window's series: busy and timed out told apart, waits and holds; docs/operations.md's alert for each, evaluated by promtool" {
+    local id m
+    id=$(q "select $(name_sql "$K")")
+    "$PGLOCK_BIN" run --record "$K" -- true
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    m=$output
+    printf '%s\n' "$m" | promtool check metrics
+    grep -qx 'pglock_window_seconds 3600.000' <<<"$m"
+    [ "$(window_count "$m" "$K" started)" -eq 1 ]
+    [ "$(window_count "$m" "$K" succeeded)" -eq 1 ]
+    [[ "$m" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 1"* ]]
+    [[ "$m" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"+Inf\"} 1"* ]]
+    local b
+    for b in ops-alert-window-runs ops-alert-window-skips ops-alert-window-wait ops-alert-window-hold ops-alert-window-keys; do
+        window_alert_fires "$b" "$m" "[]"
+    done
+    # one run holds: a --wait that runs out, then three --try
+    bg h run --record "$K" -c "touch $out/h.start; while [ ! -e $out/h.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/h.start"
+    run -75 "$PGLOCK_BIN" run --record --wait=0.3s "$K" -- true
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    window_alert_fires ops-alert-window-runs "$output" "[{exp_labels: {key: \"$id\", name: \"$K\", outcome: timed_out}}]"
+    window_alert_fires ops-alert-window-skips "$output" "[]"
+    run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
+    run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
+    touch "$out/h.release"
+    finish h 10
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    m=$output
+    printf '%s\n' "$m" | promtool check metrics
+    [ "$(window_count "$m" "$K" started)" -eq 2 ]
+    [ "$(window_count "$m" "$K" busy)" -eq 2 ]
+    [ "$(window_count "$m" "$K" timed_out)" -eq 1 ]
+    [ "$(window_count "$m" "$K" skipped)" -eq 0 ]
+    window_alert_fires ops-alert-window-skips "$m" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    # the timed-out wait is in history --json, not in the waits for the lock
+    runs_json "$K"
+    [ "$(py '[(r["skipped_as"], r["wait_seconds"] >= 0.3) for r in d if r["outcome"] == "skipped"]')" = \
+        "[('busy', False), ('busy', False), ('timed_out', True)]" ]
+    [[ "$m" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 2"* ]]
+    # long waits and holds (rewritten: the test does not wait for hours)
+    q "update pglock.runs set wait_ms = 600000, ended_at = started_at + interval '3 hours' where key_name = '$K' and outcome = 'succeeded'" >/dev/null
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    window_alert_fires ops-alert-window-wait "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    window_alert_fires ops-alert-window-hold "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"7200\"} 0"* ]]
+    [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"14400\"} 2"* ]]
+    # out of the window: no series for the key
+    run -0 "$PGLOCK_BIN" metrics --window=1ms
+    [[ "$output" != *"pglock_window_runs{key=\"$id\""* ]]
+    run -64 --separate-stderr "$PGLOCK_BIN" metrics --window=soon
+    [[ "$stderr" == "pglock: error: invalid value for --window: "* ]]
+}
+
+@test "the window's cardinality: at most 500 keys have series, the most recently run; pglock_window_keys counts them all and its alert fires" {
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    "$PGLOCK_BIN" init -q -d "$other"
+    # 501 keys with a run each, the oldest first (rows as a run writes them)
+    q "insert into pglock.runs (key, key_name, classid, objid, objsubid, host, started_at, ended_at, outcome, exit_status)
+       select g::text, 'k' || g, 0, g, 1, 'h', now() - (600 - g) * interval '1 second', now() - (600 - g) * interval '1 second', 'succeeded', 0
+       from generate_series(1, 501) g" "$other" >/dev/null
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    grep -qx 'pglock_window_keys 501' <<<"$output"
+    [ "$(grep -c '^pglock_window_runs{.*outcome="started"}' <<<"$output")" -eq 500 ]
+    # the least recently run is left out
+    [ "$(grep -c '^pglock_window_.*name="k1"' <<<"$output")" -eq 0 ]
+    [ "$(grep -c '^pglock_window_.*name="k501"' <<<"$output")" -eq 40 ]
+    K=k1 window_alert_fires ops-alert-window-keys "$output" "[{exp_labels: {}}]"
+}
