@@ -216,6 +216,8 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
 int pglock_client_fencing_token(pglock_client *c, int64_t *out,
                                 long timeout_ms)
 {
+    if (c && pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     if (!c || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
         return c ? pglock__fail(c, PGLOCK_EINVAL, "invalid argument")
                  : PGLOCK_EINVAL;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."]
-#                      [--xact-cancel server|silent] BUILD
+#                      BUILD
 #
 # Random faults against pglock, and a checker that proves no two jobs
 # overlapped (tests/chaos/README.md).  Three scenes, each a third of D
@@ -27,14 +27,13 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ARGS=("$@")
-TAP=0 SEED="" DURATION=60s ONLY="" XACT_CANCEL=${CHAOS_XACT_CANCEL:-server}
+TAP=0 SEED="" DURATION=60s ONLY=""
 while [ $# -gt 0 ]; do
     case $1 in
     --tap) TAP=1; shift ;;
     --seed) SEED=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --faults) ONLY=$2; shift 2 ;;     # only these kinds (a mutation test)
-    --xact-cancel) XACT_CANCEL=$2; shift 2 ;;
     -*) echo "chaos: unknown option $1" >&2; exit 64 ;;
     *) break ;;
     esac
@@ -49,10 +48,6 @@ esac
 [[ $SECS =~ ^[0-9]+$ ]] && [ "$SECS" -ge 10 ] || { echo "chaos: bad duration $DURATION (at least 10s)" >&2; exit 64; }
 [ -n "$SEED" ] || SEED=$((RANDOM * 32768 + RANDOM))
 [[ $SEED =~ ^[0-9]+$ ]] || { echo "chaos: bad seed $SEED" >&2; exit 64; }
-case $XACT_CANCEL in
-server | silent) ;;
-*) echo "chaos: bad --xact-cancel $XACT_CANCEL (server or silent)" >&2; exit 64 ;;
-esac
 
 if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
     # Faults need the harness's servers (restarts, PgBouncer, the proxy).
@@ -239,13 +234,11 @@ host_loop() {
 # ---- faults --------------------------------------------------------------
 
 # Kinds whose loss the server causes (check.py bounds the overlap after
-# them); SCENE:KIND only in that scene: a cancel aborts the pooler scene's
-# holding transaction (--mode=xact), while a session lock survives it.
-# With --xact-cancel silent a cancel must not free the pooler scene's
-# lock either (the xact hold's heartbeat under a savepoint): every cancel
-# is then a silent loss.
+# them).  A cancel is not one of them in any scene: a session lock
+# survives it, and so does the pooler scene's holding transaction
+# (--mode=xact), whose heartbeat runs under a savepoint, so a cancel
+# aborts only the heartbeat.  Every cancel is a silent loss.
 SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
-[ "$XACT_CANCEL" = silent ] || SERVER_KINDS+=" pooler:cancel"
 CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
 
 # fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
@@ -469,14 +462,8 @@ trap 'cleanup; exit 143' TERM
 # ---- main ----------------------------------------------------------------
 
 REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
-[ "$XACT_CANCEL" = server ] || REPLAY="CHAOS_XACT_CANCEL=$XACT_CANCEL $REPLAY"
 [ "$TAP" = 0 ] || echo "1..1"
 say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
-if [ "$XACT_CANCEL" = server ]; then
-    say "a cancel in the pooler scene (xact hold) counts as a server-caused loss (--xact-cancel silent: as a silent one)"
-else
-    say "a cancel in the pooler scene (xact hold) counts as a silent loss"
-fi
 RANDOM=$SEED
 PPORT=$PGPORT
 BPORT=${PGLOCK_TEST_POOLER#*port=}

@@ -210,8 +210,8 @@ def ms(us):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kill-after-ms", type=int, default=500)
-    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler "
-                    "pooler:cancel", help="KIND, or SCENE:KIND for a kind server-caused in that scene only")
+    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler",
+                    help="KIND, or SCENE:KIND for a kind server-caused in that scene only")
     ap.add_argument("dir")
     a = ap.parse_args()
     server_kinds = set(a.server_kinds.split())
