@@ -102,7 +102,8 @@ static void label(const char *s)
     }
 }
 
-void metrics_labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
+static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
 {
     long long cls = strtoll(PQgetvalue(r, i, 0), NULL, 10);
     long long obj = strtoll(PQgetvalue(r, i, 1), NULL, 10);
@@ -121,14 +122,9 @@ void metrics_labels(PGresult *r, int i, int name_col, const cli_registry *reg)
     printf("\"");
 }
 
-void metrics_header(const char *metric, const char *type, const char *help)
-{
-    printf("# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
-}
-
 static void header(const char *metric, const char *help)
 {
-    metrics_header(metric, "gauge", help);
+    printf("# HELP %s %s\n# TYPE %s gauge\n", metric, help, metric);
 }
 
 /* One gauge with one sample per row that has a value in col. */
@@ -140,7 +136,7 @@ static void gauge(PGresult *r, const char *metric, const char *help, int col,
         if (PQgetisnull(r, i, col))
             continue;
         printf("%s", metric);
-        metrics_labels(r, i, name_col, reg);
+        labels(r, i, name_col, reg);
         printf("} %s\n", PQgetvalue(r, i, col));
     }
 }
@@ -164,7 +160,7 @@ static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
     for (int i = 0; i < PQntuples(r); i++)
         for (int o = 0; outcomes[o]; o++) {
             printf("pglock_last_run_outcome");
-            metrics_labels(r, i, 6, reg);
+            labels(r, i, 6, reg);
             printf(",outcome=\"%s\"} %d\n", outcomes[o],
                    strcmp(PQgetvalue(r, i, 7), outcomes[o]) == 0);
         }
@@ -232,7 +228,7 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
     printf("pglock_history_readable %d\n", usable);
     if (usable) {
         print_runs(runs, going, reg);
-        metrics_runs_print(window, window_ms, reg);
+        metrics_runs_print(window, window_ms, reg, labels);
     }
     PQclear(locks);
     PQclear(runs);

@@ -9,11 +9,11 @@
 
 #include "cli.h"
 
-/* # HELP and # TYPE lines. */
-void metrics_header(const char *metric, const char *type, const char *help);
-/* {key="...",name="..." (no closing brace) for row i of r, whose columns
- * 0-2 are the locktag and name_col the name recorded for it. */
-void metrics_labels(PGresult *r, int i, int name_col, const cli_registry *reg);
+/* Prints {key="...",name="..." (no closing brace) for row i of r, whose
+ * columns 0-2 are the locktag and name_col the name recorded for it:
+ * cmd_metrics.c's, passed in, so that the labels are made in one place. */
+typedef void metrics_labeller(PGresult *r, int i, int name_col,
+                              const cli_registry *reg);
 
 /* --window=AGE: its option table, and the default (24 h). */
 enum { METRICS_OPT_WINDOW = 500 };
@@ -23,6 +23,7 @@ extern const cli_opt metrics_window_opts[];
  * or NULL after one line (printed). */
 PGresult *metrics_runs_query(PGconn **pg, int revision, long window_ms);
 /* Its series. */
-void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg);
+void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg,
+                        metrics_labeller *labels);
 
 #endif

@@ -126,53 +126,59 @@ PGresult *metrics_runs_query(PGconn **pg, int revision, long window_ms)
     return r;
 }
 
+static void header(const char *metric, const char *type, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+}
+
 /* One histogram: its buckets, +Inf, _sum and _count per key. */
 static void histogram(PGresult *r, const char *metric, const char *help,
-                      int col, const cli_registry *reg)
+                      int col, const cli_registry *reg, metrics_labeller *labels)
 {
-    metrics_header(metric, "histogram", help);
+    header(metric, "histogram", help);
     for (int i = 0; i < PQntuples(r); i++) {
         for (int b = 0; b <= NBOUNDS; b++) {
             printf("%s_bucket", metric);
-            metrics_labels(r, i, 3, reg);
+            labels(r, i, 3, reg);
             printf(",le=\"%s\"} %s\n", b < NBOUNDS ? bounds[b] : "+Inf",
                    PQgetvalue(r, i, b < NBOUNDS ? col + 2 + b : col));
         }
         printf("%s_sum", metric);
-        metrics_labels(r, i, 3, reg);
+        labels(r, i, 3, reg);
         printf("} %s\n%s_count", PQgetvalue(r, i, col + 1), metric);
-        metrics_labels(r, i, 3, reg);
+        labels(r, i, 3, reg);
         printf("} %s\n", PQgetvalue(r, i, col));
     }
 }
 
-void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg)
+void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg,
+                        metrics_labeller *labels)
 {
-    metrics_header("pglock_window_seconds", "gauge",
+    header("pglock_window_seconds", "gauge",
                    "The window the pglock_window_ series count runs over "
                    "(--window).");
     printf("pglock_window_seconds %.3f\n", window_ms / 1000.0);
-    metrics_header("pglock_window_keys", "gauge",
+    header("pglock_window_keys", "gauge",
                    "Keys with runs started in the window (series are printed "
                    "for the 500 most recently run).");
     printf("pglock_window_keys %s\n",
            PQntuples(r) ? PQgetvalue(r, 0, 4) : "0");
-    metrics_header("pglock_window_runs", "gauge",
+    header("pglock_window_runs", "gauge",
                    "Runs of the key started in the window: started (the lock "
                    "taken), by outcome, busy, timed_out, or skipped (by an "
                    "older pglock: busy or timed out).");
     for (int i = 0; i < PQntuples(r); i++)
         for (int c = 0; c < NCOUNTS; c++) {
             printf("pglock_window_runs");
-            metrics_labels(r, i, 3, reg);
+            labels(r, i, 3, reg);
             printf(",outcome=\"%s\"} %s\n", counts[c].outcome,
                    PQgetvalue(r, i, COL_COUNTS + c));
         }
     histogram(r, "pglock_window_wait_seconds",
               "How long the runs of the key started in the window waited, "
               "from pglock's start to the lock (of those that recorded "
-              "it).", COL_WAIT, reg);
+              "it).", COL_WAIT, reg, labels);
     histogram(r, "pglock_window_hold_seconds",
               "How long the runs of the key started in the window held the "
-              "lock, of those whose end was recorded.", COL_HOLD, reg);
+              "lock, of those whose end was recorded.", COL_HOLD, reg, labels);
 }
