@@ -707,13 +707,14 @@ window_count() {
     [[ "$output" == *"pglock_window_hold_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 4"* ]]
 }
 
-# window_alert_fires BLOCK METRICS EXPECTED: docs/operations.md's alert
-# BLOCK (for $K), evaluated by promtool on METRICS (pglock metrics'
-# output, constant for 10 minutes), fires with EXPECTED (exp_alerts).
+# window_alert_fires RULE METRICS EXPECTED: an alert's expression RULE
+# (docs/operations.md's, for $K), evaluated by promtool on METRICS (pglock
+# metrics' output, constant for 10 minutes), fires with EXPECTED
+# (exp_alerts).
 window_alert_fires() {
     {
         printf 'groups:\n- name: pglock\n  rules:\n  - alert: Window\n    expr: |\n'
-        doc_block docs/operations.md "$1" | sed -e "s/\"nightly-billing\"/\"$K\"/g" -e 's/^/      /'
+        printf '%s\n' "$1" | sed -e "s/\"nightly-billing\"/\"$K\"/g" -e 's/^/      /'
     } >"$out/rules.yml"
     {
         printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n'
@@ -728,8 +729,13 @@ window_alert_fires() {
 }
 
 @test "the window's series: busy and timed out told apart, waits and holds; docs/operations.md's alert for each, evaluated by promtool" {
-    local id m
+    local id m runs skips wait hold keys
     id=$(q "select $(name_sql "$K")")
+    runs=$(doc_block docs/operations.md ops-alert-window-runs)
+    skips=$(doc_block docs/operations.md ops-alert-window-skips)
+    wait=$(doc_block docs/operations.md ops-alert-window-wait)
+    hold=$(doc_block docs/operations.md ops-alert-window-hold)
+    keys=$(doc_block docs/operations.md ops-alert-window-keys)
     "$PGLOCK_BIN" run --record "$K" -- true
     run -0 "$PGLOCK_BIN" metrics --window=1h
     m=$output
@@ -739,17 +745,17 @@ window_alert_fires() {
     [ "$(window_count "$m" "$K" succeeded)" -eq 1 ]
     [[ "$m" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 1"* ]]
     [[ "$m" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"+Inf\"} 1"* ]]
-    local b
-    for b in ops-alert-window-runs ops-alert-window-skips ops-alert-window-wait ops-alert-window-hold ops-alert-window-keys; do
-        window_alert_fires "$b" "$m" "[]"
+    local rule
+    for rule in "$runs" "$skips" "$wait" "$hold" "$keys"; do
+        window_alert_fires "$rule" "$m" "[]"
     done
     # one run holds: a --wait that runs out, then three --try
     bg h run --record "$K" -c "touch $out/h.start; while [ ! -e $out/h.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/h.start"
     run -75 "$PGLOCK_BIN" run --record --wait=0.3s "$K" -- true
     run -0 "$PGLOCK_BIN" metrics --window=1h
-    window_alert_fires ops-alert-window-runs "$output" "[{exp_labels: {key: \"$id\", name: \"$K\", outcome: timed_out}}]"
-    window_alert_fires ops-alert-window-skips "$output" "[]"
+    window_alert_fires "$runs" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\", outcome: timed_out}}]"
+    window_alert_fires "$skips" "$output" "[]"
     run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
     run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
     touch "$out/h.release"
@@ -761,7 +767,7 @@ window_alert_fires() {
     [ "$(window_count "$m" "$K" busy)" -eq 2 ]
     [ "$(window_count "$m" "$K" timed_out)" -eq 1 ]
     [ "$(window_count "$m" "$K" skipped)" -eq 0 ]
-    window_alert_fires ops-alert-window-skips "$m" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    window_alert_fires "$skips" "$m" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
     # the timed-out wait is in history --json, not in the waits for the lock
     runs_json "$K"
     [ "$(py '[(r["skipped_as"], r["wait_seconds"] >= 0.3) for r in d if r["outcome"] == "skipped"]')" = \
@@ -770,8 +776,8 @@ window_alert_fires() {
     # long waits and holds (rewritten: the test does not wait for hours)
     q "update pglock.runs set wait_ms = 600000, ended_at = started_at + interval '3 hours' where key_name = '$K' and outcome = 'succeeded'" >/dev/null
     run -0 "$PGLOCK_BIN" metrics --window=1h
-    window_alert_fires ops-alert-window-wait "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
-    window_alert_fires ops-alert-window-hold "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    window_alert_fires "$wait" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    window_alert_fires "$hold" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
     [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"7200\"} 0"* ]]
     [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"14400\"} 2"* ]]
     # out of the window: no series for the key
@@ -796,5 +802,6 @@ window_alert_fires() {
     # the least recently run is left out
     [ "$(grep -c '^pglock_window_.*name="k1"' <<<"$output")" -eq 0 ]
     [ "$(grep -c '^pglock_window_.*name="k501"' <<<"$output")" -eq 40 ]
-    K=k1 window_alert_fires ops-alert-window-keys "$output" "[{exp_labels: {}}]"
+    K=k1 window_alert_fires "$(doc_block docs/operations.md ops-alert-window-keys)" \
+        "$output" "[{exp_labels: {}}]"
 }
