@@ -33,7 +33,8 @@ static void usage(void)
            "a database as Prometheus metrics (text exposition format).\n\n"
            "Usage:\n  pglock metrics [OPTION]...\n\n");
     cli_opt_help(stdout, metrics_tables);
-    printf("\nExit status: 0, 69 server unavailable (pglock_up 0 is still "
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Exit status: 0, 69 server unavailable (pglock_up 0 is still "
            "printed),\n64 usage.\n"
            "See pglock-metrics(1).\n");
 }
