@@ -856,7 +856,8 @@ typedef struct pglock_holders pglock_holders;
 typedef struct pglock_holder {
     pglock_key key;          /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
     const char *database;    /* NULL if the database is gone */
-    int pid;                 /* 0: no backend (a prepared transaction) */
+    int pid;                 /* the backend pid; 0: no backend (a
+                                prepared transaction) */
     pglock_mode mode;        /* held, or asked for by a waiter */
     int granted;             /* 1: holds, 0: waits */
     int has_session;         /* a pg_stat_activity row was found */

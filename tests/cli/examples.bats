@@ -246,10 +246,12 @@ packages() {
         case $p in
         postgresql) grep -q 'harness.sh' "$SRC/bench/run.sh" ;;
         libhiredis-dev) grep -q 'hiredis' "$SRC/bench/CMakeLists.txt" ;;
+        etcd-server) grep -q 'command -v etcd ' "$SRC/bench/etcd_side.sh" ;;
+        etcd-client) grep -q 'command -v etcdctl ' "$SRC/bench/etcd_side.sh" ;;
         *) grep -qE "(command -v|^| )$p( |$)" "$SRC/bench/run.sh" ;;
         esac || { echo "the README's bench line names $p, which bench/ does not use"; false; }
     done
-    for p in hyperfine redis-server strace python3; do
+    for p in hyperfine redis-server etcd-server etcd-client strace python3; do
         grep -qx "$p" <<<"$bench" || { echo "bench/run.sh uses $p, the README's bench line omits it"; false; }
     done
 }
@@ -259,16 +261,20 @@ packages() {
     # done already: it must name them as they are
     [ "$(doc_block README.md quick-start-build)" = "$(printf '%s\n' make '. "$(tests/harness/harness.sh start --build build)"')" ]
     doc_block README.md quick-start-race >"$out/race.sh"
-    grep -q 'pglock run --try nightly-billing' "$out/race.sh"
+    grep -q 'pglock run --try --host-label "$host" nightly-billing' "$out/race.sh"
     mkdir "$out/tree"
     ln -s "$PGLOCK_BUILD" "$out/tree/build"
     run -0 --separate-stderr sh -c 'cd "$1" && . "$2"' sh "$out/tree" "$out/race.sh"
     echo "$output"
     echo "$stderr"
     [ "$(grep -c 'runs the job$' <<<"$output")" = 1 ]
-    [ "$(grep -c 'is held by pid .*the command was not run$' <<<"$stderr")" = 2 ]
+    # each loser names the winner's host and backend pid
+    local winner
+    winner=$(sed -n 's/ runs the job$//p' <<<"$output")
+    [ "$(grep -c "is held by $winner (backend pid [0-9]*, .*\"pglock run nightly-billing on $winner\".*the command was not run$" <<<"$stderr")" = 2 ]
     [[ "$output" == *"nightly-billing (application_name) = key -3003901418071974465: exclusive"* ]]
-    [[ "$output" == *"holds "*"pglock run nightly-billing"* ]]
+    grep -E "^  BACKEND PID +HOST +USER +CLIENT +HOW LONG +APPLICATION$" <<<"$output"
+    grep -E "^  holds [0-9]+ +$winner +postgres +local +.* +pglock run nightly-billing on $winner$" <<<"$output"
 }
 
 @test "docs/examples/billing.cron, billing.service and billing.timer are docs/deployment.md's cron, systemd and timer examples (the packages ship them)" {

@@ -207,7 +207,7 @@ with_db() {
     [[ "$output" == *"--yes is needed"* ]]
     held "$K"
     run -0 sh -c "${second//nightly-billing/$K}"
-    [[ "$output" == *"terminated pid"* ]]
+    [[ "$output" == *"terminated backend pid"* ]]
     finish h 10
     [ "$(status_of h)" = 74 ]
 }

@@ -164,7 +164,7 @@ lock_table() {
     bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
-    [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = 'pglock run $K'")" ]
+    [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = '$(run_app "$K")'")" ]
     # status names the run lock after its run, not as a bare pair
     local id
     id=$(py 'd[0]["id"]')
@@ -189,7 +189,7 @@ lock_table() {
     # is another one and records it
     bg b run --record --lease=3s "$K" -c "touch $out/b.start; sleep 30"
     wait_until 10 file_exists "$out/b.start"
-    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pglock run $K'" >/dev/null
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = '$(run_app "$K")'" >/dev/null
     finish b 10
     [ "$(status_of b)" -eq 74 ]
     outcome_is "$K" lost
@@ -447,6 +447,35 @@ newest_run_ms() {
     # once the lock is free, no sample for the key
     run "$PGLOCK_BIN" metrics
     [[ "$output" != *"pglock_locks_held{key=\"$id\""* ]]
+}
+
+@test "metrics: locks held by host, the host --record stores (--host-label), \"\" for a holder that names none" {
+    local id
+    id=$(q "select $(name_sql "$K")")
+    bg a run --record --shared --host-label cron-3 "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+    bg b run --shared --host-label cron-4 "$K" -c "touch $out/b.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 10 file_exists "$out/b.start"
+    PGAPPNAME=psql-holder psql -X -q "$DB" -c "select pg_advisory_lock_shared($id), pg_sleep(30)" >/dev/null 2>&1 &
+    local holder=$!
+    echo "$holder" >"$out/psql.pid"
+    wait_until 10 eval "[ \"\$(advisory_count $id t)\" = 3 ]"
+    run --separate-stderr "$PGLOCK_BIN" metrics
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | promtool check metrics
+    [[ "$output" == *"pglock_locks_held{key=\"$id\",name=\"$K\"} 3"* ]]
+    [ "$(grep -c "^pglock_locks_held_by_host{key=\"$id\"," <<<"$output")" = 3 ]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"\"} 1"* ]]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"cron-3\"} 1"* ]]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"cron-4\"} 1"* ]]
+    # the run's row names the same host
+    run -0 "$PGLOCK_BIN" history --json "$K"
+    [ "$(py 'd[0]["host"]')" = cron-3 ]
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'psql-holder'" >/dev/null
+    wait "$holder" || true
+    touch "$out/a.release"
+    finish a 10
+    finish b 10
 }
 
 @test "key forms: a pair, a negative and a legacy hashtext key are seen running while held" {

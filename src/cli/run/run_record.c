@@ -49,7 +49,7 @@ const cli_opt run_record_opts[] = {
     {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
      "record the run in pglock.runs (or PGLOCK_RECORD=1)"},
     {OPT_HOST_LABEL, 0, "host-label", CLI_OPT_VALUE, "NAME",
-     "the host recorded (default: the host name)"},
+     "the host recorded and named in the lock\nconnection's application_name (default:\nthe host name)"},
     CLI_OPT_END};
 
 int run_record_option(run_args *a, int id, const char *value)
@@ -100,6 +100,26 @@ int run_record_env(run_args *a)
                            env);
 }
 
+/* See run.h. */
+const char *run_host_label(const run_args *a, char *buf, size_t len)
+{
+    if (a->host_label)
+        snprintf(buf, len, "%s", a->host_label);
+    else if (gethostname(buf, len) != 0)
+        return NULL;
+    buf[len - 1] = '\0';
+    return buf[0] ? buf : NULL;
+}
+
+/* The history connection's application_name, "pglock record KEY on
+ * HOST": status names the run locks it holds after KEY. */
+static void record_app(const run_state *st, char app[64])
+{
+    char host[256];
+    cli_application_name(app, "record", st->args->key_text,
+                         run_host_label(st->args, host, sizeof host));
+}
+
 static int recording(const run_state *st)
 {
     return st->args->record;
@@ -128,7 +148,7 @@ int run_record_prepare(run_state *st)
         return CLI_GO_ON;
     close_record();
     char app[64], err[512];
-    cli_application_name(app, "record", st->args->key_text);
+    record_app(st, app);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = pglock_now_ms() + st->lease.client_ms;
@@ -345,11 +365,8 @@ static void insert_row(run_state *st, const char *outcome,
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     snprintf(bpid, sizeof bpid, "%d", pglock_client_backend_pid(st->client));
     snprintf(tok, sizeof tok, "%lld", (long long)st->token);
-    if (a->host_label)
-        snprintf(host, sizeof host, "%s", a->host_label);
-    else if (gethostname(host, sizeof host) != 0)
+    if (!run_host_label(a, host, sizeof host))
         snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
     struct passwd *pw = getpwuid(geteuid());
     rec.sent_at = pglock_now_ms();
     snprintf(left, sizeof left, "%lld", (long long)(deadline - rec.sent_at));
@@ -483,7 +500,7 @@ static PGresult *write_end_anew(const run_state *st, const char **params,
                                 int64_t deadline, char *err, size_t errlen)
 {
     char app[64];
-    cli_application_name(app, "record", st->args->key_text);
+    record_app(st, app);
     rec.xact = 0; /* autocommit: no transaction holds the rows now */
     while (pglock_now_ms() < deadline) {
         rec.conn = history_connect(&st->args->conn, app, deadline, err, errlen);
