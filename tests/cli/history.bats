@@ -62,7 +62,7 @@ lock_table() {
     [[ "$stderr" == *"already present"* ]]
     [[ "$output" == *"GRANT SELECT, INSERT, UPDATE ON pglock.runs TO recorder_role;"* ]]
     [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')")" = \
-        "pglock run history, schema version 1" ]
+        "pglock run history, schema version 1, revision 2" ]
 }
 
 @test "no history table: --record fails before taking the lock, one line naming pglock init" {
@@ -643,4 +643,194 @@ alert_fires() {
     q "update pglock.runs set started_at = started_at - interval '26 hours', ended_at = ended_at - interval '26 hours' where key_name = '$K'" >/dev/null
     run -0 "$PGLOCK_BIN" metrics
     alert_fires "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+}
+
+# old_pglock: the path of a pglock that knows the history's revision 1
+# only (the last commit before revision 2), built once per build
+# directory from this repository's history; skips without one.
+REV1_COMMIT=6476529d840ce369bf3a1cdb12139bc453c40db5
+old_pglock() {
+    local src=$BATS_TEST_DIRNAME/../.. dir=$PGLOCK_BUILD/compat-rev1
+    if [ ! -x "$dir/b/pglock" ]; then
+        git -C "$src" cat-file -e "$REV1_COMMIT^{commit}" 2>/dev/null ||
+            skip "no git history to build the revision-1 pglock from"
+        rm -rf "$dir" && mkdir -p "$dir/src"
+        git -C "$src" archive "$REV1_COMMIT" | tar -x -C "$dir/src"
+        cmake -S "$dir/src" -B "$dir/b" -DPGLOCK_TESTS=OFF >/dev/null &&
+            make -C "$dir/b" pglock_exe >/dev/null 2>&1 ||
+            { echo "could not build the revision-1 pglock"; return 1; }
+    fi
+    echo "$dir/b/pglock"
+}
+
+# window_count METRICS KEY OUTCOME: pglock_window_runs' value.
+window_count() {
+    local id
+    id=$(q "select $(name_sql "$2")")
+    sed -n "s/^pglock_window_runs{key=\"$id\",name=\"$2\",outcome=\"$3\"} //p" <<<"$1"
+}
+
+@test "a fleet upgrade: init moves revision 1 to 2 in place; pglock of either revision records and reads against one table before, during and after it" {
+    local old other=$PGLOCK_TEST_OTHER_DB
+    old=$(old_pglock)
+    q "drop schema if exists pglock cascade" "$other"
+    "$old" init -q -d "$other"
+    [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')" "$other")" = \
+        "pglock run history, schema version 1" ]
+    # this pglock against revision 1: records as revision 1 does (a skip
+    # without its reason, no wait), without a warning
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    bg h run --record -d "$other" "$K" -c "touch $out/h.start; while [ ! -e $out/h.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/h.start"
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json -d "$other" "$K"
+    [ "$(py '[r["outcome"] + ":" + str(r["skipped_as"]) + ":" + str(r["wait_seconds"]) for r in d]')" = \
+        "['skipped:None:None', 'running:None:None', 'succeeded:None:None']" ]
+    # the upgrade, while h runs; a second init changes nothing
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other"
+    [ "$stderr" = "pglock: run history upgraded from schema version 1, revision 1 to revision 2 in database \"pglock_other\"" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" init -d "$other"
+    [ "$stderr" = "pglock: run history (schema version 1, revision 2) already present in database \"pglock_other\"" ]
+    [ "$(q "select obj_description('pglock.runs'::regclass, 'pg_class')" "$other")" = \
+        "pglock run history, schema version 1, revision 2" ]
+    # both against revision 2, for the one key h holds: the old one's skip
+    # is "skipped", this one's "busy" or "timed_out"; and the old init
+    # takes the upgraded table as its own
+    run -0 --separate-stderr "$old" init -d "$other"
+    [[ "$stderr" == *"already present"* ]]
+    run -75 --separate-stderr "$old" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --try -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    run -75 --separate-stderr "$PGLOCK_BIN" run --record --wait=0.3s -d "$other" "$K" -- true
+    [[ "$stderr" != *warning* ]]
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" -eq 0 ]
+    [ ! -s "$out/h.err" ] # its end, recorded on the upgraded table
+    run -0 --separate-stderr "$old" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$other" "$K" -- true
+    [ -z "$stderr" ]
+    run -0 --separate-stderr "$PGLOCK_BIN" history --json -d "$other" "$K"
+    [ "$(py '[r["outcome"] + ":" + str(r["skipped_as"]) + ":" + str(r["wait_seconds"] is not None) for r in d]')" = \
+        "['succeeded:None:True', 'succeeded:None:False', 'skipped:timed_out:True', 'skipped:busy:True', 'skipped:None:False', 'skipped:None:False', 'succeeded:None:False', 'succeeded:None:False']" ]
+    # the old readers read the upgraded table
+    run -0 "$old" history -d "$other" "$K"
+    [ "${#lines[@]}" -eq 9 ]
+    run -0 "$old" check -d "$other" "$K" --within=1h
+    [[ "$output" == "PGLOCK OK - $K succeeded"* ]]
+    run -0 "$old" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    # and the new metrics count both revisions' rows
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    [ "$(window_count "$output" "$K" started)" -eq 4 ]
+    [ "$(window_count "$output" "$K" succeeded)" -eq 4 ]
+    [ "$(window_count "$output" "$K" busy)" -eq 1 ]
+    [ "$(window_count "$output" "$K" timed_out)" -eq 1 ]
+    [ "$(window_count "$output" "$K" skipped)" -eq 2 ]
+    [[ "$output" == *"pglock_window_wait_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 1"* ]]
+    [[ "$output" == *"pglock_window_hold_seconds_count{key=\"$(q "select $(name_sql "$K")")\",name=\"$K\"} 4"* ]]
+}
+
+# window_alert_fires RULE METRICS EXPECTED: an alert's expression RULE
+# (docs/operations.md's, for $K), evaluated by promtool on METRICS (pglock
+# metrics' output, constant for 10 minutes), fires with EXPECTED
+# (exp_alerts).
+window_alert_fires() {
+    {
+        printf 'groups:\n- name: pglock\n  rules:\n  - alert: Window\n    expr: |\n'
+        printf '%s\n' "$1" | sed -e "s/\"nightly-billing\"/\"$K\"/g" -e 's/^/      /'
+    } >"$out/rules.yml"
+    {
+        printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n'
+        printf '%s\n' "$2" | awk -v k="name=\"$K\"" '
+            /^#/ { next }
+            index($0, k) || /^pglock_(up|window_seconds|window_keys) / {
+                printf "  - series: %c%s%c\n    values: %c%sx10%c\n", 39, $1, 39, 39, $NF, 39
+            }'
+        printf '  alert_rule_test:\n  - eval_time: 5m\n    alertname: Window\n    exp_alerts: %s\n' "$3"
+    } >"$out/test.yml"
+    (cd "$out" && promtool test rules test.yml) || { cat "$out/rules.yml" "$out/test.yml"; return 1; }
+}
+
+@test "the window's series: busy and timed out told apart, waits and holds; docs/operations.md's alert for each, evaluated by promtool" {
+    local id m runs skips wait hold keys
+    id=$(q "select $(name_sql "$K")")
+    runs=$(doc_block docs/operations.md ops-alert-window-runs)
+    skips=$(doc_block docs/operations.md ops-alert-window-skips)
+    wait=$(doc_block docs/operations.md ops-alert-window-wait)
+    hold=$(doc_block docs/operations.md ops-alert-window-hold)
+    keys=$(doc_block docs/operations.md ops-alert-window-keys)
+    "$PGLOCK_BIN" run --record "$K" -- true
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    m=$output
+    printf '%s\n' "$m" | promtool check metrics
+    grep -qx 'pglock_window_seconds 3600.000' <<<"$m"
+    [ "$(window_count "$m" "$K" started)" -eq 1 ]
+    [ "$(window_count "$m" "$K" succeeded)" -eq 1 ]
+    [[ "$m" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 1"* ]]
+    [[ "$m" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"+Inf\"} 1"* ]]
+    local rule
+    for rule in "$runs" "$skips" "$wait" "$hold" "$keys"; do
+        window_alert_fires "$rule" "$m" "[]"
+    done
+    # one run holds: a --wait that runs out, then three --try
+    bg h run --record "$K" -c "touch $out/h.start; while [ ! -e $out/h.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/h.start"
+    run -75 "$PGLOCK_BIN" run --record --wait=0.3s "$K" -- true
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    window_alert_fires "$runs" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\", outcome: timed_out}}]"
+    window_alert_fires "$skips" "$output" "[]"
+    run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
+    run -75 "$PGLOCK_BIN" run --record --try "$K" -- true
+    touch "$out/h.release"
+    finish h 10
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    m=$output
+    printf '%s\n' "$m" | promtool check metrics
+    [ "$(window_count "$m" "$K" started)" -eq 2 ]
+    [ "$(window_count "$m" "$K" busy)" -eq 2 ]
+    [ "$(window_count "$m" "$K" timed_out)" -eq 1 ]
+    [ "$(window_count "$m" "$K" skipped)" -eq 0 ]
+    window_alert_fires "$skips" "$m" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    # the timed-out wait is in history --json, not in the waits for the lock
+    runs_json "$K"
+    [ "$(py '[(r["skipped_as"], r["wait_seconds"] >= 0.3) for r in d if r["outcome"] == "skipped"]')" = \
+        "[('busy', False), ('busy', False), ('timed_out', True)]" ]
+    [[ "$m" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 2"* ]]
+    # long waits and holds (rewritten: the test does not wait for hours)
+    q "update pglock.runs set wait_ms = 600000, ended_at = started_at + interval '3 hours' where key_name = '$K' and outcome = 'succeeded'" >/dev/null
+    run -0 "$PGLOCK_BIN" metrics --window=1h
+    window_alert_fires "$wait" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    window_alert_fires "$hold" "$output" "[{exp_labels: {key: \"$id\", name: \"$K\"}}]"
+    [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"7200\"} 0"* ]]
+    [[ "$output" == *"pglock_window_hold_seconds_bucket{key=\"$id\",name=\"$K\",le=\"14400\"} 2"* ]]
+    # out of the window: no series for the key
+    run -0 "$PGLOCK_BIN" metrics --window=1ms
+    [[ "$output" != *"pglock_window_runs{key=\"$id\""* ]]
+    run -64 --separate-stderr "$PGLOCK_BIN" metrics --window=soon
+    [[ "$stderr" == "pglock: error: invalid value for --window: "* ]]
+}
+
+@test "the window's cardinality: at most 500 keys have series, the most recently run; pglock_window_keys counts them all and its alert fires" {
+    local other=$PGLOCK_TEST_OTHER_DB
+    q "drop schema if exists pglock cascade" "$other"
+    "$PGLOCK_BIN" init -q -d "$other"
+    # 501 keys with a run each, the oldest first (rows as a run writes them)
+    q "insert into pglock.runs (key, key_name, classid, objid, objsubid, host, started_at, ended_at, outcome, exit_status)
+       select g::text, 'k' || g, 0, g, 1, 'h', now() - (600 - g) * interval '1 second', now() - (600 - g) * interval '1 second', 'succeeded', 0
+       from generate_series(1, 501) g" "$other" >/dev/null
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics -d "$other"
+    printf '%s\n' "$output" | promtool check metrics
+    grep -qx 'pglock_window_keys 501' <<<"$output"
+    [ "$(grep -c '^pglock_window_runs{.*outcome="started"}' <<<"$output")" -eq 500 ]
+    # the least recently run is left out
+    [ "$(grep -c '^pglock_window_.*name="k1"' <<<"$output")" -eq 0 ]
+    [ "$(grep -c '^pglock_window_.*name="k501"' <<<"$output")" -eq 40 ]
+    K=k1 window_alert_fires "$(doc_block docs/operations.md ops-alert-window-keys)" \
+        "$output" "[{exp_labels: {}}]"
 }

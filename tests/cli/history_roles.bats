@@ -72,6 +72,11 @@ pglock: hint: \"pglock init\" prints the GRANTs a role needs." ]
     [[ "$output" == *"pglock_runs_running{key=\"$id\",name=\"$K\"} 1"* ]]
     [[ "$output" == *"pglock_last_run_outcome{key=\"$id\",name=\"$K\",outcome=\"succeeded\"} 1"* ]]
     [[ "$output" != *"1885826162"* ]] # the run lock is no job's key
+    # the runs of the window: both started (their waits recorded), one ended
+    [[ "$output" == *"pglock_window_runs{key=\"$id\",name=\"$K\",outcome=\"started\"} 2"* ]]
+    [[ "$output" == *"pglock_window_runs{key=\"$id\",name=\"$K\",outcome=\"succeeded\"} 1"* ]]
+    [[ "$output" == *"pglock_window_wait_seconds_count{key=\"$id\",name=\"$K\"} 2"* ]]
+    [[ "$output" == *"pglock_window_hold_seconds_count{key=\"$id\",name=\"$K\"} 1"* ]]
     # a pruner with the documented grants keeps the run going, deletes
     # the finished one
     q "grant delete on pglock.runs to pglock_user"

@@ -83,3 +83,26 @@ roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
         "psql -X -q -A -t -c \"select pg_terminate_backend(\$PGLOCK_BACKEND_PID)\" \"$DB\" >/dev/null; exit 0"
     [[ "$output" == *"lost"* ]]
 }
+
+# The wait and the skip's reason ride on the start row's INSERT: a run
+# recorded on the history's revision 2 costs the round trips it cost on
+# revision 1 (made here as an older pglock's init made it).
+@test "run --record: the wait is written with the start row, no round trip more than on a revision-1 history" {
+    local other=$PGLOCK_TEST_OTHER_DB via="$PGLOCK_TEST_PROXY dbname=pglock_other" rt1 rt2
+    q "drop schema if exists pglock cascade" "$other"
+    "$PGLOCK_BIN" init -q -d "$other"
+    q "alter table pglock.runs drop column wait_ms, drop column skip_reason;
+       comment on table pglock.runs is 'pglock run history, schema version 1'" "$other"
+    proxy_cmd reset >/dev/null
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$via" "$K" -- true
+    [ -z "$stderr" ]
+    rt1=$(roundtrips)
+    "$PGLOCK_BIN" init -q -d "$other"
+    proxy_cmd reset >/dev/null
+    run -0 --separate-stderr "$PGLOCK_BIN" run --record -d "$via" "$K" -- true
+    [ -z "$stderr" ]
+    rt2=$(roundtrips)
+    echo "revision 1: $rt1, revision 2: $rt2"
+    [ "$rt2" -eq "$rt1" ]
+    [ "$(q "select count(wait_ms) from pglock.runs" "$other")" -eq 1 ]
+}

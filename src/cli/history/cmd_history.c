@@ -37,6 +37,7 @@ typedef struct history_args {
     long limit;
     long prune_ms;   /* -1: no prune */
     int json;
+    int revision;    /* the table's (history_revision()) */
     const char *keys_file;
     char keys[4096]; /* the keys asked for, '\n'-separated pglock_key_format() */
 } history_args;
@@ -128,7 +129,8 @@ static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
 
 /* Columns: 0 id, 1 key, 2 key_name, 3 host, 4 os_user, 5 pid, 6 command,
  * 7 hold, 8 backend_pid, 9 fencing_token, 10 started_at, 11 ended_at,
- * 12 duration (s), 13 exit_status, 14 outcome. */
+ * 12 duration (s), 13 exit_status, 14 outcome, 15 wait (s), 16
+ * skip_reason (history_sql.c: NULL on a table of revision 1). */
 #define HISTORY_COLUMNS                                                       \
     "r.id, r.key, r.key_name, r.host, r.os_user, r.pid, r.command, r.hold,"  \
     " r.backend_pid, r.fencing_token,"                                        \
@@ -140,7 +142,7 @@ static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
     " r.exit_status, "
 
 static const char *const history_select_fmt =
-    "SELECT " HISTORY_COLUMNS "%s"
+    "SELECT " HISTORY_COLUMNS "%s, (%s / 1000.0)::float8, %s"
     " FROM pglock.runs r"
     " WHERE ($1::text IS NULL OR r.key = ANY (string_to_array($1::text, E'\\n')))"
     "  AND ($2::bigint IS NULL"
@@ -191,6 +193,9 @@ static void print_json(PGresult *r)
                      ? strtod(val(r, i, 12), NULL) : -1);
         json_int_or_null(&w, "exit_status", val(r, i, 13));
         json_string(&w, "outcome", val(r, i, 14));
+        json_string(&w, "skipped_as", val(r, i, 16));
+        json_seconds(&w, "wait_seconds", val(r, i, 15)
+                     ? strtod(val(r, i, 15), NULL) : -1);
         json_object_end(&w);
     }
     json_array_end(&w);
@@ -290,7 +295,9 @@ static int prune(PGconn **pg, const history_args *h)
 static int show(PGconn **pg, const history_args *h, int argc, char **argv)
 {
     char sql[8192], since[24], limit[24], err[512];
-    snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr);
+    snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr,
+             history_wait_ms_col(h->revision),
+             history_skip_reason_col(h->revision));
     snprintf(since, sizeof since, "%ld", h->since_ms);
     snprintf(limit, sizeof limit, "%ld", h->limit);
     const char *params[3] = {h->keys[0] ? h->keys : NULL,
@@ -334,8 +341,8 @@ int cmd_history(int argc, char **argv)
                                    sizeof err);
     if (!probe)
         rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
-    else
-        rc = history_check_probe(probe, 0, CLI_EXIT_UNAVAILABLE);
+    else if ((rc = history_check_probe(probe, 0, CLI_EXIT_UNAVAILABLE)) == 0)
+        h.revision = history_revision(probe);
     PQclear(probe);
     if (!rc)
         rc = keys_of(argc, argv, &h, pg);

@@ -38,7 +38,8 @@ static void usage(void)
     printf("pglock init creates the run history (schema \"pglock\", table\n"
            "pglock.runs) in the database, and prints the GRANTs other roles\n"
            "need to record, read and prune (for the roles named, or as a\n"
-           "template).  Running it again changes nothing.\n\n"
+           "template).  Running it again changes nothing; a history made by\n"
+           "an older pglock is upgraded in place.\n\n"
            "Usage:\n  pglock init [OPTION]...\n\n");
     cli_opt_help(stdout, init_tables);
     printf("\nExit status: 0 done, 69 server unavailable or not allowed to "
@@ -110,8 +111,9 @@ static int grants(PGconn *pg, const init_args *a)
     return 0;
 }
 
-/* The version already in the database (0: none), or -1 after an error. */
-static int version_found(PGconn *pg)
+/* The version already in the database (0: none), or -1 after an error;
+ * its revision in *revision. */
+static int version_found(PGconn *pg, int *revision)
 {
     pglock_error err = {0};
     PGresult *r = cli_query(pg, history_probe_sql, 0, NULL, &err);
@@ -123,6 +125,7 @@ static int version_found(PGconn *pg)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", line), -1;
     }
     int v = PQgetisnull(r, 0, 1) ? 0 : atoi(PQgetvalue(r, 0, 1));
+    *revision = history_revision(r);
     if (PQgetvalue(r, 0, 0)[0] == 't' && v == 0)
         v = -2; /* a table of that name that pglock did not create */
     PQclear(r);
@@ -131,14 +134,19 @@ static int version_found(PGconn *pg)
 
 static int init_database(PGconn *pg, const init_args *a)
 {
-    int found = version_found(pg);
+    int revision = 0;
+    int found = version_found(pg, &revision);
     if (found == -1)
         return CLI_EXIT_UNAVAILABLE;
     if (found == -2 || found > HISTORY_SCHEMA_VERSION)
         return cli_error(CLI_EXIT_UNAVAILABLE, "pglock.runs exists but %s",
                          found == -2 ? "carries no pglock schema version"
                                      : "was created by a newer pglock");
-    if (found == 0 || found < HISTORY_SCHEMA_VERSION) {
+    /* An older revision is upgraded in place (history_init_sql adds only
+     * what is missing); a newer one is kept as it is. */
+    int upgrade = found == HISTORY_SCHEMA_VERSION &&
+                  revision < HISTORY_SCHEMA_REVISION;
+    if (found == 0 || upgrade) {
         PGresult *r = PQexec(pg, history_init_sql);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
             char line[512];
@@ -150,9 +158,15 @@ static int init_database(PGconn *pg, const init_args *a)
         }
         PQclear(r);
     }
-    cli_notice("run history (schema version %d) %s in database \"%s\"",
-               HISTORY_SCHEMA_VERSION, found ? "already present" : "created",
-               PQdb(pg));
+    if (upgrade)
+        cli_notice("run history upgraded from schema version %d, revision %d "
+                   "to revision %d in database \"%s\"", found, revision,
+                   HISTORY_SCHEMA_REVISION, PQdb(pg));
+    else
+        cli_notice("run history (schema version %d, revision %d) %s in "
+                   "database \"%s\"", HISTORY_SCHEMA_VERSION,
+                   found ? revision : HISTORY_SCHEMA_REVISION,
+                   found ? "already present" : "created", PQdb(pg));
     return grants(pg, a);
 }
 

@@ -9,7 +9,8 @@
  * of the oldest wait (pg_locks and pg_stat_activity); per key and host
  * (the host its holders' application_name names), locks held; per
  * recorded key: the last finished run's start, end, duration and outcome (as check
- * judges: a run still going does not count), and the runs going now.
+ * judges: a run still going does not count), the runs going now, and
+ * the runs over a window (metrics_runs.c).
  * Without a history table only the lock metrics are printed.
  *
  * pglock_up is always printed: 1 when every query was answered; else 0,
@@ -21,8 +22,10 @@
 #include <string.h>
 #include "cli.h"
 #include "history.h"
+#include "metrics.h"
 
-static const cli_opt *const metrics_tables[] = {cli_keys_opts, cli_conn_opts,
+static const cli_opt *const metrics_tables[] = {metrics_window_opts,
+                                                cli_keys_opts, cli_conn_opts,
                                                 cli_help_opts, NULL};
 
 static void usage(void)
@@ -31,7 +34,8 @@ static void usage(void)
            "a database as Prometheus metrics (text exposition format).\n\n"
            "Usage:\n  pglock metrics [OPTION]...\n\n");
     cli_opt_help(stdout, metrics_tables);
-    printf("\nExit status: 0, 69 server unavailable (pglock_up 0 is still "
+    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+           "Exit status: 0, 69 server unavailable (pglock_up 0 is still "
            "printed),\n64 usage.\n"
            "See pglock-metrics(1).\n");
 }
@@ -249,15 +253,16 @@ static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
         }
 }
 
-/* 1 when pglock.runs exists and can be read, 0 if not, -1 after an
- * error (printed). */
-static int history_readable(PGconn **pg)
+/* 1 when pglock.runs exists and can be read (its revision in
+ * *revision), 0 if not, -1 after an error (printed). */
+static int history_readable(PGconn **pg, int *revision)
 {
     char err[512];
     PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
     if (!probe)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err), -1;
     int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
+    *revision = usable ? history_revision(probe) : 0;
     PQclear(probe);
     return usable;
 }
@@ -281,10 +286,12 @@ static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
 }
 
 /* Every query first, then the output: all of it, or pglock_up 0 alone. */
-static int metrics(PGconn **pg, const cli_registry *reg)
+static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
 {
     PGresult *locks = NULL, *runs = NULL, *going = NULL, *holders = NULL;
-    int usable = history_readable(pg);
+    PGresult *window = NULL;
+    int revision;
+    int usable = history_readable(pg, &revision);
     if (usable >= 0)
         locks = query(pg, locks_fmt, usable ? recorded_name_sql : "NULL::text");
     if (locks)
@@ -296,10 +303,12 @@ static int metrics(PGconn **pg, const cli_registry *reg)
     if (usable) {
         runs = query(pg, runs_fmt, history_outcome_expr);
         going = runs ? query(pg, going_fmt, history_outcome_expr) : NULL;
+        window = going ? metrics_runs_query(pg, revision, window_ms) : NULL;
     }
-    if (usable && !going) {
+    if (usable && !window) {
         PQclear(locks);
         PQclear(runs);
+        PQclear(going);
         PQclear(holders);
         return CLI_EXIT_UNAVAILABLE;
     }
@@ -314,12 +323,15 @@ static int metrics(PGconn **pg, const cli_registry *reg)
         cli_warning("out of memory: pglock_locks_held_by_host left out");
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
-    if (usable)
+    if (usable) {
         print_runs(runs, going, reg);
+        metrics_runs_print(window, window_ms, reg, labels);
+    }
     PQclear(locks);
     PQclear(runs);
     PQclear(going);
     PQclear(holders);
+    PQclear(window);
     return 0;
 }
 
@@ -327,14 +339,21 @@ int cmd_metrics(int argc, char **argv)
 {
     cli_conn conn = {NULL, NULL, NULL, NULL};
     const char *value, *keys_file = NULL;
+    long window_ms = METRICS_WINDOW_DEFAULT_MS;
     int id;
     cli_opt_parser p;
     int rc = cli_opt_start(&p, "metrics", argc, argv, metrics_tables, usage);
     if (rc != CLI_GO_ON)
         return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
+        char err[256];
         if (id == CLI_OPT_KEYS)
             keys_file = value;
+        else if (id == METRICS_OPT_WINDOW) {
+            if (history_parse_age(value, &window_ms, err, sizeof err) < 0)
+                return cli_usage_error("metrics", "invalid value for "
+                                       "--window: %s", err);
+        }
         else if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
             return rc;
     }
@@ -345,7 +364,7 @@ int cmd_metrics(int argc, char **argv)
     if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
         return cli_usage_error("metrics", "%s", err);
     PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
-    rc = pg ? metrics(&pg, reg) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    rc = pg ? metrics(&pg, reg, window_ms) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (rc == CLI_EXIT_UNAVAILABLE)
         print_up(0);
     PQfinish(pg);

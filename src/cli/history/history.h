@@ -12,8 +12,18 @@
 #include <stdint.h>
 #include "cli.h"
 
-/* The schema version this pglock creates and reads. */
+/*
+ * The schema version this pglock creates and reads, and its revision.
+ * A version changes only with what an older pglock could no longer write
+ * to: every pglock of version 1 checks for exactly 1.  A revision adds
+ * what older ones need not know of (a nullable column), so that hosts
+ * of either revision go on recording while a fleet is upgraded.
+ *   revision 1  the first table
+ *   revision 2  wait_ms (pglock's start to the grant) and skip_reason
+ *               ('busy' or 'timed_out' for an outcome 'skipped')
+ */
 #define HISTORY_SCHEMA_VERSION 1
+#define HISTORY_SCHEMA_REVISION 2
 
 /* `pglock init`'s statements, in one transaction (idempotent). */
 extern const char history_init_sql[];
@@ -25,8 +35,15 @@ extern const char *const history_role_kind_names[HISTORY_ROLE_KINDS];
 extern const char *const history_grants[HISTORY_ROLE_KINDS][3];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
  * (exists bool, version int or NULL, may_record bool (USAGE, SELECT,
- * INSERT, UPDATE), may_select bool, may_prune bool (+ DELETE)). */
+ * INSERT, UPDATE), may_select bool, may_prune bool (+ DELETE), revision
+ * int: 1 when the comment names none). */
 extern const char history_probe_sql[];
+/* The revision a probe found. */
+int history_revision(PGresult *probe);
+/* The revision-2 columns of row r as a reader selects them: the column,
+ * or a NULL of its type on a revision-1 table (no such column). */
+const char *history_wait_ms_col(int revision);
+const char *history_skip_reason_col(int revision);
 /*
  * The run lock: while a recorded run lives, its history connection holds
  * the advisory lock (HISTORY_RUN_LOCK_NS, id mod 2^32), a pair key

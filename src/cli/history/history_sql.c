@@ -4,9 +4,11 @@
  * The schema version is kept in the table's comment ("pglock run history,
  * schema version N"), which a probe can read in one statement whether or
  * not the table exists (a version table would make the probe fail on a
- * database without it).  A later release migrates from the version it
- * finds there.
+ * database without it), with its revision after it ("..., schema version
+ * 1, revision 2"): a pglock that reads the version alone still finds 1.
+ * A later release migrates from what it finds there.
  */
+#include <stdlib.h>
 #include "history.h"
 
 /* The advisory lock taken by init serialises two inits run at once
@@ -14,6 +16,8 @@
  * It is a pair key nobody is likely to use: (0x70676c6b 'pglk', 1). */
 const char history_init_sql[] =
     "BEGIN;"
+    /* an upgrade finds the schema, table and indexes there: no NOTICE */
+    "SET LOCAL client_min_messages = warning;"
     "SELECT pg_advisory_xact_lock(1885826155, 1);"
     "CREATE SCHEMA IF NOT EXISTS pglock;"
     "CREATE TABLE IF NOT EXISTS pglock.runs ("
@@ -39,8 +43,17 @@ const char history_init_sql[] =
     " ON pglock.runs (key, started_at DESC);"
     "CREATE INDEX IF NOT EXISTS runs_started_at_idx"
     " ON pglock.runs (started_at);"
+    /* Revision 2, on a new table or in place on a revision-1 one: nullable
+     * columns without a default change no row (no rewrite), and the
+     * outcomes' CHECK stays as it was, so that a pglock of revision 1
+     * writes here as before, and one that reads 'skipped' (check, metrics)
+     * still skips a busy run. */
+    "ALTER TABLE pglock.runs ADD COLUMN IF NOT EXISTS wait_ms bigint"
+    " CHECK (wait_ms >= 0);"
+    "ALTER TABLE pglock.runs ADD COLUMN IF NOT EXISTS skip_reason text"
+    " CHECK (skip_reason IN ('busy', 'timed_out'));"
     "COMMENT ON TABLE pglock.runs IS"
-    " 'pglock run history, schema version 1';"
+    " 'pglock run history, schema version 1, revision 2';"
     "COMMIT";
 
 const char *const history_role_kind_names[HISTORY_ROLE_KINDS] = {
@@ -76,10 +89,27 @@ const char history_probe_sql[] =
     "  AND has_table_privilege(t, 'SELECT'),"
     " t IS NOT NULL AND has_schema_privilege('pglock', 'USAGE')"
     "  AND has_table_privilege(t, 'SELECT')"
-    "  AND has_table_privilege(t, 'DELETE')"
+    "  AND has_table_privilege(t, 'DELETE'),"
+    " COALESCE(substring(obj_description(t, 'pg_class')"
+    "  FROM 'revision ([0-9]+)')::int, 1)"
     " FROM (SELECT (SELECT c.oid FROM pg_class c"
     "  JOIN pg_namespace n ON n.oid = c.relnamespace"
     "  WHERE n.nspname = 'pglock' AND c.relname = 'runs') AS t) p";
+
+int history_revision(PGresult *probe)
+{
+    return atoi(PQgetvalue(probe, 0, 5));
+}
+
+const char *history_wait_ms_col(int revision)
+{
+    return revision >= 2 ? "r.wait_ms" : "NULL::bigint";
+}
+
+const char *history_skip_reason_col(int revision)
+{
+    return revision >= 2 ? "r.skip_reason" : "NULL::text";
+}
 
 /*
  * Whether a run still goes is read from pg_locks alone, which every role

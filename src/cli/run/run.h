@@ -512,8 +512,9 @@ int run_record_prepare(run_state *st);
  * deadline; one warning if it cannot be written in time. */
 void run_record_start(run_state *st);
 /* When the lock was not taken (rc from pglock_lock()) or the job not
- * started: a "skipped" row for a busy lock (PGLOCK_EBUSY, PGLOCK_ETIMEDOUT),
- * then the history's connection is closed. */
+ * started: a "skipped" row for a busy lock (PGLOCK_EBUSY, PGLOCK_ETIMEDOUT;
+ * on a history of revision 2 with its reason, busy or timed_out, and its
+ * wait), then the history's connection is closed. */
 void run_record_not_run(run_state *st, int rc);
 /* After the job: its end, exit status `code` and outcome; one warning if
  * it cannot be written.  Then the history's connection is closed. */

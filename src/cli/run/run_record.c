@@ -38,6 +38,10 @@ static struct {
                                      its rows' started_at on our clock */
     int64_t begun_at;             /* when the run locks' BEGIN was sent: that
                                      transaction's now() on our clock */
+    int revision;                 /* the table's (history.h): what to write */
+    int64_t contend_from;         /* when pglock began to contend: the
+                                     options read (run), the last term's end
+                                     (lead); a row's wait counts from it */
 } rec;
 
 const cli_opt run_record_opts[] = {
@@ -83,6 +87,7 @@ int run_record_env(run_args *a)
     static const char *const yes[] = {"1", "yes", "true", "on", NULL};
     static const char *const no[] = {"0", "no", "false", "off", "", NULL};
     const char *env = getenv("PGLOCK_RECORD");
+    rec.contend_from = pglock_now_ms();
     if (!env || is_one_of(env, no))
         return CLI_GO_ON;
     if (is_one_of(env, yes)) {
@@ -159,6 +164,8 @@ int run_record_prepare(run_state *st)
         return CLI_GO_ON;
     }
     int rc = history_check_probe(probe, 1, CLI_EXIT_UNAVAILABLE);
+    if (!rc)
+        rec.revision = history_revision(probe);
     PQclear(probe);
     if (rc) {
         close_record();
@@ -191,16 +198,20 @@ static const char *program_name(const run_args *a)
  * so that no reader sees the row without it.  $15 is the time left to
  * the deadline when it was sent: an INSERT that waited past it (a locked
  * table) writes nothing, since pglock gave up on it and the job may be
- * long gone.
+ * long gone.  On a table of revision 2 (history.h) the row also carries
+ * its wait ($16) and why it was skipped ($17), in the same statement;
+ * on one of revision 1, which has not those columns, neither.
  */
-static const char insert_sql[] =
+static const char insert_rev2_cols[] = ", wait_ms, skip_reason";
+static const char insert_rev2_vals[] = ", $16::bigint, $17::text";
+static const char insert_fmt[] =
     "INSERT INTO pglock.runs (key, key_name, classid, objid, objsubid, host,"
     " os_user, pid, command, hold, backend_pid, backend_start, xact_start,"
-    " fencing_token, outcome, ended_at)"
+    " fencing_token, outcome, ended_at%s)"
     " SELECT k.key, k.name, k.cls, k.obj, k.sub, $6::text,"
     " $7::text, $8::int, $9::text, $10::text, p.pid, a.backend_start,"
     " CASE WHEN $10::text = 'xact' THEN a.xact_start END, $12::bigint,"
-    " $13::text, CASE WHEN $13::text IS NOT NULL THEN now() END"
+    " $13::text, CASE WHEN $13::text IS NOT NULL THEN now() END%s"
     " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
     "  $5::int[]) WITH ORDINALITY AS k(key, name, cls, obj, sub, n)"
     " CROSS JOIN (SELECT $11::int AS pid) p"
@@ -335,12 +346,14 @@ static void xact_run_locks(int64_t deadline)
     PQclear(r);
 }
 
-/* Inserts the rows (outcome NULL: a run under way) by deadline. */
-static void insert_row(run_state *st, const char *outcome, int64_t deadline)
+/* Inserts the rows (outcome NULL: a run under way; else "skipped", for
+ * skip_reason) by deadline. */
+static void insert_row(run_state *st, const char *outcome,
+                       const char *skip_reason, int64_t deadline)
 {
     const run_args *a = st->args;
     static record_keys k;
-    char err[512], pid[16], bpid[16], tok[24], left[24];
+    char err[512], pid[16], bpid[16], tok[24], left[24], wait[24];
     char host[256];
     int held = outcome == NULL;
     int xact = held && pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
@@ -357,13 +370,20 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
     struct passwd *pw = getpwuid(geteuid());
     rec.sent_at = pglock_now_ms();
     snprintf(left, sizeof left, "%lld", (long long)(deadline - rec.sent_at));
-    const char *params[15] = {
+    /* the wait: to the grant (st->acquired_at), or to the refusal */
+    int64_t waited = (held ? st->acquired_at : rec.sent_at) - rec.contend_from;
+    snprintf(wait, sizeof wait, "%lld", (long long)(waited > 0 ? waited : 0));
+    int rev2 = rec.revision >= 2;
+    char sql[sizeof insert_fmt + 64];
+    snprintf(sql, sizeof sql, insert_fmt, rev2 ? insert_rev2_cols : "",
+             rev2 ? insert_rev2_vals : "");
+    const char *params[17] = {
         k.ids, k.names, k.cls, k.obj, k.sub, host,
         pw ? pw->pw_name : getenv("USER"), pid, program_name(a),
         !held ? NULL : xact ? "xact" : "session",
         held ? bpid : NULL, held && st->token ? tok : NULL, outcome,
-        held && !xact ? "true" : "false", left};
-    PGresult *r = history_exec(&rec.conn, insert_sql, 15, params,
+        held && !xact ? "true" : "false", left, wait, skip_reason};
+    PGresult *r = history_exec(&rec.conn, sql, rev2 ? 17 : 15, params,
                                deadline, err, sizeof err);
     if (r && PQntuples(r) == 0) { /* the server found it past the deadline */
         PQclear(r);
@@ -389,13 +409,14 @@ void run_record_start(run_state *st)
     if (!rec.conn)
         return;
     /* A step taken while the lock is held: within the client deadline. */
-    insert_row(st, NULL, run_deadline(st));
+    insert_row(st, NULL, NULL, run_deadline(st));
 }
 
 void run_record_not_run(run_state *st, int rc)
 {
     if (rec.conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
-        insert_row(st, "skipped", run_deadline_from_now(st));
+        insert_row(st, "skipped", rc == PGLOCK_EBUSY ? "busy" : "timed_out",
+                   run_deadline_from_now(st));
     close_record();
 }
 
@@ -494,6 +515,7 @@ static PGresult *write_end_anew(const run_state *st, const char **params,
 
 void run_record_end(run_state *st, int code)
 {
+    rec.contend_from = pglock_now_ms(); /* lead: the next term's wait */
     if (!rec.n) {
         close_record();
         return;
