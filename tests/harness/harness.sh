@@ -759,4 +759,5 @@ main() {
     esac
 }
 
-main "$@"
+# Sourced (by ha.sh, which shares these helpers): define, do not run.
+[[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"
