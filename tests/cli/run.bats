@@ -32,7 +32,7 @@ teardown() { teardown_run; }
         # (the holder is named when pg_locks answers within 500 ms, which
         # six contenders under ASan on a busy machine may not: the --wait
         # test below asserts the name)
-        75) busy=$((busy + 1)); grep -qE "is held by (pid [0-9]+ \\(user postgres, client local, \"pglock run $K\", held [^)]*\\)|another session); the command was not run" "$out/c$i.err" || { cat "$out/c$i.err"; false; } ;;
+        75) busy=$((busy + 1)); grep -qE "is held by (pid [0-9]+ \\(user postgres, client (local|127\\.0\\.0\\.1:[0-9]+), \"pglock run $K\", held [^)]*\\)|another session); the command was not run" "$out/c$i.err" || { cat "$out/c$i.err"; false; } ;;
         *) echo "c$i exited $(status_of "c$i")"; cat "$out/c$i.err"; false ;;
         esac
     done
@@ -229,7 +229,7 @@ teardown() { teardown_run; }
     local pid
     pid=$(q "select pid from pg_locks where locktype = 'advisory' and granted
              and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")
-    [[ "$output" == *"lock \"$K\" in database \"postgres\" is still held by pid $pid (user postgres, client local, \"pglock run $K\", held "*"); the command was not run"* ]]
+    [[ "$output" == *"lock \"$K\" in database \"postgres\" is still held by pid $pid (user postgres, client "*", \"pglock run $K\", held "*"); the command was not run"* ]]
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
     run "$PGLOCK_BIN" run --try --conflict-exit-code=3 -d "$DB" "$K" -- true
     [ "$status" -eq 3 ]
