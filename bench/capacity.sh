@@ -353,7 +353,7 @@ for n in "${COUNTS[@]}"; do
     mkdir -p "$W"
     "$PGLOCK" run -q -d "$P" "cap-w-$n" -- sh -c "while [ ! -e $W/go ]; do sleep 0.05; done" </dev/null >/dev/null 2>&1 &
     holder=$!
-    wait_for 30 at_least "pglock run cap-w-$n" true 1 || fail "the waiters' holder did not start"
+    wait_for 30 at_least "pglock run cap-w-$n on %" true 1 || fail "the waiters' holder did not start"
     pids=()
     for ((i = 1; i <= n; i++)); do
         "$PGLOCK" run -q --wait=3600s -d "$P" "cap-w-$n" -- \
@@ -361,10 +361,10 @@ for n in "${COUNTS[@]}"; do
         pids+=($!)
     done
     CHILDREN=("$holder" "${pids[@]}")
-    wait_for 600 at_least "pglock run cap-w-$n" false "$n" || fail "only $(count_where "pglock run cap-w-$n" false) of $n waiters queued"
+    wait_for 600 at_least "pglock run cap-w-$n on %" false "$n" || fail "only $(count_where "pglock run cap-w-$n on %" false) of $n waiters queued"
     sleep 2
     q "select a.pid from pg_stat_activity a join pg_locks l using (pid) where l.locktype = 'advisory'
-        and not l.granted and a.application_name = 'pglock run cap-w-$n' order by a.query_start" >"$W/arrival"
+        and not l.granted and a.application_name like 'pglock run cap-w-$n on %' order by a.query_start" >"$W/arrival"
     mapfile -t backends <"$W/arrival"
     back_pss=$(for b in "${backends[@]}"; do pss_kb "$b"; done | median)
     # shellcheck disable=SC2046

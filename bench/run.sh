@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run.sh — pglock's benchmarks, side by side with the limit (raw libpq) and
-# the alternatives (sleep-and-poll loops, Redis, psql, flock), in one run.
+# the alternatives (sleep-and-poll loops, Redis, psql, flock, etcdctl lock),
+# in one run.
 #
 #   bench/run.sh BUILD_DIR [--smoke]
 #
 # Runs against a throwaway PostgreSQL from tests/harness/harness.sh (or the
 # harness already running, when PGLOCK_TEST_PRIMARY is set, as under
-# tests/run.sh) and a throwaway Redis on a Unix socket in a temp dir.
+# tests/run.sh), a throwaway Redis on a Unix socket in a temp dir and a
+# throwaway etcd on loopback (bench/etcd_side.sh).
 # Prints a markdown report and writes it to bench/results/latest.md
 # (--smoke: a few seconds, tiny counts, written to BUILD_DIR/bench-smoke.md;
 # for CI, which checks that every section is there, never the numbers).
@@ -105,6 +107,8 @@ if [ "$SMOKE" = 1 ]; then
     RECORD_RUNS=3
     HANDOFF_RUNS=2
     VARIANTS="--iters 20 --rounds 2 --pin"
+    # takeovers at etcd's minimum TTL, and none at its default (10 s each)
+    ETCD_TAKEOVERS="2 0"
 else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 7 --slices 5 --pin"
@@ -122,6 +126,7 @@ else
     RECORD_RUNS=30
     HANDOFF_RUNS=30
     VARIANTS="--iters 3000 --rounds 21 --pin"
+    ETCD_TAKEOVERS="15 5"
 fi
 REDIS_ARG=()
 [ -z "$REDIS_SOCK" ] || REDIS_ARG=(--redis "$REDIS_SOCK")
@@ -146,6 +151,7 @@ out ""
 out "- CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores online"
 out "- Kernel: $(uname -sr)"
 out "- PostgreSQL: $(q 'show server_version') (fsync $(q 'show fsync'), synchronous_commit $(q 'show synchronous_commit'); Unix socket and TCP loopback)"
+out "- etcd: $(command -v etcd >/dev/null && etcd --version | sed -n 's/^etcd Version: //p' || echo 'not run (not installed)')"
 out "- Redis: $( [ -n "$REDIS_SOCK" ] && redis-server --version | sed 's/ sha=.*//' || echo 'not run (no redis-server or no hiredis)')"
 out "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 out "- pglock: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), build $(basename "$BUILD")"
@@ -356,6 +362,13 @@ out "of backend CPU to the first row's."
 out ""
 say "statement variants"
 "$B/bench_sql_variants" --conninfo "$PGLOCK_TEST_PRIMARY" $VARIANTS >>"$REPORT"
+out ""
+
+out "## 12. Side by side with etcd: \`etcdctl lock\`"
+out ""
+say "etcd"
+# shellcheck disable=SC2086  # PAIRS ETCD_TAKEOVERS
+"$ROOT/bench/etcd_side.sh" "$BUILD" $PAIRS $ETCD_TAKEOVERS >>"$REPORT"
 out ""
 
 out "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

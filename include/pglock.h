@@ -1,5 +1,8 @@
+/* SPDX-License-Identifier: PostgreSQL */
 /*
  * pglock.h — distributed locks on PostgreSQL advisory locks, over libpq.
+ * Copyright (c) 2026, The pglock Developers; the PostgreSQL Licence
+ * (LICENSE at the top of the source tree).
  *
  * This header is the whole public API of libpglock.
  *
@@ -27,6 +30,18 @@
  *   pglock_client (or one PGconn) at the same time; different clients may be
  *   used from different threads freely.  A managed hold (pglock_hold_*)
  *   owns its client while it runs: see "Managed hold" below.
+ *
+ * fork()
+ *   A child's copy of a client shares the parent's socket, session and
+ *   locks.  In the child every call on it returns PGLOCK_ESTATE, except
+ *   pglock_client_close(), which closes only the child's copy of the
+ *   socket: it sends nothing (no unlock, no libpq Terminate) and does not
+ *   shutdown() it, so the parent's session and locks are untouched.  A
+ *   hold's handle in the child is the parent's too (its thread is not
+ *   there): pglock_hold_step() and pglock_hold_confirm() return
+ *   PGLOCK_ESTATE, pglock_hold_stop() frees the child's copy only
+ *   (PGLOCK_ESTATE).  A child that exits or execs untouched leaves the
+ *   parent alone too; a child that needs a lock opens its own client.
  *
  * Structs that can grow
  *   Each public struct follows one of three rules:
@@ -385,8 +400,12 @@ PGLOCK_EXPORT int pglock_client_open_params(pglock_client **out,
  * heartbeat left in flight included (its answer is awaited first); a
  * connection that does not answer in time is shut down instead, and the
  * server frees its locks when it notices (at the latest after the lease).
- * A client whose connection was lost closes at once.  Call
- * pglock_hold_stop() first if a hold runs on the client. */
+ * A client whose connection was lost closes at once.  With a managed
+ * hold running on the client, the hold is stopped first and reports the
+ * close as a loss; its handle stays valid until pglock_hold_stop(), which
+ * frees what is left of the client (see "Managed hold", Thread rules).
+ * In a forked child: closes the child's copy of the socket only (see
+ * fork() at the top). */
 PGLOCK_EXPORT void pglock_client_close(pglock_client *client);
 
 /* The last error's message (one line, no newline; "" if none) and SQLSTATE
@@ -479,7 +498,10 @@ PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
  * lock the client holds ends the transaction (ROLLBACK: it wrote
  * nothing), which frees it; the last unlock of a lock while the client
  * holds others returns PGLOCK_ESTATE and changes nothing (use
- * pglock_unlock_all()). */
+ * pglock_unlock_all()).  While a managed hold runs on the client,
+ * pglock_lock(), pglock_lock_any(), pglock_unlock() and
+ * pglock_unlock_all() return PGLOCK_ESTATE at once and change nothing
+ * (see "Managed hold"). */
 PGLOCK_EXPORT int pglock_unlock(pglock_client *client, const pglock_key *key,
                                 pglock_mode mode);
 /* Releases every lock of the client (with the xact lifetime: ends the
@@ -513,9 +535,15 @@ PGLOCK_EXPORT int pglock_lock_count(const pglock_client *client,
  * unlock, so the locks are still held and the connection is kept.  The
  * lease is just not confirmed (pglock_client_confirmed_at() does not
  * move): send another heartbeat at once; only the client deadline
- * decides.  With the xact lifetime a failed statement aborts the holding
- * transaction, which frees its locks at once: that is PGLOCK_ECONNLOST, a
- * loss the server caused.
+ * decides.  With the xact lifetime it is no loss either: every lock
+ * statement of the holding transaction ends with a savepoint (in its own
+ * message), so the heartbeat runs inside it and a cancel aborts only the
+ * savepoint; the holding transaction and its locks live on, and the next
+ * heartbeat begins with ROLLBACK TO SAVEPOINT, in the same one round
+ * trip.  Until one is confirmed, pglock_lock() and pglock_lock_any()
+ * return PGLOCK_ESTATE.  A heartbeat that finds the transaction aborted
+ * by something else (a statement sent on pglock_client_conn()) is
+ * PGLOCK_ECONNLOST: its locks may be gone.
  *
  * PGLOCK_ECONNLOST: the locks are gone — another backend answered, the
  * holding transaction failed or ended, the server ended the session
@@ -583,7 +611,19 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * Thread rules.  While a hold runs (from pglock_hold_start() until
  * pglock_hold_stop() returns), the client and its connection are the
  * hold's: call no other function on the client, from any thread (not even
- * the accessors).  The loss fd, pglock_hold_loss(), pglock_hold_error()
+ * the accessors).  Those that would change its locks or connection are
+ * refused all the same: pglock_lock(), pglock_lock_any(),
+ * pglock_unlock(), pglock_unlock_all(), pglock_heartbeat() and
+ * pglock_client_fencing_token() return PGLOCK_ESTATE at once, change
+ * nothing and write no message (the client's message is the hold's).
+ * pglock_client_close() is made safe: it stops the hold first (its
+ * thread exits), then releases and closes as always; the hold reports a
+ * loss (fd readable, on_lost called once on the closing thread,
+ * PGLOCK_ECONNLOST, a message saying the client was closed), and its
+ * handle stays valid until pglock_hold_stop() or pglock_hold_release(),
+ * which return PGLOCK_ECONNLOST and free what is left of the client; no
+ * call on the hold crashes meanwhile.  The accessors are not guarded.
+ * The loss fd, pglock_hold_loss(), pglock_hold_error()
  * and pglock_now_ms() may be used from any thread.  on_lost must be quick
  * and must not call pglock_hold_stop(), pglock_hold_step() or any
  * function on the client; it may call pglock_hold_loss(), write to a
@@ -746,9 +786,13 @@ PGLOCK_EXPORT int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
 /* ------------------------------------------------------ fencing tokens */
 
 /*
- * A fencing token: a number that strictly grows across processes, hosts
- * and server crash-restarts (it can repeat after failover to an
- * asynchronous replica or a point-in-time restore).  Take it after the
+ * A fencing token: a number that strictly grows across processes, hosts,
+ * server crash-restarts, promotions (of an asynchronous standby too) and
+ * point-in-time restores: the server's timeline << 48 | the 64-bit id of
+ * a transaction of its own (budget: timelines 1..32767, ids below 2^48;
+ * past it PGLOCK_ESERVER, no token).  It goes back after a dump and
+ * restore into a new cluster, or pg_upgrade of a cluster past timeline 1
+ * (which sets timeline 1).  Take it after the
  * lock is granted and hand it to the protected resource, which rejects
  * any token lower than one it has seen.  Runs its own durably committed
  * transaction on conn (one round trip; it forces synchronous_commit on for
@@ -812,7 +856,8 @@ typedef struct pglock_holders pglock_holders;
 typedef struct pglock_holder {
     pglock_key key;          /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
     const char *database;    /* NULL if the database is gone */
-    int pid;                 /* 0: no backend (a prepared transaction) */
+    int pid;                 /* the backend pid; 0: no backend (a
+                                prepared transaction) */
     pglock_mode mode;        /* held, or asked for by a waiter */
     int granted;             /* 1: holds, 0: waits */
     int has_session;         /* a pg_stat_activity row was found */

@@ -21,12 +21,16 @@ import sys
 def objects(build, source):
     """{source path (src/...): object path}, one object per source."""
     found = {}
-    pattern = os.path.join(build, "CMakeFiles", "*.dir", "src", "**", "*.o")
-    for obj in sorted(glob.glob(pattern, recursive=True)):
-        rel = obj.split(os.sep + "src" + os.sep, 1)[1]
-        src = "src/" + rel[:-len(".o")]
-        if os.path.isfile(os.path.join(source, src)):
-            found.setdefault(src, obj)
+    # The source's path is the object's below its target's directory, never
+    # a split at "/src/": the checkout itself may live under a folder named
+    # src (~/src/pglock), and so may the build.
+    for target in sorted(glob.glob(os.path.join(glob.escape(build), "CMakeFiles", "*.dir"))):
+        pattern = os.path.join(glob.escape(target), "src", "**", "*.o")
+        for obj in sorted(glob.glob(pattern, recursive=True)):
+            rel = os.path.relpath(obj, target).replace(os.sep, "/")
+            src = rel[:-len(".o")]
+            if os.path.isfile(os.path.join(source, src)):
+                found.setdefault(src, obj)
     return found
 
 

@@ -100,9 +100,10 @@ static int parse_options(int argc, char **argv, terminate_options *o)
 }
 
 /* One holder (of slot `slot`, or -1), on one line of stdout. */
-static void print_holder(const pglock_holder *e, int slot)
+static void print_holder(const pglock_holder *e, const cli_registry *reg,
+                         int slot)
 {
-    char app[80], user[80], held[32] = "?", client[80];
+    char app[80], user[80], held[32] = "?", client[80], host[80];
     cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
     cli_echo_arg(e->user ? e->user : "?", 0, user, sizeof user);
     if (e->held_max_s >= 0)
@@ -110,7 +111,10 @@ static void print_holder(const pglock_holder *e, int slot)
     cli_holder_client(e, client, sizeof client);
     if (slot >= 0)
         printf("  slot %d", slot);
-    printf("  pid %d  %s  user %s  from %s  session up %s  \"%s\"\n", e->pid,
+    printf("  backend pid %d", e->pid);
+    if (cli_holder_host(e, reg, host, sizeof host))
+        printf("  host %s", host);
+    printf("  %s  user %s  from %s  session up %s  \"%s\"\n",
            e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared", user, client,
            held, app);
 }
@@ -135,13 +139,18 @@ static int find_holders(const pglock_holders *list, const pglock_key *keys,
     return n;
 }
 
-/* On a terminal: asks; 1 for yes.  Elsewhere: 0. */
-static int confirmed(int n, const char *key_text)
+/* On a terminal: asks (naming the host of one session, when known); 1
+ * for yes.  Elsewhere: 0. */
+static int confirmed(int n, const char *key_text, const char *host)
 {
     if (!isatty(STDIN_FILENO))
         return 0;
-    fprintf(stderr, "Terminate %s of lock \"%s\"? [y/N] ",
-            n == 1 ? "this session" : "these sessions", key_text);
+    if (n == 1 && host)
+        fprintf(stderr, "Terminate this session (on %s) of lock \"%s\"? [y/N] ",
+                host, key_text);
+    else
+        fprintf(stderr, "Terminate %s of lock \"%s\"? [y/N] ",
+                n == 1 ? "this session" : "these sessions", key_text);
     fflush(stderr);
     char line[32];
     if (!fgets(line, sizeof line, stdin))
@@ -258,7 +267,7 @@ static int report(PGresult *res, const char *key_text)
     for (int i = 0; i < rows; i++) {
         if (strcmp(PQgetvalue(res, i, 2), "t") != 0) {
             char who[128];
-            snprintf(who, sizeof who, "pid %s (user %s)", PQgetvalue(res, i, 0),
+            snprintf(who, sizeof who, "backend pid %s (user %s)", PQgetvalue(res, i, 0),
                      PQgetisnull(res, i, 1) ? "?" : PQgetvalue(res, i, 1));
             return not_allowed(key_text, who);
         }
@@ -266,9 +275,9 @@ static int report(PGresult *res, const char *key_text)
     int code = 0;
     for (int i = 0; i < rows; i++) {
         if (strcmp(PQgetvalue(res, i, 3), "t") == 0) {
-            printf("terminated pid %s\n", PQgetvalue(res, i, 0));
+            printf("terminated backend pid %s\n", PQgetvalue(res, i, 0));
         } else {
-            code = cli_error(CLI_EXIT_UNAVAILABLE, "pid %s was signalled but had not "
+            code = cli_error(CLI_EXIT_UNAVAILABLE, "backend pid %s was signalled but had not "
                              "ended after 5 s", PQgetvalue(res, i, 0));
         }
     }
@@ -277,7 +286,7 @@ static int report(PGresult *res, const char *key_text)
 
 /* Lists the holders and, if allowed, terminates them: the exit status. */
 static int terminate(PGconn *conn, const terminate_options *o,
-                     const pglock_key *key)
+                     const pglock_key *key, const cli_registry *reg)
 {
     char err[512];
     pglock_error perr = {0};
@@ -328,9 +337,11 @@ static int terminate(PGconn *conn, const terminate_options *o,
         for (int k = 0; o->slots && k < nkeys && slot < 0; k++)
             if (cli_same_lock(&rows[i]->key, &keys[k]))
                 slot = k;
-        print_holder(rows[i], slot);
+        print_holder(rows[i], reg, slot);
     }
     fflush(stdout);
+    char host[80];
+    const char *one_host = cli_holder_host(rows[0], reg, host, sizeof host);
     pglock_holders_free(list);
     /* the holders of a semaphore's slots are named together */
     if (n > 1 && !o->all && !o->slots) {
@@ -339,7 +350,7 @@ static int terminate(PGconn *conn, const terminate_options *o,
         cli_hint("Use --all to terminate all of them.");
         return CLI_EXIT_USAGE;
     }
-    if (!o->yes && !confirmed(n, o->key_text)) {
+    if (!o->yes && !confirmed(n, o->key_text, one_host)) {
         if (isatty(STDIN_FILENO))
             return cli_error(CLI_EXIT_PROBLEM, "nothing was terminated");
         cli_error(CLI_EXIT_USAGE, "not a terminal: --yes is needed to terminate");
@@ -381,7 +392,7 @@ int cmd_terminate(int argc, char **argv)
     if (pglock_key_resolve(&key, conn, &perr) < 0)
         rc = cli_error(CLI_EXIT_UNAVAILABLE, "%s", perr.message);
     else
-        rc = terminate(conn, &o, &key);
+        rc = terminate(conn, &o, &key, reg);
     PQfinish(conn);
     cli_registry_free(reg);
     return rc;

@@ -4,9 +4,11 @@
  * applies the lock connection's settings; closing it frees every lock
  * before returning.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "internal.h"
 #include "conninfo_rules.h"
 
@@ -193,13 +195,6 @@ static int keep_params(pglock_client *c, const char **k, const char **v)
     return 0;
 }
 
-static void free_params(char **p)
-{
-    for (size_t i = 0; p && p[i]; i++)
-        free(p[i]);
-    free(p);
-}
-
 static int count_params(const char *const *keywords)
 {
     int n = 0;
@@ -216,6 +211,7 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     *out = c;
     if (!c)
         return PGLOCK_ENOMEM;
+    c->owner_pid = (int)getpid();
     /* Only the fields of a version we know are read (there is one). */
     if (opts && opts->version != PGLOCK_OPTIONS_VERSION)
         return pglock__fail(c, PGLOCK_EINVAL,
@@ -310,49 +306,86 @@ int pglock_client_open(pglock_client **out, const char *conninfo,
 
 /* -------------------------------------------------------------- close */
 
+/* A forked child's copy of the client: the socket is the parent's too,
+ * so nothing may be sent on it (libpq's Terminate would end the parent's
+ * session, and so would shutdown()).  /dev/null takes the socket's place
+ * in this process only, so that PQfinish() writes its goodbye there and
+ * closes no more than the child's copy. */
+static void forget_parents(pglock_client *c)
+{
+    int sock = PQsocket(c->conn);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (sock >= 0 && (null < 0 || dup2(null, sock) < 0)) {
+        /* Nothing safe to finish with: leave the connection to the
+         * parent, at the cost of its memory in this process. */
+        if (null >= 0)
+            close(null);
+        c->conn = NULL;
+        return;
+    }
+    if (null >= 0)
+        close(null);
+    PQfinish(c->conn);
+    c->conn = NULL;
+}
+
+/* Frees the locks now (close's documented promise), within one budget. */
+static void release_all(pglock_client *c)
+{
+    /* One budget for the whole close, so that a caller stopping on a
+     * signal knows how long it may take on a dead network. */
+    int64_t deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0);
+    pglock__wait_end end = PGLOCK__WAIT_DONE;
+    if (c->heartbeat_busy) {
+        /* Let the heartbeat's answer arrive before the next query. */
+        pglock__wait w = {.deadline = deadline,
+                          .interrupt_fd = -1,
+                          .cancel_timeout_ms = -1};
+        PGresult *res[PGLOCK__MAX_RESULTS];
+        int nres = 0, cancelled = 0;
+        end = pglock__await(c->conn, &w, res, &nres, &cancelled);
+        pglock__clear_results(res, nres);
+        c->heartbeat_busy = 0;
+    }
+    long left = (long)(deadline - pglock_now_ms());
+    if (end != PGLOCK__WAIT_DONE || left <= 0)
+        return;
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
+        /* Never unlock_all through a pooler: that would free a
+         * stranger's session locks.  Ending the transaction frees
+         * ours, now. */
+        pglock__holding_xact_end(c, left);
+    } else if (!c->released || c->nlocks != 0) {
+        /* A bare PQfinish frees the locks a moment later, when the
+         * backend notices; waiting for this answer frees them now.
+         * (Not needed when pglock_hold_release() just did so.) */
+        PGresult *res = pglock__exec_bounded(
+            c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
+        PQclear(res);
+    }
+}
+
 void pglock_client_close(pglock_client *c)
 {
     if (!c)
         return;
-    if (c->conn && PQstatus(c->conn) == CONNECTION_OK) {
-        /* One budget for the whole close, so that a caller stopping on a
-         * signal knows how long it may take on a dead network. */
-        int64_t deadline = pglock__deadline(PGLOCK__CLOSE_TIMEOUT_MS, 0);
-        pglock__wait_end end = PGLOCK__WAIT_DONE;
-        if (c->heartbeat_busy) {
-            /* Let the heartbeat's answer arrive before the next query. */
-            pglock__wait w = {.deadline = deadline,
-                              .interrupt_fd = -1,
-                              .cancel_timeout_ms = -1};
-            PGresult *res[PGLOCK__MAX_RESULTS];
-            int nres = 0, cancelled = 0;
-            end = pglock__await(c->conn, &w, res, &nres, &cancelled);
-            pglock__clear_results(res, nres);
-            c->heartbeat_busy = 0;
-        }
-        long left = (long)(deadline - pglock_now_ms());
-        if (end == PGLOCK__WAIT_DONE && left > 0) {
-            if (c->lifetime == PGLOCK_LIFETIME_XACT) {
-                /* Never unlock_all through a pooler: that would free a
-                 * stranger's session locks.  Ending the transaction frees
-                 * ours, now. */
-                pglock__holding_xact_end(c, left);
-            } else if (!c->released || c->nlocks != 0) {
-                /* A bare PQfinish frees the locks a moment later, when the
-                 * backend notices; waiting for this answer frees them now.
-                 * (Not needed when pglock_hold_release() just did so.) */
-                PGresult *res = pglock__exec_bounded(
-                    c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
-                PQclear(res);
-            }
-        }
+    if (c->owner_pid != (int)getpid()) {
+        /* The hold, if any, is the parent's: its thread is not here. */
+        if (c->conn)
+            forget_parents(c);
+        pglock__client_free(c);
+        return;
     }
+    struct pglock_hold *hold = c->hold_running ? c->hold : NULL;
+    if (hold)
+        pglock__hold_client_closing(hold); /* its thread stops first */
+    if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
+        release_all(c);
     pglock__client_drop(c);
-    free(c->locks);
-    free(c->database);
-    free_params(c->conn_keywords);
-    free_params(c->conn_values);
-    free(c);
+    if (hold)
+        c->closed = 1; /* pglock_hold_stop() frees it */
+    else
+        pglock__client_free(c);
 }
 
 /* ---------------------------------------------------------- accessors */

@@ -1,9 +1,33 @@
 /*
- * Fencing tokens: numbers that only grow, across processes, hosts and
- * server crash-restarts, without any table.
+ * Fencing tokens: numbers that only grow, across processes, hosts,
+ * server crash-restarts, promotions and point-in-time restores, without
+ * any table.
  *
- * The token is the 64-bit (epoch-extended) transaction id of a transaction
- * of its own.  A transaction that only asks for its xid writes no WAL of
+ * The token is the server's current timeline times 2^48 plus the 64-bit
+ * (epoch-extended) transaction id of a transaction of its own.  The xid
+ * alone repeats after a promotion: an asynchronous standby lacks the old
+ * primary's last commits and hands their xids out again (seen on
+ * PostgreSQL 15: 728..732 on the old primary, then 728 on the promoted
+ * standby).  Every promotion and every archive recovery starts a new,
+ * higher timeline, as ZooKeeper's zxid starts a new epoch with each
+ * leader, so the timeline in the high bits orders the eras and the xid
+ * orders the tokens inside one.
+ *
+ * The timeline is read from the name of the WAL file being written,
+ * pg_walfile_name(pg_current_wal_lsn()): any role may call both, on 13 to
+ * 18, and it names the new timeline the moment a promotion ends.
+ * pg_control_checkpoint()'s timeline_id does not: it names the timeline of
+ * the last checkpoint, the old one until the checkpoint that follows a
+ * promotion ends (seen on 13 to 18 right after pg_ctl promote).
+ *
+ * The bit budget (int64_t, positive): 15 bits of timeline (1..32767
+ * promotions and restores) and 48 of xid8 (an epoch below 65536: 2^48
+ * transactions, 89 years at 100,000 a second).  Past it the token is
+ * refused, never wrapped.  Tokens of pglock before the timeline were the
+ * xid8 alone, below 2^48 within the same budget, so every token now is
+ * above every one of those.
+ *
+ * A transaction that only asks for its xid writes no WAL of
  * its own, so its commit record is not flushed and after a crash the same
  * xid can be handed out again (seen on PostgreSQL 15: xids 730..734 were
  * handed out, an immediate-mode stop, and the next one was 729).
@@ -14,6 +38,7 @@
  * handed out again after an immediate-mode stop (seen on PostgreSQL 15:
  * 749, a crash, then 746), emitted message or not.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +47,33 @@
 
 static const char token_sql[] =
     "BEGIN; "
-    "SELECT txid_current(), "
+    "SELECT txid_current(), pg_walfile_name(pg_current_wal_lsn()), "
     "pg_logical_emit_message(true, 'pglock', 'fencing token'), "
     "set_config('synchronous_commit', 'on', true); "
     "COMMIT";
+
+#define TOKEN_TIMELINE_SHIFT 48
+#define TOKEN_MAX_TIMELINE 32767
+
+int pglock__token_make(const char *xid8, const char *walfile, int64_t *out)
+{
+    /* A WAL file's name: timeline, log and segment, 8 hex digits each. */
+    if (strlen(walfile) != 24 || strspn(walfile, "0123456789ABCDEF") != 24)
+        return -1;
+    char tli_hex[9];
+    memcpy(tli_hex, walfile, 8);
+    tli_hex[8] = '\0';
+    unsigned long tli = strtoul(tli_hex, NULL, 16);
+    char *end;
+    errno = 0;
+    long long xid = strtoll(xid8, &end, 10);
+    if (errno || end == xid8 || *end || xid < 0 ||
+        xid >= (1LL << TOKEN_TIMELINE_SHIFT) || tli < 1 ||
+        tli > TOKEN_MAX_TIMELINE)
+        return -1;
+    *out = (int64_t)tli << TOKEN_TIMELINE_SHIFT | (int64_t)xid;
+    return 0;
+}
 
 /*
  * Collects the token's answer, already sent on conn, by w's deadline and
@@ -46,10 +94,13 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
 
     int rc = PGLOCK_OK, have_token = 0;
     int64_t token = 0;
+    char xid8[24] = "", walfile[32] = "";
     for (int i = 0; i < nres; i++) {
         ExecStatusType st = PQresultStatus(res[i]);
-        if (st == PGRES_TUPLES_OK && PQntuples(res[i]) == 1) {
-            token = strtoll(PQgetvalue(res[i], 0, 0), NULL, 10);
+        if (st == PGRES_TUPLES_OK && PQntuples(res[i]) == 1 &&
+            PQnfields(res[i]) >= 2) {
+            snprintf(xid8, sizeof xid8, "%s", PQgetvalue(res[i], 0, 0));
+            snprintf(walfile, sizeof walfile, "%s", PQgetvalue(res[i], 0, 1));
             have_token = 1;
         } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
                    rc == PGLOCK_OK) {
@@ -78,6 +129,13 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
         return pglock__error_set(err, PGLOCK_ESERVER, NULL,
                                "could not commit the fencing token's "
                                "transaction");
+    /* Past the budget a token would wrap below earlier ones: none. */
+    if (pglock__token_make(xid8, walfile, &token) < 0)
+        return pglock__error_set(err, PGLOCK_ESERVER, NULL,
+                               "the fencing token is out of range "
+                               "(transaction id %s, WAL file %s): tokens "
+                               "hold timelines 1 to 32767 and transaction "
+                               "ids below 2^48", xid8, walfile);
     *out = token;
     return PGLOCK_OK;
 }
@@ -158,6 +216,8 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
 int pglock_client_fencing_token(pglock_client *c, int64_t *out,
                                 long timeout_ms)
 {
+    if (c && pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     if (!c || !out || timeout_ms < PGLOCK_WAIT_FOREVER)
         return c ? pglock__fail(c, PGLOCK_EINVAL, "invalid argument")
                  : PGLOCK_EINVAL;

@@ -31,6 +31,21 @@
  * one Query message; the check runs inside the holding transaction (an
  * error there skips the ROLLBACK and leaves it failed), and its count is
  * transaction-local, so a check that passes ran in that transaction.
+ *
+ * Xact lifetime: a cancel costs a heartbeat, never the lock.  An error in
+ * a transaction block aborts it and frees its locks at once, and a cancel
+ * that reaches a backend after it read a query fires before the query's
+ * first statement (exec_simple_query checks for interrupts there), so a
+ * savepoint sent in the heartbeat's own message would come too late.
+ * Every lock statement of the holding transaction therefore ends, in its
+ * own message, with SAVEPOINT PGLOCK__BEAT_SAVEPOINT (lock.c): the
+ * heartbeat always runs inside a savepoint taken after the last lock.  A
+ * cancel aborts only that savepoint (the transaction, and its locks, live
+ * on, PQTRANS_INERROR), and the next heartbeat begins with ROLLBACK TO
+ * SAVEPOINT, in the same one round trip, which puts the savepoint back.
+ * A heartbeat is bounded by T_c, so that recovery is too.  A ROLLBACK TO
+ * that finds no such savepoint (3B001) means the transaction itself was
+ * aborted: a loss.  A savepoint takes no transaction id either.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -38,23 +53,28 @@
 #include <string.h>
 #include "internal.h"
 
+/* The xact check, and what comes before and after it (heartbeat.c's
+ * opening comment says why). */
 #define BEAT_XACT_SQL \
     "SELECT pg_backend_pid(), current_setting('" PGLOCK__LOCKS_SETTING \
     "', true)"
+#define BEAT_RECOVER "ROLLBACK TO SAVEPOINT " PGLOCK__BEAT_SAVEPOINT "; "
 static const char beat_sql[] = "SELECT pg_backend_pid()";
-static const char beat_xact_sql[] = BEAT_XACT_SQL;
 static const char release_sql[] =
     "SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() = $1::int"
     " THEN pg_advisory_unlock_all() END";
-static const char release_xact_sql[] = BEAT_XACT_SQL "; ROLLBACK";
+/* [recovering][releasing] */
+static const char *const xact_sql[2][2] = {
+    {BEAT_XACT_SQL, BEAT_XACT_SQL "; ROLLBACK"},
+    {BEAT_RECOVER BEAT_XACT_SQL, BEAT_RECOVER BEAT_XACT_SQL "; ROLLBACK"}};
 
 /* Sends the heartbeat's query (release: the release's). */
 static int send_query(pglock_client *c, int release)
 {
-    if (!release)
-        return PQsendQuery(c->conn, c->in_xact ? beat_xact_sql : beat_sql);
     if (c->in_xact)
-        return PQsendQuery(c->conn, release_xact_sql);
+        return PQsendQuery(c->conn, xact_sql[c->beat_aborted][release]);
+    if (!release)
+        return PQsendQuery(c->conn, beat_sql);
     char pid[16];
     snprintf(pid, sizeof pid, "%d", c->backend_pid);
     const char *params[1] = {pid};
@@ -119,27 +139,47 @@ static void note_failure(pglock_client *c, const PGresult *r)
     c->heartbeat_error = ends_session(r) ? 2 : 1;
 }
 
+/* Xact lifetime, a statement of the heartbeat failed: 1 when only the
+ * heartbeat's savepoint was aborted (the transaction waits for ROLLBACK
+ * TO SAVEPOINT, its locks held), 0 when the holding transaction may have
+ * been.  The heartbeat runs inside the savepoint, so its own errors abort
+ * no more.  Not so a ROLLBACK TO that finds no savepoint (3B001: the
+ * transaction was aborted), nor a check refused because the transaction
+ * was aborted before it (25P02): something else did that, perhaps to the
+ * whole transaction, and a loss is the safe side. */
+static int only_the_savepoint(const pglock_client *c)
+{
+    return PQtransactionStatus(c->conn) == PQTRANS_INERROR &&
+           strcmp(c->sqlstate, "3B001") != 0 &&
+           strcmp(c->sqlstate, "25P02") != 0;
+}
+
 /* The heartbeat's answer is complete and a statement of it failed.  Xact
- * lifetime inside the holding transaction: the error aborted it, which freed
- * its locks at once (a server-side loss).  A FATAL error: the session
- * ends.  Otherwise the session goes on (a cancel, pg_cancel_backend): no
- * loss, since only the session's end or its own unlock frees a session
- * lock, and closing the connection here would free the locks while the
- * caller's work may still run.  The lease is just not confirmed:
- * PGLOCK_ESERVER, the connection kept. */
+ * lifetime: an error in the heartbeat's savepoint costs the heartbeat
+ * only; one that aborted the holding transaction freed its locks at once
+ * (a server-side loss).  A FATAL error: the session ends.  Otherwise the
+ * session goes on (a cancel, pg_cancel_backend): no loss, since only the
+ * session's end or its own unlock frees a session lock, and closing the
+ * connection here would free the locks while the caller's work may still
+ * run.  The lease is just not confirmed: PGLOCK_ESERVER, the connection
+ * kept. */
 static int statement_failed(pglock_client *c)
 {
     int fatal = c->heartbeat_error == 2;
     c->heartbeat_error = 0;
+    if (fatal)
+        return lost(c);
+    if (c->in_xact && only_the_savepoint(c)) {
+        c->beat_aborted = 1;
+        return PGLOCK_ESERVER;
+    }
     if (c->in_xact && PQtransactionStatus(c->conn) != PQTRANS_INTRANS) {
         char why[sizeof c->message];
         snprintf(why, sizeof why, "%s", c->message);
         pglock__fail(c, PGLOCK_ECONNLOST, "the holding transaction failed, "
-                     "which freed its locks: %s", why);
+                     "which frees its locks: %s", why);
         return lost(c);
     }
-    if (fatal)
-        return lost(c);
     return PGLOCK_ESERVER;
 }
 
@@ -233,10 +273,10 @@ int pglock__heartbeat_poll(pglock_client *c)
             c->heartbeat_busy = 0;
             break;
         }
-        if (c->releasing && c->in_xact && confirmed && !ended &&
-            PQresultStatus(r) == PGRES_COMMAND_OK) {
-            ended = 1; /* the release's ROLLBACK, after the check */
-            PQclear(r);
+        if (c->in_xact && PQresultStatus(r) == PGRES_COMMAND_OK) {
+            if (confirmed && c->releasing)
+                ended = 1; /* the release's ROLLBACK, after the check */
+            PQclear(r);    /* (else a recovery's ROLLBACK TO SAVEPOINT) */
             continue;
         }
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
@@ -267,6 +307,7 @@ int pglock__heartbeat_poll(pglock_client *c)
         return lost(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';
+    c->beat_aborted = 0;
     c->confirmed_at = c->heartbeat_sent_at;
     if (c->releasing)
         released(c);
@@ -294,6 +335,8 @@ int pglock_heartbeat(pglock_client *c, long timeout_ms)
 {
     if (!c)
         return PGLOCK_EINVAL;
+    if (pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     int64_t deadline = pglock__deadline(timeout_ms, 0);
     /* One left in flight by an earlier timeout is answered first. */
     int rc = c->heartbeat_busy ? await_beat(c, deadline, timeout_ms) : 0;

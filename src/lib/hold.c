@@ -40,6 +40,7 @@ struct pglock_hold {
     int wake_pipe[2];       /* thread mode: stop wakes the thread */
     pthread_t thread;
     int has_thread;
+    int pid;                /* the process whose hold it is (not a fork's) */
     pthread_mutex_t mu;     /* guards stopping, code and message */
     int stopping;
     int code;               /* 0 while held, else the loss code */
@@ -89,6 +90,13 @@ static int loss_code(pglock_hold *h)
     int code = h->code;
     pthread_mutex_unlock(&h->mu);
     return code;
+}
+
+/* A forked child's copy of the hold: its thread, its client's session and
+ * its loss pipe are the parent's, so it must not step, write or join. */
+static int forked(const pglock_hold *h)
+{
+    return h->pid != (int)getpid();
 }
 
 /* --------------------------------------------------------- one step */
@@ -284,7 +292,9 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
         hold_free(h);
         return pglock__fail(c, PGLOCK_ENOMEM, "could not start a thread");
     }
+    h->pid = (int)getpid();
     c->hold_running = 1;
+    c->hold = h;
     *out = h;
     return 0;
 }
@@ -327,7 +337,7 @@ int pglock_hold_step(pglock_hold *h, long *timeout_ms)
     long t;
     if (!h)
         return PGLOCK_EINVAL;
-    if (h->opts.drive != PGLOCK_HOLD_LOOP)
+    if (h->opts.drive != PGLOCK_HOLD_LOOP || forked(h))
         return PGLOCK_ESTATE;
     h->proved = 0;
     int rc = advance(h, &t);
@@ -398,7 +408,7 @@ int pglock_hold_confirm(pglock_hold *h, long timeout_ms)
         return PGLOCK_EINVAL;
     if (timeout_ms > INT_MAX)
         timeout_ms = INT_MAX; /* 24 days: no overflow in the deadline */
-    if (h->opts.drive != PGLOCK_HOLD_LOOP)
+    if (h->opts.drive != PGLOCK_HOLD_LOOP || forked(h))
         return PGLOCK_ESTATE;
     int code = loss_code(h);
     if (code)
@@ -431,21 +441,45 @@ static int proved_just_now(pglock_hold *h)
 
 /* ------------------------------------------------------------- stop */
 
+/* Thread mode: the thread has exited when this returns. */
+static void thread_stop(pglock_hold *h)
+{
+    if (!h->has_thread)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = 1;
+    pthread_mutex_unlock(&h->mu);
+    ssize_t n = write(h->wake_pipe[1], "x", 1);
+    (void)n;
+    pthread_join(h->thread, NULL);
+    h->has_thread = 0;
+}
+
+void pglock__hold_client_closing(pglock_hold *h)
+{
+    thread_stop(h);
+    declare_lost(h, "the client was closed while the hold ran, which "
+                    "released its locks", 1);
+}
+
 /* The caller has stopped the work: a lease that holds gives the client
  * back, with its locks or (release) with every lock released by the
  * last word itself; a lost one (or one that cannot be confirmed now)
  * closes the connection, which frees whatever it still held. */
 static int hold_end(pglock_hold *h, int release, long bound_ms)
 {
-    if (h->has_thread) {
-        pthread_mutex_lock(&h->mu);
-        h->stopping = 1;
-        pthread_mutex_unlock(&h->mu);
-        ssize_t n = write(h->wake_pipe[1], "x", 1);
-        (void)n;
-        pthread_join(h->thread, NULL);
+    if (forked(h)) {
+        /* A child's copy: the thread, the client and the session are the
+         * parent's; only this process's copies of the pipes go. */
+        close_pipe(h->loss_pipe);
+        close_pipe(h->wake_pipe);
+        free(h);
+        return PGLOCK_ESTATE;
     }
-    h->c->hold_running = 0;
+    thread_stop(h);
+    pglock_client *c = h->c;
+    c->hold_running = 0;
+    c->hold = NULL;
     int rc = loss_code(h);
     /* The last word: a heartbeat sent now, answered within bound_ms,
      * proves the same session held the locks all along; no answer in
@@ -465,12 +499,17 @@ static int hold_end(pglock_hold *h, int release, long bound_ms)
         pglock__fail(h->c, rc, "%s", h->message);
     }
     hold_free(h);
+    if (c->closed)
+        pglock__client_free(c); /* closed while the hold ran */
     return rc;
 }
 
 int pglock_hold_stop(pglock_hold *h)
 {
-    return h ? hold_end(h, 0, h->c->opts.cancel_timeout_ms) : 0;
+    if (!h)
+        return 0;
+    /* A forked child's copy may outlive its client's copy: no bound read */
+    return hold_end(h, 0, forked(h) ? 0 : h->c->opts.cancel_timeout_ms);
 }
 
 /* The release's own answer is the last word: one round trip where stop

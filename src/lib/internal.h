@@ -20,6 +20,10 @@
 /* Xact lifetime: the transaction-local setting in which each lock statement
  * counts itself (heartbeat.c says why). */
 #define PGLOCK__LOCKS_SETTING "pglock.lock_statements"
+/* Xact lifetime: the savepoint every lock statement of the holding
+ * transaction ends with, inside which the heartbeats run (heartbeat.c
+ * says why). */
+#define PGLOCK__BEAT_SAVEPOINT "pglock_beat"
 
 /* One lock the client holds (its count): its pg_locks coordinates, mode and count.  A
  * legacy key (hashtext) is matched by its name too, so that it can be
@@ -63,6 +67,14 @@ struct pglock_client {
      * no pg_advisory_unlock_all()). */
     int released;
     int hold_running;      /* a managed hold owns the client (hold.c) */
+    struct pglock_hold *hold; /* that hold, which close must stop first */
+    /* pglock_client_close() ran while a hold was on the client: the
+     * struct stays, connectionless, for the hold, whose stop frees it. */
+    int closed;
+    int owner_pid;         /* the process that opened the connection */
+    /* Xact lifetime: a heartbeat failed inside its savepoint (a cancel),
+     * so the holding transaction waits for ROLLBACK TO SAVEPOINT. */
+    int beat_aborted;
     /* Session lifetime: the lock_timeout (ms) the session has now, as far as
      * the client knows, or -1: unknown.  A wait sends set_config() only
      * when it needs another value. */
@@ -111,6 +123,11 @@ const char *pglock__key_invalid(const pglock_key *key);
 int pglock__code_for_sqlstate(const char *sqlstate);
 /* Copies the first line of msg into buf, without the trailing newline. */
 void pglock__first_line(char *buf, size_t len, const char *msg);
+/* A fencing token from the text of its transaction's xid8 and the name of
+ * the WAL file being written (its first 8 hex digits: the timeline):
+ * timeline << 48 | xid8 (fencing.c).  0, or -1 when either is malformed
+ * or past the budget (timeline 1..32767, xid8 below 2^48). */
+int pglock__token_make(const char *xid8, const char *walfile, int64_t *out);
 /* For an error that a server or pooler limit caused (too many clients,
  * a full lock table, PgBouncer's max_client_conn): the words that name
  * the setting to raise, as " (...)" to append to the message's one line;
@@ -150,8 +167,27 @@ int pglock__release_send(pglock_client *c);
 void pglock__client_drop(pglock_client *c);
 /* 0 when the client can start a query; else PGLOCK_ECONNLOST (the
  * connection was lost earlier) or PGLOCK_ESTATE (a heartbeat is in
- * flight), with the message set. */
+ * flight, or this is a forked child's copy of the client), with the
+ * message set. */
 int pglock__client_ready(pglock_client *c);
+/* What a public call that would change the client's locks or connection
+ * asks first: PGLOCK_ESTATE, with no message (the client's message is the
+ * hold's), while a managed hold runs on the client; else
+ * pglock__client_ready(). */
+int pglock__client_enter(pglock_client *c);
+/* 1 when the hold owns the client (its message too): a call refused for
+ * that must not write on the client. */
+int pglock__client_held(const pglock_client *c);
+/* Frees the client's memory (the connection is gone already). */
+void pglock__client_free(pglock_client *c);
+
+/* ---- the hold and the client's close (hold.c) */
+
+/* The client is being closed while hold h runs on it: its thread is
+ * stopped, and the hold reports a loss (its fd readable, on_lost called
+ * on the closing thread), since the close releases the locks.  h stays
+ * valid until pglock_hold_stop(), which frees the client too. */
+void pglock__hold_client_closing(struct pglock_hold *h);
 /* Forgets every counted lock. */
 void pglock__locks_clear(pglock_client *c);
 /* The client's count for key+mode (lock.c), or NULL. */
@@ -302,10 +338,12 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
  * interrupt, where to put a PGLOCK__PID_COLUMN value (NULL: nowhere), a
  * key to resolve from a PGLOCK__VALUE_COLUMN value once the lock is held
  * (NULL: none) and where to put a PGLOCK__INDEX_COLUMN value (NULL:
- * nowhere). */
+ * nowhere); and a statement sent after the lock's, in the same message,
+ * once its savepoint is released (NULL: none). */
 typedef struct pglock__xact_req {
     const char *begin_sql;
     const char *prelude;
+    const char *after;
     int interrupt_fd;
     long cancel_timeout_ms;
     int *pid_out;

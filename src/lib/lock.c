@@ -157,6 +157,8 @@ static int check_call(pglock_client *c, const pglock_key *key,
 {
     if (!c)
         return PGLOCK_EINVAL;
+    if (pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     const char *why = pglock__key_invalid(key);
     if (why)
         return pglock__fail(c, PGLOCK_EINVAL, PGLOCK__INVALID_KEY_FMT, why);
@@ -480,6 +482,11 @@ static int holding_statement(pglock_client *c, pglock_key *key, const char *stmt
                           pglock_mode mode, long timeout_ms, int *index_out)
 {
     int begin = !c->in_xact;
+    if (c->beat_aborted)
+        return pglock__fail(c, PGLOCK_ESTATE,
+                            "the last heartbeat failed in the holding "
+                            "transaction (a cancel): confirm the lease with "
+                            "pglock_heartbeat() before taking another lock");
     char prelude[3000];
     int rc = prelude_sql(prelude, sizeof prelude, c, key, begin);
     if (rc)
@@ -492,7 +499,9 @@ static int holding_statement(pglock_client *c, pglock_key *key, const char *stmt
                             .cancel_timeout_ms = c->opts.cancel_timeout_ms,
                             .pid_out = &pid,
                             .resolve = key,
-                            .index_out = index_out};
+                            .index_out = index_out,
+                            /* the heartbeats' savepoint, after this lock */
+                            .after = "SAVEPOINT " PGLOCK__BEAT_SAVEPOINT};
     pglock_error err = {0};
     rc = stmt ? pglock__xact_run(c->conn, stmt, begin, timeout_ms, &req, &err)
               : pglock__xact_lock_req(c->conn, key, mode, timeout_ms, begin,
@@ -565,6 +574,7 @@ int pglock__holding_xact_end(pglock_client *c, long timeout_ms)
     PQclear(res);
     c->in_xact = 0;
     c->backend_pid = 0;
+    c->beat_aborted = 0;
     return 0;
 }
 
@@ -650,7 +660,7 @@ int pglock_unlock_all(pglock_client *c)
 {
     if (!c)
         return PGLOCK_EINVAL;
-    int ready = pglock__client_ready(c);
+    int ready = pglock__client_enter(c);
     if (ready)
         return ready;
     if (c->lifetime == PGLOCK_LIFETIME_XACT) {

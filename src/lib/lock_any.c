@@ -49,6 +49,8 @@ static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
 {
     if (!c)
         return PGLOCK_EINVAL;
+    if (pglock__client_held(c))
+        return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
     if (!keys || !index_out || nkeys < 1 || nkeys > PGLOCK_LOCK_ANY_MAX)
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid key set: 1 to %d keys and an index to "

@@ -375,7 +375,9 @@ static char *wrap(const char *stmt, int begin, const pglock__xact_req *req)
     const char *begin_sql = req->begin_sql ? req->begin_sql : "BEGIN";
     const char *prelude = req->prelude ? req->prelude : "";
     const char *sep = req->prelude ? "; " : "";
-    size_t len = strlen(begin_sql) + strlen(prelude) + strlen(stmt) + 128;
+    const char *after = req->after ? req->after : "";
+    size_t len = strlen(begin_sql) + strlen(prelude) + strlen(stmt) +
+                 strlen(after) + 128;
     char *sql = malloc(len);
     if (!sql)
         return NULL;
@@ -387,6 +389,10 @@ static char *wrap(const char *stmt, int begin, const pglock__xact_req *req)
          * is full (53200) or a cancel lands (57014). */
         snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
                  " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
+    if (*after) {
+        size_t n = strlen(sql);
+        snprintf(sql + n, len - n, "; %s", after);
+    }
     return sql;
 }
 

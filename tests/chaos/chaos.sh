@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."] BUILD
+# tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."]
+#                      BUILD
 #
 # Random faults against pglock, and a checker that proves no two jobs
 # overlapped (tests/chaos/README.md).  Three scenes, each a third of D
@@ -10,8 +11,10 @@
 # harness's pglock_test_proxy binary).  Each host loops `pglock run --try`,
 # `run --wait`, `lead`, `run` as an ordinary user whose job goes through a
 # setuid root program (a sudo), and the library's managed hold
-# (hold_host.c, thread and loop mode) on one key; tests/chaos/job.sh writes
-# the CLI jobs' lines.  One fault at a time, at random moments, from a
+# (hold_host.c, thread and loop mode, a third of them without a lease) on
+# one key; tests/chaos/job.sh writes the CLI jobs' lines.  A third of the
+# run and lead jobs are recorded (--record), and the checker compares each
+# recorded run with what its jobs' lines say happened.  One fault at a time, at random moments, from a
 # schedule drawn from the seed: the same --seed and --duration replay it.
 #
 # Runs inside tests/harness/harness.sh (starts one when not already in
@@ -130,8 +133,8 @@ where_stuck() {
 # STOPFILE; inside network namespace NETNS when given.
 host_loop() {
     local h=$1 conn=$2 stopfile=$3 netns=${4:-}
-    local r mode beats ign life pid t0 el rc termed hang step
-    local -a args cmd pre=()
+    local r mode beats ign life pid t0 el rc termed hang step lease rec l startw endw
+    local -a args cmd pre=() errl
     [ -z "$netns" ] || pre=(ip netns exec "$netns")
     RANDOM=$((SEED + $(cksum <<<"$h" | cut -d' ' -f1)))
     while [ ! -e "$stopfile" ]; do
@@ -155,14 +158,24 @@ host_loop() {
             mode=lib-thread step=$((50 + RANDOM % 201))
             [ $((RANDOM % 2)) = 0 ] || mode=lib-loop
             args=("$((RANDOM % 2 * 10000))")
+            # A third without a lease: the options' default, dead_peer_ms
+            # keeping the same T_s.
+            lease=$LEASE_MS
+            [ $((RANDOM % 3)) != 0 ] || lease=dead_peer=$LEASE_MS
         elif [ -n "$BECOME_ROOT" ]; then
             mode=sudo args=(run --wait=10s --fencing-token)
         else
             mode=wait args=(run --wait=10s --fencing-token)
         fi
+        # A third of the run and lead jobs leave a row in pglock.runs
+        # (the sudo jobs' user may not write it).
+        rec=0
+        if [[ $mode = try || $mode = wait || $mode = lead ]] && [ $((RANDOM % 3)) = 0 ]; then
+            rec=1 args+=(--record --host-label "$h")
+        fi
         case $mode in
         lib-*)
-            cmd=("$HOLD" "$h" "${mode#lib-}" "${args[0]}" "$LEASE_MS" "$step"
+            cmd=("$HOLD" "$h" "${mode#lib-}" "${args[0]}" "$lease" "$step"
                  "$(((beats * 50 + step - 1) / step))" "$KEY" "$conn") ;;
         sudo)
             # pglock as nobody; its job tries to become root (job.sh).
@@ -175,7 +188,7 @@ host_loop() {
         esac
         # (ip netns exec, setsid, setpriv and env exec: $! is the pglock's
         # or the library host's pid.)
-        CHAOS_DIR=$D "${pre[@]}" setsid "${cmd[@]}" </dev/null 2>>"$D/$h.err" &
+        CHAOS_DIR=$D "${pre[@]}" setsid "${cmd[@]}" </dev/null 2>"$D/$h.cur" &
         pid=$!
         echo "$pid" >"$D/$h.pglock"
         t0=${EPOCHREALTIME/./} termed=0 hang=0
@@ -203,7 +216,17 @@ host_loop() {
         done
         wait "$pid"
         rc=$?
-        echo "${EPOCHREALTIME/./} $h $mode $pid $rc" >>"$D/exits.log"
+        # What it said of its record (no fork: mapfile and a match), then
+        # its lines go to the host's log.
+        mapfile -t errl <"$D/$h.cur"
+        startw=0 endw=0
+        for l in "${errl[@]}"; do
+            [[ $l = *"could not record the end of the run"* ]] && endw=$((endw + 1))
+            [[ $l = *"could not record the start of the run"* || $l = *"could not reach the run history"* ]] &&
+                startw=$((startw + 1))
+        done
+        [ ${#errl[@]} = 0 ] || printf '%s\n' "${errl[@]}" >>"$D/$h.err"
+        echo "${EPOCHREALTIME/./} $h $mode $pid $rc $t0 rec=$rec startw=$startw endw=$endw" >>"$D/exits.log"
         [ "$mode" != try ] || [ "$rc" != 75 ] || nap "0.$((1 + RANDOM % 3))"
     done
 }
@@ -211,9 +234,11 @@ host_loop() {
 # ---- faults --------------------------------------------------------------
 
 # Kinds whose loss the server causes (check.py bounds the overlap after
-# them); SCENE:KIND only in that scene: a cancel aborts the pooler scene's
-# holding transaction (--mode=xact), while a session lock survives it.
-SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler pooler:cancel"
+# them).  A cancel is not one of them in any scene: a session lock
+# survives it, and so does the pooler scene's holding transaction
+# (--mode=xact), whose heartbeat runs under a savepoint, so a cancel
+# aborts only the heartbeat.  Every cancel is a silent loss.
+SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
 CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
 
 # fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
@@ -319,8 +344,10 @@ scene() {
     rm -f "$D/holder" "$stopfile"
     PROXY_PIDS=() HOST_PIDS=()
     SCENE_DB=$PGLOCK_TEST_PRIMARY
+    [ "$port" != partition ] || SCENE_DB=$PGLOCK_TEST_PARTITION_SOCKET
+    "$PGLOCK" init -q -d "$SCENE_DB" || { say "pglock init failed on $SCENE_DB"; return 1; }
+    SCENE_T0=${EPOCHREALTIME/./}
     if [ "$port" = partition ]; then
-        SCENE_DB=$PGLOCK_TEST_PARTITION_SOCKET
         for ((i = 1; i <= n; i++)); do
             if [ "$i" -lt "$n" ]; then
                 host_loop "$name$i" "$PGLOCK_TEST_PARTITION_TCP connect_timeout=2" "$stopfile" "$NETNS" \
@@ -407,6 +434,12 @@ final_state() {
         nap 0.1
     done
     [ "$held" = 0 ] || echo "lock-held $name $held" >>"$D/final.log"
+    # The scene's recorded runs, for check.py: times in µs, "-" for null.
+    psql_q -F ' ' -c "select id, host, pid, coalesce(fencing_token::text, '-'), coalesce(outcome, '-'),
+        coalesce(exit_status::text, '-'), floor(extract(epoch from started_at) * 1e6)::bigint,
+        coalesce(floor(extract(epoch from ended_at) * 1e6)::bigint::text, '-')
+        from pglock.runs where host like '$name%' and started_at >= to_timestamp($SCENE_T0 / 1e6)
+        order by id" >>"$D/runs.log" || echo "runs-unreadable $name" >>"$D/final.log"
     echo "scene-end $name ${EPOCHREALTIME/./}" >>"$D/final.log"
 }
 

@@ -5,7 +5,10 @@ The chaos suite's checker.  Reads, from DIR (tests/chaos/chaos.sh):
 
   jobs.log    TIME_US HOST MODE TOKEN PID EVENT [DETAIL...]   (job.sh)
   faults.log  START_US END_US KIND HOST PGLOCK_PID ok|failed
-  exits.log   TIME_US HOST MODE PGLOCK_PID STATUS
+  exits.log   TIME_US HOST MODE PGLOCK_PID STATUS START_US rec=0|1
+              startw=N endw=N   (the warnings it printed about its record)
+  runs.log    ID HOST PGLOCK_PID TOKEN OUTCOME EXIT_STATUS STARTED_US ENDED_US
+              (pglock.runs at the end of each scene; "-" for null)
   terms.log   TIME_US HOST MODE PGLOCK_PID      (our SIGTERM to a pglock)
   hangs.log   a pglock that did not end when it should have
   final.log   per scene: leftover-process / lock-held / scene-end
@@ -29,7 +32,14 @@ and proves:
   - every pglock exited with a documented status, none hung: each ended
     within 8 s of our SIGTERM, or of its job's end when the job ignores
     SIGTERM (pglock forwards it and keeps the lock while the job runs);
-  - nothing held and no pglock or job process left at the end of a scene.
+  - nothing held and no pglock or job process left at the end of a scene;
+  - every recorded run (--record) agrees with what its pglock and its jobs'
+    lines say happened: it belongs to a pglock that recorded, its outcome
+    and exit status are that pglock's, it started before its first job
+    and ended (if recorded) after its last job's last line and no later
+    than its pglock's exit; an end pglock said it could not write stayed
+    unwritten (never landing later), and a run without an end is one of
+    those, or its pglock was killed.
 Prints the figures; exits 1 on any violation.
 """
 import argparse
@@ -52,6 +62,7 @@ class Job:
         self.alive_gone = {}      # earlier job pid -> first line it was gone
         self.step_ms = None       # library hosts: their step
         self.sudo = None          # sudo jobs: "refused" or "root"
+        self.no_lease = False     # library hosts: dead_peer_ms only
 
 
 def read_lines(path):
@@ -74,6 +85,7 @@ def parse_jobs(path):
             j.ignores_term = detail.get("ignore_term") == "1"
             j.step_ms = int(detail["step_ms"]) if "step_ms" in detail else None
             j.sudo = detail.get("sudo")
+            j.no_lease = detail.get("lease") == "none"
             jobs.append(j)
             current[pid] = j
         j = current.get(pid)
@@ -93,6 +105,99 @@ def parse_jobs(path):
     return jobs
 
 
+class Pglock:
+    """One pglock (or library host) process, from exits.log."""
+    def __init__(self, e):
+        self.end, self.host, self.mode, self.pid, self.rc = int(e[0]), e[1], e[2], e[3], int(e[4])
+        self.t0 = int(e[5]) if len(e) > 5 else None
+        kv = dict(x.split("=", 1) for x in e[6:] if "=" in x)
+        self.rec = kv.get("rec") == "1"
+        self.startw, self.endw = int(kv.get("startw", 0)), int(kv.get("endw", 0))
+
+
+def check_records(d, jobs, exits, violations):
+    """Compares each row of runs.log with its pglock and its jobs; returns
+    the figures' line."""
+    rows = read_lines(os.path.join(d, "runs.log"))
+    pglocks = [Pglock(e) for e in exits if len(e) > 5]
+    by_host_pid = collections.defaultdict(list)
+    for p in pglocks:
+        by_host_pid[(p.host, p.pid)].append(p)
+    rows_of = collections.defaultdict(list)
+    for r in rows:
+        rid, host, pid, token, outcome, status = r[:6]
+        started, ended = int(r[6]), None if r[7] == "-" else int(r[7])
+        row = dict(id=rid, token=None if token == "-" else int(token), outcome=outcome,
+                   status=None if status == "-" else int(status), started=started, ended=ended)
+        p = next((p for p in by_host_pid[(host, pid)] if p.t0 <= started <= p.end), None)
+        if p is None or not p.rec:
+            violations.append(f"record: run {rid} on {host} (pid {pid}) belongs to no pglock "
+                              f"that recorded")
+            continue
+        rows_of[p].append(row)
+    outcomes = collections.Counter()
+    for p in (p for p in pglocks if p.rec):
+        prs = rows_of[p]
+        mine = [j for j in jobs if j.host == p.host and j.pglock == p.pid and p.t0 <= j.first <= p.end]
+        who = f"{p.host}/{p.mode} pid {p.pid} (exit {p.rc})"
+        unrec = sum(1 for r in prs if r["outcome"] == "-")
+        killed = p.rc == 137
+        if unrec < p.endw:
+            violations.append(f"record: {who} could not write {p.endw} end(s), yet only {unrec} "
+                              f"run(s) are without one: an end given up on landed later")
+        if unrec > p.endw + p.startw + killed:
+            violations.append(f"record: {who} left {unrec} run(s) without an end, but said so "
+                              f"of {p.endw} and was {'' if killed else 'not '}killed")
+        terms = {j.token for j in mine} if p.mode == "lead" else ({None} if mine else set())
+        covered = {r["token"] for r in prs} if p.mode == "lead" else ({None} if prs else set())
+        if len(terms - covered) > p.startw:
+            violations.append(f"record: {who}: {len(terms - covered)} run(s) of its jobs without a "
+                              f"row, {p.startw} start(s) it said it could not record")
+        for i, r in enumerate(prs):
+            outcomes[r["outcome"] if r["outcome"] != "-" else "unrecorded"] += 1
+            what = f"record: run {r['id']} of {who}, {r['outcome']}"
+            js = [j for j in mine if p.mode != "lead" or j.token == r["token"]]
+            if r["outcome"] == "skipped":
+                if p.rc != 75 or js:
+                    violations.append(f"{what}: skipped, but it exited {p.rc} with {len(js)} job(s)")
+                continue
+            if js and r["started"] > js[0].first:
+                violations.append(f"{what}: started {ms(r['started'] - js[0].first):.0f} ms after "
+                                  f"its first job's start")
+            if r["ended"] is not None:
+                # The end is the job's (on pglock's clock, from started_at):
+                # after its last line, and no later than pglock's exit plus
+                # what started_at may be ahead of the moment pglock sent the
+                # INSERT (2 ms each way: the clocks' resolution in the sum).
+                latest = p.end + (r["started"] - p.t0) + 2000
+                if js and r["ended"] < js[-1].last - 2000:
+                    violations.append(f"{what}: ended {ms(js[-1].last - r['ended']):.0f} ms before "
+                                      f"its last job's last line")
+                if r["ended"] > latest:
+                    violations.append(f"{what}: ended {ms(r['ended'] - p.end):.0f} ms after its "
+                                      f"pglock exited: the time of a late write, not of the end")
+            if r["outcome"] == "-":
+                continue
+            last = i == len(prs) - 1
+            if r["outcome"] == "lost" and r["status"] != 74:
+                violations.append(f"{what} with exit status {r['status']}")
+            if p.mode != "lead" or last and r["outcome"] != "lost":
+                if r["status"] != p.rc:
+                    violations.append(f"{what}: exit status {r['status']} recorded, pglock's {p.rc}")
+            elif r["outcome"] != "lost":
+                violations.append(f"{what}: a leadership before the last that did not end lost")
+            if p.mode != "lead" and (r["outcome"] == "lost") != (p.rc == 74):
+                violations.append(f"{what}: pglock exited {p.rc}")
+            if js and r["outcome"] == "succeeded" and js[-1].end != "ok":
+                violations.append(f"{what}: its job's end was {js[-1].end or 'a kill'}")
+            if js and r["outcome"] == "killed" and js[-1].end is not None:
+                violations.append(f"{what}: its job ended by itself ({js[-1].end})")
+    n = sum(1 for p in pglocks if p.rec)
+    return (f"recorded: {n} pglocks, {sum(outcomes.values())} runs ("
+            f"{', '.join(f'{o} {k}' for o, k in sorted(outcomes.items()))}), each checked "
+            f"against its jobs' lines")
+
+
 def scene_of(host):
     """A host's scene: its name without the number (direct3: direct)."""
     return host.rstrip("0123456789")
@@ -105,8 +210,8 @@ def ms(us):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kill-after-ms", type=int, default=500)
-    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler "
-                    "pooler:cancel", help="KIND, or SCENE:KIND for a kind server-caused in that scene only")
+    ap.add_argument("--server-kinds", default="terminate restart-fast restart-immediate restart-pooler",
+                    help="KIND, or SCENE:KIND for a kind server-caused in that scene only")
     ap.add_argument("dir")
     a = ap.parse_args()
     server_kinds = set(a.server_kinds.split())
@@ -246,12 +351,15 @@ def main():
         else:
             violations.append("at the end of scene " + f[1] + ": " + " ".join(f))
 
+    record_figures = check_records(d, jobs, exits, violations)
+
     # Figures.
     kinds = collections.Counter(f[2] for f in faults if f[5] == "ok")
     ends = collections.Counter(j.end or "killed" for j in jobs)
-    modes = collections.Counter(j.mode for j in jobs)
+    modes = collections.Counter(j.mode + ("(no lease)" if j.no_lease else "") for j in jobs)
     print(f"jobs: {len(jobs)} ({', '.join(f'{m} {n}' for m, n in sorted(modes.items()))}); "
           f"ended: {', '.join(f'{e} {n}' for e, n in sorted(ends.items()))}")
+    print(record_figures)
     print(f"pglock exits: {', '.join(f'{m}:{rc} x{n}' for (m, rc), n in sorted(codes.items()))}")
     print(f"faults: {sum(kinds.values())} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
     storms = [int(x.split("=", 1)[1]) for f in read_lines(os.path.join(d, "faults.log"))

@@ -1,5 +1,5 @@
 /*
- * pglock_test_chaos_hold HOST thread|loop WAIT_MS LEASE_MS STEP_MS STEPS KEY CONNINFO
+ * pglock_test_chaos_hold HOST thread|loop WAIT_MS LEASE STEP_MS STEPS KEY CONNINFO
  *
  * A chaos host that uses the library's managed hold instead of `pglock
  * run`: one job per process.  It takes KEY (WAIT_MS 0: a try), a fencing
@@ -10,6 +10,10 @@
  * with MODE lib-thread or lib-loop and step_ms= in the start line, and
  * keeps job.sh's /proc bookkeeping (alive=, $CHAOS_DIR/live/PID), so that
  * check.py proves no overlap for it as for the CLI's jobs.
+ *
+ * LEASE is lease_ms, or "dead_peer=MS": no lease (lease_ms 0, the
+ * options' default) and dead_peer_ms MS, whose T_s the hold then keeps
+ * (the start line says lease=none).
  *
  * A step is work that cannot be interrupted by the notice (a sleep here):
  * after a loss the job stops within one step, and its step is kept under
@@ -217,13 +221,16 @@ int main(int argc, char **argv)
     if (argc != 9 || (strcmp(argv[2], "thread") && strcmp(argv[2], "loop")) ||
         !(dir = getenv("CHAOS_DIR"))) {
         fprintf(stderr, "usage: CHAOS_DIR=D pglock_test_chaos_hold HOST thread|loop "
-                        "WAIT_MS LEASE_MS STEP_MS STEPS KEY CONNINFO\n");
+                        "WAIT_MS LEASE|dead_peer=MS STEP_MS STEPS KEY CONNINFO\n");
         return 64;
     }
     host = argv[1];
     int loop = !strcmp(argv[2], "loop");
     mode = loop ? "lib-loop" : "lib-thread";
-    long wait_ms = atol(argv[3]), lease_ms = atol(argv[4]), step_ms = atol(argv[5]);
+    long wait_ms = atol(argv[3]), step_ms = atol(argv[5]);
+    int no_lease = !strncmp(argv[4], "dead_peer=", 10);
+    long lease_ms = no_lease ? 0 : atol(argv[4]);
+    long t_s = no_lease ? atol(argv[4] + 10) : lease_ms;
     int steps = atoi(argv[6]);
     pglock_key key;
     if (pglock_key_int64(&key, strtoll(argv[7], NULL, 10)) != 0)
@@ -236,6 +243,8 @@ int main(int argc, char **argv)
     pglock_options o;
     pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
     o.lease_ms = lease_ms;
+    if (no_lease)
+        o.dead_peer_ms = t_s;
     o.interrupt_fd = term_pipe[0];
     pglock_client *c = NULL;
     int rc = pglock_client_open(&c, argv[8], &o);
@@ -249,7 +258,7 @@ int main(int argc, char **argv)
         return terminated ? 143 : busy ? 75 : 69;
     }
     /* The token, bounded by the client deadline, as pglock run takes it. */
-    int64_t tok, left = pglock_client_confirmed_at(c) + lease_ms * 2 / 3 - pglock_now_ms();
+    int64_t tok, left = pglock_client_confirmed_at(c) + t_s * 2 / 3 - pglock_now_ms();
     rc = pglock_client_fencing_token(c, &tok, left > 0 ? (long)left : 0);
     pglock_hold_options ho;
     pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
@@ -277,7 +286,8 @@ int main(int argc, char **argv)
         return 70;
     scan_live(alive, &nalive);
     recheck(alive, &nalive, list, sizeof list);
-    line("start pglock=%d ignore_term=0 step_ms=%ld alive=%s", (int)getpid(), step_ms, list);
+    line("start pglock=%d ignore_term=0 step_ms=%ld lease=%s alive=%s", (int)getpid(),
+         step_ms, no_lease ? "none" : "set", list);
     char name[32];
     snprintf(name, sizeof name, "live/%d", (int)getpid());
     write_file(name, "%llu\n", me);

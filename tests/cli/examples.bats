@@ -1,13 +1,14 @@
 #!/usr/bin/env bats
-# The deployment examples work as written: docs/deployment.md's cron line
-# and systemd unit, docs/examples/*.service, pglock(1)'s cron line and
+# The deployment examples work as written: docs/deployment.md's cron line,
+# systemd units and timer, docs/examples/*, pglock(1)'s cron line and
 # docs/operations.md's crontab lines; also the README's quick start and its
 # package lines.  The blocks are looked up by name (doc_block, see
-# tests/cli/examples_docs.bats).  The cron lines
-# name /usr/local/bin/pglock, where `make install` puts it; here the build
-# is installed into a temporary prefix whose bin/ is mounted on
-# /usr/local/bin in a mount namespace of the test's own (`unshare -rm`),
-# so the machine's /usr/local is never touched.
+# tests/cli/examples_docs.bats).  They name /usr/bin/pglock, where the
+# package puts it (a source install's is /usr/local/bin/pglock), and jobs
+# in /usr/local/bin.  Here the build is installed into a temporary prefix,
+# mounted on /usr/local in a mount namespace of the test's own (`unshare
+# -rm`), and for the package's path its pglock is laid over /usr/bin there
+# (an overlay), so the machine's /usr/local and /usr/bin are never touched.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -24,6 +25,9 @@ setup() {
     cp "$bin/billing" "$bin/bill"
     printf '#!/bin/sh\necho $$ >%s/scheduler.started\nexec sleep 60\n' "$out" >"$bin/scheduler"
     chmod +x "$bin/billing" "$bin/bill" "$bin/scheduler"
+    # what the package adds to /usr/bin
+    mkdir "$out/usr-bin"
+    cp "$bin/pglock" "$out/usr-bin/pglock"
 }
 
 # A host left running by a failed test (its pid in $bg_pid, still one of
@@ -33,18 +37,24 @@ teardown() {
     pkill -TERM -P "$bg_pid" 2>/dev/null || kill -TERM "$bg_pid" 2>/dev/null || true
 }
 
-# as_installed PREFIX CMD...: CMD with PREFIX mounted on /usr/local, as
-# if `sudo make install` had put the build there.
-as_installed() {
-    unshare -rm sh -c 'mount --bind "$1" /usr/local && shift && exec "$@"' sh "$@"
+# as_host KIND PREFIX CMD...: CMD with PREFIX mounted on /usr/local, as if
+# `sudo make install` had put the build there (KIND source); with KIND
+# package, also $out/usr-bin laid over /usr/bin, as if the package had put
+# pglock there (the jobs stay in /usr/local/bin).
+host_ns='mount --bind "$2" /usr/local &&
+    { [ "$1" = source ] || mount -t overlay overlay -o lowerdir="$3":/usr/bin /usr/bin; } &&
+    shift 3 && exec "$@"'
+as_host() {
+    local kind=$1 prefix=$2
+    shift 2
+    unshare -rm sh -c "$host_ns" sh "$kind" "$prefix" "$out/usr-bin" "$@"
 }
-# as_installed_bg NAME PREFIX CMD...: the same in the background, output in
+# as_host_bg NAME KIND PREFIX CMD...: the same in the background, output in
 # $out/NAME.out; its pid (unshare's, which every exec keeps) in $bg_pid.
-as_installed_bg() {
-    local name=$1
-    shift
-    unshare -rm sh -c 'mount --bind "$1" /usr/local && shift && exec "$@"' sh "$@" \
-        >"$out/$name.out" 2>&1 &
+as_host_bg() {
+    local name=$1 kind=$2 prefix=$3
+    shift 3
+    unshare -rm sh -c "$host_ns" sh "$kind" "$prefix" "$out/usr-bin" "$@" >"$out/$name.out" 2>&1 &
     bg_pid=$!
 }
 
@@ -56,31 +66,34 @@ cron_env() {
           PGUSER="$PGUSER" PGDATABASE="$PGDATABASE" sh -c)
 }
 
-# cron_first_runs CMD: CMD started as cron starts it (cron_env), in the
-# background as "first" (its pid in $first); returns once its billing ran
-# for $K.  cron is left set for the caller's next runs.
+# cron_first_runs KIND CMD: CMD started as cron starts it (cron_env) on a
+# host of KIND (as_host), in the background as "first" (its pid in $first);
+# returns once its billing ran for $K.  cron is left set for the caller's
+# next runs.
 cron_first_runs() {
     cron_env
     # (cron's sh -c runs pglock: first is that shell)
-    as_installed_bg first "$out/prefix" "${cron[@]}" "$1"
+    as_host_bg first "$1" "$out/prefix" "${cron[@]}" "$2"
     first=$bg_pid
     wait_until 15 test -s "$out/billing.ran"
     [ "$(cat "$out/billing.ran")" = "$K" ]
 }
 
-@test "docs/deployment.md's cron line runs as written under cron's PATH: one run, then a quiet skip (75)" {
+@test "docs/deployment.md's cron line runs as written under cron's PATH with the package's pglock: one run, then a quiet skip (75); a source install's, with its path" {
     local line cmd
     line=$(doc_block docs/deployment.md deploy-cron | grep -E '^[0-9*]+ [0-9*]+ \* \* \* ')
     # five time fields and the user, then the command
     cmd=$(awk '{ for (i = 1; i <= 6; i++) $i = ""; sub(/^ +/, ""); print }' <<<"$line")
-    [[ "$cmd" == /usr/local/bin/pglock\ * ]]
+    [[ "$cmd" == '/usr/bin/pglock '*' -- /usr/local/bin/billing' ]]
     cmd=${cmd//nightly-billing/$K}
     local -a cron
     local first
-    cron_first_runs "$cmd"
+    cron_first_runs package "$cmd"
     # --min-hold keeps it for 10 minutes: a late host skips, and -q keeps
-    # it quiet
-    run -75 as_installed "$out/prefix" "${cron[@]}" "$cmd"
+    # it quiet; so does a source install's host, with its path
+    run -75 as_host package "$out/prefix" "${cron[@]}" "$cmd"
+    [ -z "$output" ]
+    run -75 as_host source "$out/prefix" "${cron[@]}" "${cmd/#\/usr\/bin\//\/usr\/local\/bin\/}"
     [ -z "$output" ]
     [ "$(wc -l <"$out/billing.ran")" = 1 ]
     # (the first host stops holding when told to)
@@ -90,8 +103,8 @@ cron_first_runs() {
     cat "$out/first.out"
     [ "$status" = 143 ]
     wait_until 10 not_held "$K"
-    # Without the full path cron would not find pglock at all.
-    run -127 "${cron[@]}" "${cmd#/usr/local/bin/}"
+    # Without the full path cron would not find a source install's pglock.
+    run -127 as_host source "$out/prefix" "${cron[@]}" "${cmd#/usr/bin/}"
 }
 
 # cron_command LINE: a crontab line's command (after five time fields).
@@ -100,12 +113,12 @@ cron_command() { awk '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); print 
 @test "pglock(1)'s cron line runs as written under cron's PATH, on the harness's server instead of db1" {
     local cmd
     cmd=$(cron_command "$(doc_block docs/pglock.1 man-cron)")
-    [[ "$cmd" == '/usr/local/bin/pglock run '*'-d "host=db1 dbname=app" nightly-billing -- /usr/local/bin/billing' ]]
+    [[ "$cmd" == '/usr/bin/pglock run '*'-d "host=db1 dbname=app" nightly-billing -- /usr/local/bin/billing' ]]
     cmd=${cmd//\"host=db1 dbname=app\"/$(printf %q "$PGLOCK_TEST_PRIMARY")}
     cmd=${cmd//nightly-billing/$K}
     local -a cron
     local first
-    cron_first_runs "$cmd"
+    cron_first_runs package "$cmd"
     # --min-hold: held after billing ended, until told to stop
     held "$K"
     pkill -TERM -P "$first" || kill -TERM "$first"
@@ -127,50 +140,72 @@ cron_command() { awk '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); print 
     done < <(grep -E '^[A-Z_]+=' <<<"$block")
     [[ "${cron[*]}" == *PGLOCK_RECORD=1* ]]
     cmd=$(cron_command "$(grep -E '^[0-9*]+ ' <<<"$block")")
-    [[ "$cmd" == "/usr/local/bin/pglock run "*"-d app nightly-billing -- /usr/local/bin/bill" ]]
+    [[ "$cmd" == "/usr/bin/pglock run "*"-d app nightly-billing -- /usr/local/bin/bill" ]]
     cmd=${cmd//-d app/-d $(printf %q "$PGLOCK_TEST_PRIMARY")}
     cmd=${cmd//nightly-billing/$K}
     "$PGLOCK_BIN" init -q -d "$PGLOCK_TEST_PRIMARY"
-    run -0 as_installed "$out/prefix" "${cron[@]}" "$cmd"
+    run -0 as_host package "$out/prefix" "${cron[@]}" "$cmd"
     [ "$(cat "$out/billing.ran")" = "$K" ]
     run -0 "$PGLOCK_BIN" history -d "$PGLOCK_TEST_PRIMARY" "$K"
     [[ "$output" == *succeeded* ]]
     # the node_exporter line, into this test's directory instead
     cmd=$(cron_command "$(doc_block docs/operations.md ops-metrics-cron)")
-    [[ "$cmd" == "/usr/local/bin/pglock metrics -d app > /var/lib/node_exporter/"* ]]
+    [[ "$cmd" == "/usr/bin/pglock metrics -d app > /var/lib/node_exporter/"* ]]
     cmd=${cmd//-d app/-d $(printf %q "$PGLOCK_TEST_PRIMARY")}
     cmd=${cmd//\/var\/lib\/node_exporter/$out}
     cron_env
-    run -0 as_installed "$out/prefix" "${cron[@]}" "$cmd"
+    run -0 as_host package "$out/prefix" "${cron[@]}" "$cmd"
     grep -qx 'pglock_up 1' "$out/pglock.prom"
     [ ! -e "$out/pglock.prom.tmp" ]
 }
 
-@test "the systemd units pass systemd-analyze verify with the binaries where they name them, and count 143 as success" {
+# source_paths FILE: FILE with a source install's pglock for the package's.
+source_paths() { sed 's|/usr/bin/pglock |/usr/local/bin/pglock |g' "$1"; }
+
+@test "the systemd units and the timer pass systemd-analyze verify with the package's paths and with a source install's; the services run as a user and count 143 as success" {
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is not installed (Debian's systemd package)"
-    doc_block docs/deployment.md deploy-systemd >"$out/billing.service"
-    cp "$SRC"/docs/examples/*.service "$out/"
-    local unit units=0
-    for unit in "$out"/*.service; do
-        run -0 as_installed "$out/prefix" systemd-analyze verify "$unit"
-        grep -qE '^SuccessExitStatus=.*\b143\b' "$unit"
+    mkdir "$out/package" "$out/source"
+    doc_block docs/deployment.md deploy-systemd >"$out/package/billing.service"
+    doc_block docs/deployment.md deploy-timer >"$out/package/billing.timer"
+    cp "$SRC"/docs/examples/*.service "$SRC"/docs/examples/*.timer "$out/package/"
+    local unit name units=0
+    for unit in "$out"/package/*; do
+        name=${unit##*/}
+        source_paths "$unit" >"$out/source/$name"
+        run -0 as_host package "$out/prefix" systemd-analyze verify "$unit"
+        [ -z "$output" ]
+        run -0 as_host source "$out/prefix" systemd-analyze verify "$out/source/$name"
+        [ -z "$output" ]
         units=$((units + 1))
+        [[ $name == *.service ]] || continue
+        grep -qE '^ExecStart=/usr/bin/pglock ' "$unit"
+        grep -qE '^ExecStart=/usr/local/bin/pglock ' "$out/source/$name"
+        grep -qE '^SuccessExitStatus=.*\b143\b' "$unit"
+        grep -qE '^User=[a-z]+$' "$unit"
+        grep -qx 'Wants=network-online.target' "$unit"
+        grep -qx 'After=network-online.target' "$unit"
     done
-    [ "$units" -ge 2 ]
-    # The check can fail: without the binaries the same units are refused.
+    [ "$units" = 3 ]
+    # the timer starts billing.service
+    grep -qx 'OnCalendar=\*-\*-\* 02:00:00' "$out/package/billing.timer"
+    # The check can fail: a unit whose pglock is not there is refused.
     mkdir "$out/empty"
-    run ! as_installed "$out/empty" systemd-analyze verify "$out/billing.service"
+    run ! as_host source "$out/empty" systemd-analyze verify "$out/source/billing.service"
     [[ "$output" == *"/usr/local/bin/pglock"* ]]
+    if [ ! -e /usr/bin/pglock ]; then
+        run ! as_host source "$out/prefix" systemd-analyze verify "$out/package/billing.service"
+        [[ "$output" == *"/usr/bin/pglock"* ]]
+    fi
 }
 
 @test "the leader unit's ExecStart, stopped as systemd stops it: the scheduler goes, pglock exits 143" {
     local exec
     exec=$(sed -n 's/^ExecStart=//p' "$SRC/docs/examples/scheduler-leader.service")
     exec=${exec//scheduler -- /$K -- }
-    [[ "$exec" == "/usr/local/bin/pglock lead "*" $K -- /usr/local/bin/scheduler" ]]
+    [[ "$exec" == "/usr/bin/pglock lead "*" $K -- /usr/local/bin/scheduler" ]]
     local -a argv
     read -ra argv <<<"$exec"
-    as_installed_bg lead "$out/prefix" "${argv[@]}"
+    as_host_bg lead package "$out/prefix" "${argv[@]}"
     local pid=$bg_pid
     wait_until 15 file_exists "$out/scheduler.started"
     held "$K"
@@ -211,10 +246,12 @@ packages() {
         case $p in
         postgresql) grep -q 'harness.sh' "$SRC/bench/run.sh" ;;
         libhiredis-dev) grep -q 'hiredis' "$SRC/bench/CMakeLists.txt" ;;
+        etcd-server) grep -q 'command -v etcd ' "$SRC/bench/etcd_side.sh" ;;
+        etcd-client) grep -q 'command -v etcdctl ' "$SRC/bench/etcd_side.sh" ;;
         *) grep -qE "(command -v|^| )$p( |$)" "$SRC/bench/run.sh" ;;
         esac || { echo "the README's bench line names $p, which bench/ does not use"; false; }
     done
-    for p in hyperfine redis-server strace python3; do
+    for p in hyperfine redis-server etcd-server etcd-client strace python3; do
         grep -qx "$p" <<<"$bench" || { echo "bench/run.sh uses $p, the README's bench line omits it"; false; }
     done
 }
@@ -224,19 +261,26 @@ packages() {
     # done already: it must name them as they are
     [ "$(doc_block README.md quick-start-build)" = "$(printf '%s\n' make '. "$(tests/harness/harness.sh start --build build)"')" ]
     doc_block README.md quick-start-race >"$out/race.sh"
-    grep -q 'pglock run --try nightly-billing' "$out/race.sh"
+    grep -q 'pglock run --try --host-label "$host" nightly-billing' "$out/race.sh"
     mkdir "$out/tree"
     ln -s "$PGLOCK_BUILD" "$out/tree/build"
     run -0 --separate-stderr sh -c 'cd "$1" && . "$2"' sh "$out/tree" "$out/race.sh"
     echo "$output"
     echo "$stderr"
     [ "$(grep -c 'runs the job$' <<<"$output")" = 1 ]
-    [ "$(grep -c 'is held by pid .*the command was not run$' <<<"$stderr")" = 2 ]
+    # each loser names the winner's host and backend pid
+    local winner
+    winner=$(sed -n 's/ runs the job$//p' <<<"$output")
+    [ "$(grep -c "is held by $winner (backend pid [0-9]*, .*\"pglock run nightly-billing on $winner\".*the command was not run$" <<<"$stderr")" = 2 ]
     [[ "$output" == *"nightly-billing (application_name) = key -3003901418071974465: exclusive"* ]]
-    [[ "$output" == *"holds "*"pglock run nightly-billing"* ]]
+    grep -E "^  BACKEND PID +HOST +USER +CLIENT +HOW LONG +APPLICATION$" <<<"$output"
+    grep -E "^  holds [0-9]+ +$winner +postgres +local +.* +pglock run nightly-billing on $winner$" <<<"$output"
 }
 
-@test "docs/examples/billing.cron and billing.service are docs/deployment.md's cron and systemd examples (the packages ship them)" {
+@test "docs/examples/billing.cron, billing.service and billing.timer are docs/deployment.md's cron, systemd and timer examples (the packages ship them)" {
     diff <(doc_block docs/deployment.md deploy-cron) "$SRC/docs/examples/billing.cron"
     diff <(doc_block docs/deployment.md deploy-systemd) "$SRC/docs/examples/billing.service"
+    diff <(doc_block docs/deployment.md deploy-timer) "$SRC/docs/examples/billing.timer"
+    # deployment.md points to the packaged copies
+    grep -q '/usr/share/doc/pglock/examples/' "$SRC/docs/deployment.md"
 }

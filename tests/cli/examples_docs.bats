@@ -14,8 +14,9 @@
 #     host=pgbouncer) becomes the harness's ($PGLOCK_TEST_PRIMARY,
 #     $PGLOCK_TEST_POOLER);
 #   - /usr/local/bin/ becomes a directory holding pglock and stub jobs
-#     (the cron lines, which must name /usr/local/bin, run in
-#     tests/cli/examples.bats with the build mounted there).
+#     (the cron lines and systemd units, which must name /usr/bin/pglock
+#     and /usr/local/bin, run in tests/cli/examples.bats with the build
+#     mounted there).
 # The jobs the examples name (billing, rebuild-report, transfer, alembic,
 # scheduler) are stubs that record that they ran.
 
@@ -109,6 +110,26 @@ check_docs() {
     [[ "$output" == *"t.1:3: an EXAMPLES block that no test runs"* ]]
 }
 
+@test "no paragraph of a man page ends mid-sentence (a text line with no closing punctuation before a new paragraph)" {
+    local page cut
+    # An example (.EX, .in) may follow a colon-less lead-in, a .TP tag's
+    # body and the NAME line need none.
+    for page in "$SRC"/docs/*.1 "$SRC"/docs/*.3; do
+        cut=$(awk '{ l[NR] = $0 }
+            END {
+                for (i = 2; i < NR; i++) {
+                    t = l[i]
+                    if (t ~ /^\./ || t ~ /^\\"/ || t == "" || t ~ /[.:;!?)]$/) continue
+                    if (l[i + 1] !~ /^\.(IP|PP|P|LP|TP|SH|SS)( |$)/) continue
+                    if (l[i + 2] ~ /^\.(EX|in)( |$)/) continue
+                    if (l[i - 1] ~ /^\.SH NAME/ || (i > 2 && l[i - 2] ~ /^\.TP/)) continue
+                    printf "%s:%d: %s\n", FILENAME, i, t
+                }
+            }' "$page")
+        [ -z "$cut" ] || { echo "a sentence cut short: $cut"; false; }
+    done
+}
+
 @test "pglock run with a per-customer key (README, pglock(1)) and docs/guarantees.md's three runs" {
     local block
     # README and pglock(1) show the same line
@@ -186,7 +207,7 @@ with_db() {
     [[ "$output" == *"--yes is needed"* ]]
     held "$K"
     run -0 sh -c "${second//nightly-billing/$K}"
-    [[ "$output" == *"terminated pid"* ]]
+    [[ "$output" == *"terminated backend pid"* ]]
     finish h 10
     [ "$(status_of h)" = 74 ]
 }

@@ -24,6 +24,11 @@ teardown_run() {
     done
 }
 
+# run_app KEY [COMMAND]: the application_name of `pglock COMMAND KEY`'s
+# lock connection on this host, "pglock run KEY on HOST" (for a KEY short
+# enough that both fit: app_name.c).
+run_app() { echo "pglock ${2:-run} $1 on $(uname -n)"; }
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # name_sql NAME: docs/keys.md's SQL for a text key's bigint.

@@ -164,7 +164,7 @@ lock_table() {
     bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
-    [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = 'pglock run $K'")" ]
+    [ "$(py 'd[0]["backend_pid"]')" = "$(q "select pid from pg_stat_activity where application_name = '$(run_app "$K")'")" ]
     # status names the run lock after its run, not as a bare pair
     local id
     id=$(py 'd[0]["id"]')
@@ -189,7 +189,7 @@ lock_table() {
     # is another one and records it
     bg b run --record --lease=3s "$K" -c "touch $out/b.start; sleep 30"
     wait_until 10 file_exists "$out/b.start"
-    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pglock run $K'" >/dev/null
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = '$(run_app "$K")'" >/dev/null
     finish b 10
     [ "$(status_of b)" -eq 74 ]
     outcome_is "$K" lost
@@ -234,10 +234,10 @@ lock_table() {
     finish b 10
 }
 
-@test "through PgBouncer: runs and skips are recorded" {
+@test "through PgBouncer: runs and skips are recorded, each run ended when its job did" {
     need PGLOCK_TEST_POOLER
     bg a run --record -d "$PGLOCK_TEST_POOLER" --fencing-token "$K" \
-        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+        -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; date +%s%N >$out/a.end"
     wait_until 10 file_exists "$out/a.start"
     wait_until 5 outcome_is "$K" running
     run "$PGLOCK_BIN" run --try --record -d "$PGLOCK_TEST_POOLER" "$K" -- true
@@ -248,6 +248,13 @@ lock_table() {
     runs_json "$K"
     [ "$(py '[r["outcome"] for r in d]')" = "['skipped', 'succeeded']" ]
     [ "$(py 'd[1]["fencing_token"] is not None')" = True ]
+    # Its end is the job's, not the start of the transaction that held its
+    # run lock (now() there).
+    local ended
+    ended=$(q "select floor(extract(epoch from ended_at) * 1000)::bigint from pglock.runs
+                 where key_name = '$K' and outcome = 'succeeded'")
+    [ "$ended" -ge $(($(cat "$out/a.end") / 1000000 - 2)) ] ||
+        { echo "ended_at $ended, before the job's end $(($(cat "$out/a.end") / 1000000))"; false; }
 }
 
 @test "a start record not written in time: one warning, the job runs; an end record that fails: one warning, the command's status" {
@@ -266,6 +273,70 @@ lock_table() {
     finish a 10
     [ "$(status_of a)" -eq 4 ]
     [ "$(cat "$out/a.err")" = "pglock: warning: could not record the end of the run: no answer in time" ]
+}
+
+# record_backends: how many server sessions of $K's history connections
+# there are (whatever else application_name says of the host).
+record_backends() {
+    q "select count(*) from pg_stat_activity where application_name like '%record%'
+         and application_name like '%$K%'"
+}
+# newest_run_ms: "OUTCOME ENDED_MS" of $K's newest row (ended_at in ms
+# since the epoch; "null" for a row not ended).
+newest_run_ms() {
+    q "select coalesce(outcome, 'null') || ' ' || coalesce(floor(extract(epoch from ended_at) * 1000)::bigint::text, 'null')
+         from pglock.runs where key_name = '$K' order by id desc limit 1"
+}
+
+@test "an end given up on never lands later: the UPDATE that waited for a locked table writes nothing once it is free" {
+    bg a run --record --lease=3s "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done; exit 4"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 5 outcome_is "$K" running
+    lock_table
+    touch "$out/a.release"
+    finish a 10
+    [ "$(status_of a)" -eq 4 ]
+    grep -q "could not record the end of the run: no answer in time" "$out/a.err"
+    # Free the table, but leave the statement that waits for it alone: it
+    # runs now, long after pglock gave up on it and exited.
+    q "select pg_terminate_backend(pid) from pg_locks where relation = 'pglock.runs'::regclass
+         and mode = 'AccessExclusiveLock' and granted" >/dev/null
+    wait "$locker" || true
+    locker=
+    # It has run (or failed) once its session is gone: pglock's end of
+    # the connection is closed.
+    wait_until 10 eval '[ "$(record_backends)" -eq 0 ]'
+    [ "$(newest_run_ms)" = "null null" ]
+    outcome_is "$K" unrecorded
+}
+
+@test "a run that loses its lock to a restart (fast, then immediate) is recorded as lost, ended when its job did" {
+    local how
+    for how in fast immediate; do
+        rm -f "$out"/b.*
+        bg b run --record --lease=10s "$K" -c "$(stamp_job b)"
+        wait_until 10 file_exists "$out/b.start"
+        wait_until 5 outcome_is "$K" running
+        if [ "$how" = fast ]; then
+            "$PGLOCK_TEST_HARNESS" restart-primary
+        else
+            "$PGLOCK_TEST_HARNESS" stop-primary immediate
+            "$PGLOCK_TEST_HARNESS" start-primary
+        fi
+        finish b 30
+        date +%s%N >"$out/b.exited"
+        [ "$(status_of b)" -eq 74 ] || { echo "$how: exit $(status_of b): $(cat "$out/b.err")"; false; }
+        local row alive exited
+        row=$(newest_run_ms)
+        alive=$(($(cat "$out/b.alive") / 1000000))
+        exited=$(($(cat "$out/b.exited") / 1000000))
+        report "$how restart: row \"$row\"; job's last line at $alive, pglock seen gone at $exited"
+        [ "${row% *}" = lost ] || { echo "$how: recorded as ${row% *}: $(cat "$out/b.err")"; false; }
+        # Between the job's last line and pglock's exit (2 ms: the
+        # clocks' resolution in the sum that makes ended_at).
+        [ "${row#* }" -ge $((alive - 2)) ] && [ "${row#* }" -le "$exited" ] ||
+            { echo "$how: ended_at ${row#* } is not within [$alive, $exited]"; false; }
+    done
 }
 
 @test "lead --record: the leadership's run is recorded" {
@@ -376,6 +447,35 @@ lock_table() {
     # once the lock is free, no sample for the key
     run "$PGLOCK_BIN" metrics
     [[ "$output" != *"pglock_locks_held{key=\"$id\""* ]]
+}
+
+@test "metrics: locks held by host, the host --record stores (--host-label), \"\" for a holder that names none" {
+    local id
+    id=$(q "select $(name_sql "$K")")
+    bg a run --record --shared --host-label cron-3 "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+    bg b run --shared --host-label cron-4 "$K" -c "touch $out/b.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/a.start"
+    wait_until 10 file_exists "$out/b.start"
+    PGAPPNAME=psql-holder psql -X -q "$DB" -c "select pg_advisory_lock_shared($id), pg_sleep(30)" >/dev/null 2>&1 &
+    local holder=$!
+    echo "$holder" >"$out/psql.pid"
+    wait_until 10 eval "[ \"\$(advisory_count $id t)\" = 3 ]"
+    run --separate-stderr "$PGLOCK_BIN" metrics
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | promtool check metrics
+    [[ "$output" == *"pglock_locks_held{key=\"$id\",name=\"$K\"} 3"* ]]
+    [ "$(grep -c "^pglock_locks_held_by_host{key=\"$id\"," <<<"$output")" = 3 ]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"\"} 1"* ]]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"cron-3\"} 1"* ]]
+    [[ "$output" == *"pglock_locks_held_by_host{key=\"$id\",name=\"$K\",host=\"cron-4\"} 1"* ]]
+    # the run's row names the same host
+    run -0 "$PGLOCK_BIN" history --json "$K"
+    [ "$(py 'd[0]["host"]')" = cron-3 ]
+    q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'psql-holder'" >/dev/null
+    wait "$holder" || true
+    touch "$out/a.release"
+    finish a 10
+    finish b 10
 }
 
 @test "key forms: a pair, a negative and a legacy hashtext key are seen running while held" {

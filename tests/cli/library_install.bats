@@ -53,10 +53,31 @@ setup() {
     [ "$bad" -eq 0 ]
 }
 
+@test "the licence: LICENSE's terms are debian/copyright's PostgreSQL Licence, word for word, and the README names it" {
+    local root=$BATS_TEST_DIRNAME/../..
+    # debian/copyright's stand-alone License paragraph: its text, indented
+    # by one space, "." for a blank line
+    awk '/^License: PostgreSQL$/ { n++; next } n == 2 && /^ / { print } n == 2 && !/^ / { exit }' \
+        "$root/debian/copyright" | sed -e 's/^ //' -e 's/^\.$//' >"$out/copyright.txt"
+    [ -s "$out/copyright.txt" ]
+    # LICENSE: the same terms after its name and copyright line
+    diff <(sed -n '/^Permission to use/,$p' "$root/LICENSE") "$out/copyright.txt"
+    grep -qx 'Copyright (c) 2026, The pglock Developers' "$root/LICENSE"
+    grep -qx 'Copyright: 2026, The pglock Developers' "$root/debian/copyright"
+    grep -q 'PostgreSQL Licence.*(LICENSE)' "$root/README.md"
+}
+
 @test "the installed header compiles alone, strictly, and points into no source tree" {
     install_to "$out/prefix"
     # It is read where no source tree is: no "see src/lib/...".
     run -1 grep -nE '(^|[^a-z_])(src|tests|bench|debian|docs)/' "$out/prefix/include/pglock.h"
+    # Its licence, on its first line, and the pkg-config file's, as a
+    # comment (every pkg-config) and as pkgconf's License field
+    [ "$(head -1 "$out/prefix/include/pglock.h")" = '/* SPDX-License-Identifier: PostgreSQL */' ]
+    local pc
+    pc=$(find "$out/prefix" -name pglock.pc)
+    [ "$(head -1 "$pc")" = '# SPDX-License-Identifier: PostgreSQL' ]
+    grep -qx 'License: PostgreSQL' "$pc"
     printf '#include <pglock.h>\nint f(void);\nint f(void) { return PGLOCK_OK; }\n' >"$out/alone.c"
     local flags libpq_cflags
     flags=$(pkg-config --cflags libpq)
@@ -259,6 +280,12 @@ check_version_rule() {
     [[ "$output" == *-3003901418071974465* ]]
     run -0 ldd "$out/prefix/bin/pglock"
     [[ "$output" != *libpglock* ]]
+    # what it needs besides libc (and a sanitizer's runtime), as the
+    # README's Install section says: libpq and libcrypto
+    run -0 objdump -p "$out/prefix/bin/pglock"
+    [ "$(awk '$1 == "NEEDED" { print $2 }' <<<"$output" | grep -vE '^lib(c|m|asan|ubsan|gcc_s|stdc\+\+)\.so' | sort | xargs)" = "libcrypto.so.3 libpq.so.5" ]
+    tr '\n' ' ' <"$BATS_TEST_DIRNAME/../../README.md" |
+        grep -q 'at run time it needs only libpq and OpenSSL.s libcrypto, `libpq.so.5` and `libcrypto.so.3`'
     # a consumer linked with -Wl,-rpath,$PREFIX/lib runs without LD_LIBRARY_PATH
     local libdir flags pglock_flags
     libdir=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)")

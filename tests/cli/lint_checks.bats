@@ -6,9 +6,12 @@
 
 bats_require_minimum_version 1.5.0
 
+# The small trees live in a checkout under a folder named src (as in
+# ~/src/pglock), so that every check here also runs from such a path.
 setup() {
     root=$BATS_TEST_DIRNAME/../..
-    t=$BATS_TEST_TMPDIR
+    t=$BATS_TEST_TMPDIR/src/pglock
+    mkdir -p "$t"
 }
 
 # object NAME: compiles $t/src/NAME.c as the build would, into
@@ -58,6 +61,11 @@ object() {
     # every file of src/ is among those looked at
     local n
     n=$(find "$root/src" -name '*.c' | wc -l)
+    [[ "$output" == *": $n files of src/, no circle"* ]]
+    # The same tree and build, reached through a folder named src.
+    ln -s "$(cd "$root" && pwd)" "$t/tree"
+    ln -s "$(cd "$PGLOCK_BUILD" && pwd)" "$t/build"
+    run -0 "$t/tree/tests/lint_cycles.py" --source "$t/tree" "$t/build"
     [[ "$output" == *": $n files of src/, no circle"* ]]
 }
 

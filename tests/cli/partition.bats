@@ -106,6 +106,57 @@ cut_under_stubborn_holder() {
     finish h 30
 }
 
+# in_flight: the holder's side still has a TCP connection to the server
+# that may send (established, or closing with bytes queued): what it
+# queued can still reach the server.
+in_flight() {
+    local port=${PGLOCK_TEST_PARTITION_TCP#*port=}
+    port=${port%% *}
+    [ -n "$("$PGLOCK_TEST_HARNESS" partition-exec ss -Htn state established state fin-wait-1 \
+        state closing state last-ack "( dport = :$port )")" ]
+}
+# record_settled: no history session of $K's is running a statement, and
+# none has unread bytes: whatever reached the server has run.
+record_settled() {
+    [ "$(q "select count(*) from pg_stat_activity where application_name like '%record%'
+              and application_name like '%$K%' and state = 'active'" "$SOCK")" -eq 0 ] || return 1
+    local port=${PGLOCK_TEST_PARTITION_TCP#*port=}
+    port=${port%% *}
+    "$PGLOCK_TEST_HARNESS" partition-exec ss -Htn "( sport = :$port )" | awk '$2 > 0 { x = 1 } END { exit x }'
+}
+
+@test "partition: --record's end is never written late: after the heal the row is unrecorded, or lost and ended when the job did" {
+    "$PGLOCK_BIN" init -q -d "$SOCK"
+    bg_partition h run --record -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stamp_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    finish h 30
+    [ "$(status_of h)" = 74 ]
+    date +%s%N >"$out/heal"
+    partition_cmd heal
+    # What pglock left queued reaches the server now, or never.
+    wait_until 60 eval '! in_flight'
+    wait_until 10 record_settled
+    local row alive heal
+    row=$(q "select coalesce(outcome, 'null') || ' ' || coalesce(floor(extract(epoch from ended_at) * 1000)::bigint::text, 'null')
+               from pglock.runs where key_name = '$K' order by id desc limit 1" "$SOCK")
+    alive=$(($(cat "$out/h.alive") / 1000000))
+    heal=$(($(cat "$out/heal") / 1000000))
+    report "cut -> job's last line at +$(ms_between "$out/cut" "$out/h.alive") ms, heal at +$(ms_between "$out/cut" "$out/heal") ms; row \"$row\""
+    # pglock gave up on the end: then nothing it sent may land later.
+    if grep -q "could not record the end of the run" "$out/h.err"; then
+        [ "$row" = "null null" ] || { echo "an end given up on landed: \"$row\""; false; }
+    fi
+    case $row in
+    "null null") ;; # no write was possible: its end is unknown
+    "lost "*)
+        [ "${row#* }" -ge $((alive - 2)) ] && [ "${row#* }" -lt "$heal" ] ||
+            { echo "ended_at ${row#* } is not the job's end (last line $alive, heal $heal)"; false; } ;;
+    *) echo "recorded as \"$row\""; false ;;
+    esac
+}
+
 # backend_of_waiter NAME: the pid of the backend waiting for text key NAME.
 backend_of_waiter() {
     q "select pid from pg_locks where locktype = 'advisory' and not granted

@@ -32,7 +32,7 @@ teardown() { teardown_run; }
         # (the holder is named when pg_locks answers within 500 ms, which
         # six contenders under ASan on a busy machine may not: the --wait
         # test below asserts the name)
-        75) busy=$((busy + 1)); grep -qE "is held by (pid [0-9]+ \\(user postgres, client (local|127\\.0\\.0\\.1:[0-9]+), \"pglock run $K\", held [^)]*\\)|another session); the command was not run" "$out/c$i.err" || { cat "$out/c$i.err"; false; } ;;
+        75) busy=$((busy + 1)); grep -qE "is held by ($(uname -n) \\(backend pid [0-9]+, user postgres, client (local|127\\.0\\.0\\.1:[0-9]+), \"$(run_app "$K")\", held [^)]*\\)|another session); the command was not run" "$out/c$i.err" || { cat "$out/c$i.err"; false; } ;;
         *) echo "c$i exited $(status_of "c$i")"; cat "$out/c$i.err"; false ;;
         esac
     done
@@ -95,27 +95,29 @@ teardown() { teardown_run; }
     run "$PGLOCK_BIN" run -d "$DB" "42:7" -- sh -c 'echo "$PGLOCK_KEY|$PGLOCK_KEY_ID|$PGLOCK_DATABASE|$PGLOCK_BACKEND_PID"; psql -X -A -t -c "select application_name from pg_stat_activity where pid = $PGLOCK_BACKEND_PID" "$0"' "$DB"
     [ "$status" -eq 0 ]
     [[ "${lines[0]}" == "42:7|42:7|postgres|"[0-9]* ]]
-    [ "${lines[1]}" = "pglock run 42:7" ]
+    [ "${lines[1]}" = "$(run_app 42:7)" ]
 }
 
-@test "a long key's application_name is cut at 63 bytes on a character boundary" {
-    local long="$K-ééééééééééééééééééééééééééééééééééééééé"
+@test "a long non-ASCII key's application_name: cut on a character boundary, never by the server (63 bytes as it shows them), the host kept" {
+    local long="$K-ééééééééééééééééééééééééééééééééééééééé" host
+    host=$(uname -n)
     run "$PGLOCK_BIN" run -d "$DB" "$long" -- sh -c 'psql -X -A -t -c "select application_name, octet_length(application_name) from pg_stat_activity where pid = $PGLOCK_BACKEND_PID" "$0"' "$DB"
     [ "$status" -eq 0 ]
     local len=${output##*|}
     [ "$len" -le 63 ]
     local name=${output%|*}
+    # a name the server rewrites cannot name the lock: the host stays whole
+    [[ "$name" == "pglock run $K-"*" on $host" ]]
+    local cut=${name#"pglock run $K-"} re
+    cut=${cut%" on $host"}
+    # 16 and newer show each non-ASCII byte as \xNN, 15 and older as "?":
+    # whole characters either way, none cut by the server
     if [ "${PGLOCK_TEST_SERVER_VERSION_NUM:-150000}" -ge 160000 ]; then
-        # 16 and newer show each non-ASCII byte as \xNN and cut that text
-        # at 63 bytes, so where pglock cut cannot be seen from here.
-        [[ "$name" == "pglock run $K-\\xc3\\xa9\\xc3"* ]]
-        return
+        re='^(\\xc3\\xa9)+$'
+    else
+        re='^(\?\?)+$'
     fi
-    # 15 and older show each non-ASCII byte as "?"; what pglock sent was
-    # cut between characters, so the "?"s come in pairs.
-    [[ "$name" == "pglock run $K-??"* ]]
-    local tail=${name#"pglock run $K-"}
-    [ $((${#tail} % 2)) -eq 0 ]
+    [[ "$cut" =~ $re ]]
 }
 
 @test "exit statuses pass through: codes, 128+N, 126, 127" {
@@ -216,7 +218,7 @@ teardown() { teardown_run; }
     touch "$out/h.release"
     finish h 10
     [ ! -e "$out/w.ran" ]
-    [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 0 ]
+    [ "$(q "select count(*) from pg_stat_activity where application_name = '$(run_app "$K")'")" -eq 0 ]
 }
 
 @test "--wait times out with 75 and leaves no waiter" {
@@ -229,7 +231,7 @@ teardown() { teardown_run; }
     local pid
     pid=$(q "select pid from pg_locks where locktype = 'advisory' and granted
              and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")
-    [[ "$output" == *"lock \"$K\" in database \"postgres\" is still held by pid $pid (user postgres, client "*", \"pglock run $K\", held "*"); the command was not run"* ]]
+    [[ "$output" == *"lock \"$K\" in database \"postgres\" is still held by $(uname -n) (backend pid $pid, user postgres, client "*", \"$(run_app "$K")\", held "*"); the command was not run"* ]]
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
     run "$PGLOCK_BIN" run --try --conflict-exit-code=3 -d "$DB" "$K" -- true
     [ "$status" -eq 3 ]
@@ -238,6 +240,29 @@ teardown() { teardown_run; }
     [ -z "$output" ]
     touch "$out/h.release"
     finish h 10
+}
+
+@test "the busy line names the holder's host: --host-label, else none for a holder that names none" {
+    bg h run -d "$DB" --host-label "cron-3" "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    local pid
+    pid=$(q "select pid from pg_stat_activity where application_name = 'pglock run $K on cron-3'")
+    [ -n "$pid" ]
+    run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$DB" "$K" -- touch "$out/w.ran"
+    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by cron-3 (backend pid $pid, user postgres, client local, \"pglock run $K on cron-3\", held "*"); the command was not run" ]]
+    touch "$out/h.release"
+    finish h 10
+    # a psql holder: its backend pid, no host
+    PGAPPNAME=psql-holder psql -X -q "$DB" -c "select pg_advisory_lock($(name_sql "$K")), pg_sleep(30)" >/dev/null 2>&1 &
+    local holder=$!
+    echo "$holder" >"$out/psql.pid"
+    wait_until 10 eval "[ \"\$(advisory_count \"\$(name_sql \"$K\")\" t)\" = 1 ]"
+    pid=$(q "select pid from pg_stat_activity where application_name = 'psql-holder'")
+    run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$DB" "$K" -- touch "$out/w.ran"
+    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by backend pid $pid (user postgres, client local, \"psql-holder\", held "*"); the command was not run" ]]
+    q "select pg_terminate_backend($pid)" >/dev/null
+    wait "$holder" || true
+    [ ! -e "$out/w.ran" ]
 }
 
 # The holder's name costs a pg_locks read, bounded: a read that cannot be

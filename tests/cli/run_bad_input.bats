@@ -180,12 +180,12 @@ interrupted() {
     wait_until 10 file_exists "$out/h.start"
     bg w run -d "$DB" "$K" -- touch "$out/w.ran"
     wait_until 10 waiting_on "$K"
-    [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 1 ]
+    [ "$(q "select count(*) from pg_stat_activity where application_name = '$(run_app "$K")'")" -eq 1 ]
     kill "-$1" "$(pid_of w)"
     finish w 10
     [ "$(status_of w)" = "$2" ]
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
-    no_waiter_session() { [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 0 ]; }
+    no_waiter_session() { [ "$(q "select count(*) from pg_stat_activity where application_name = '$(run_app "$K")'")" -eq 0 ]; }
     wait_until 5 no_waiter_session
     # The holder is untouched.
     [ "$(advisory_count "$(name_sql "$K")" t)" -eq 1 ]

@@ -29,7 +29,7 @@ cancel_waiters() {
     [ "$(grep -c '^pglock: error: ' "$out/w.err")" -eq 1 ]
     grep -q "cancelled on the server" "$out/w.err"
     [ ! -e "$out/w.ran" ]
-    gone() { [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 0 ]; }
+    gone() { [ "$(q "select count(*) from pg_stat_activity where application_name = '$(run_app "$K")'")" -eq 0 ]; }
     wait_until 5 gone
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
     touch "$out/h.release"

@@ -9,7 +9,7 @@ bats_require_minimum_version 1.5.0
 setup() {
     setup_run
     # Nothing of ours may be left on the server afterwards.
-    APP="pglock run $K"
+    APP=$(run_app "$K")
 }
 
 teardown() {

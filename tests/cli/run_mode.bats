@@ -100,7 +100,7 @@ pool_client_waiting() {
     # (PgBouncer keeps the clients that gave up waiting until a server
     # connection frees: w2 is told from them by a key of its own)
     PGCONNECT_TIMEOUT=2 bg w2 run -d "$P" --wait=30s "$K-w2" -- touch "$out/ran"
-    wait_until 10 pool_client_waiting "pglock run $K-w2"
+    wait_until 10 pool_client_waiting "$(run_app "$K-w2")"
     local queued=$SECONDS
     wait_until 15 eval "[ \$((SECONDS - $queued)) -ge 7 ]"
     alive "$(pid_of w2)"

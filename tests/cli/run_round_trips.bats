@@ -39,7 +39,7 @@ roundtrips() { proxy_cmd count | sed -n 's/.*roundtrips=\([0-9]*\).*/\1/p'; }
     wait_until 10 file_exists "$out/h.start"
     proxy_cmd reset >/dev/null
     run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$PGLOCK_TEST_PROXY" "$K" -- true
-    [[ "$stderr" == *"is held by pid "*"\"pglock run $K\""* ]]
+    [[ "$stderr" == *"is held by $(uname -n) (backend pid "*"\"$(run_app "$K")\""* ]]
     proxy_cmd count
     [ "$(roundtrips)" -eq 4 ]
     proxy_cmd reset >/dev/null

@@ -113,7 +113,7 @@ free() { [ "$(q "select count(*) from pg_locks where locktype = 'advisory'
     bg h run -d "$DB" "$B" -c "touch $out/started; while [ ! -e $out/release ]; do sleep 0.1; done"
     wait_until 10 file_exists "$out/started"
     run -75 "$PGLOCK_BIN" run -d "$DB" --try "$A" "$B" -- touch "$out/ran"
-    [[ "$output" == *"lock \"$B\""*"is held by pid "*"\"pglock run $B\", held "*"; the command was not run"* ]]
+    [[ "$output" == *"lock \"$B\""*"is held by $(uname -n) (backend pid "*"\"$(run_app "$B")\", held "*"; the command was not run"* ]]
     [ ! -e "$out/ran" ]
     # the key that was free was given back: nobody holds it
     free "$A"

@@ -140,7 +140,7 @@ forwarded() {
     finish h 10
     [ "$(status_of h)" = 0 ]
     wait_until 10 held "$K"
-    w_session_gone() { [ "$(q "select count(*) from pg_stat_activity where application_name = 'pglock run $K'")" -eq 0 ]; }
+    w_session_gone() { [ "$(q "select count(*) from pg_stat_activity where application_name = '$(run_app "$K")'")" -eq 0 ]; }
     wait_until 15 w_session_gone
     not_held "$K"
     kill -CONT "$(pid_of w)"

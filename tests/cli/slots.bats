@@ -91,7 +91,7 @@ ended_at_least() { local want=$1; shift; [ "$(ended "$@")" -ge "$want" ]; }
     # and no backend of theirs holds more than one slot (a try takes one),
     # besides its declaration of N
     [ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
-            where l.locktype = 'advisory' and a.application_name = 'pglock run $K'
+            where l.locktype = 'advisory' and a.application_name = '$(run_app "$K")'
               and ((l.classid::bigint << 32) | l.objid::bigint)
                   <> $(name_sql "$KID#n=3")
             group by l.pid order by 1 desc limit 1")" = 1 ]
@@ -555,9 +555,12 @@ pool_waiting() {
     run --separate-stderr "$PGLOCK_BIN" status -d "$DB" "$K"
     [ "$status" -eq 0 ]
     [ "${lines[0]}" = "$K ($KID): semaphore of 2 slots, 2 held, 0 free, 2 waiting" ]
-    [[ "${lines[1]}" =~ ^\ \ slot\ [01]\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
-    [[ "${lines[3]}" =~ ^\ \ head\ \ \ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
-    [[ "${lines[4]}" =~ ^\ \ queued\ \ pid\ [0-9]+\ \ pglock\ run\ $K$ ]]
+    # each with its backend pid and host
+    local H
+    H=$(uname -n)
+    [[ "${lines[1]}" =~ ^\ \ slot\ [01]\ \ backend\ pid\ [0-9]+\ \ host\ $H\ \ pglock\ run\ $K\ on\ $H$ ]]
+    [[ "${lines[3]}" =~ ^\ \ head\ \ \ \ backend\ pid\ [0-9]+\ \ host\ $H\ \ pglock\ run\ $K\ on\ $H$ ]]
+    [[ "${lines[4]}" =~ ^\ \ queued\ \ backend\ pid\ [0-9]+\ \ host\ $H\ \ pglock\ run\ $K\ on\ $H$ ]]
     [ "${#lines[@]}" -eq 5 ]
     # the queued one is the backend that waits on the gate
     local queued
@@ -568,6 +571,7 @@ pool_waiting() {
         run "$PGLOCK_BIN" status -d "$DB" $opt --json "$K"
         [ "$status" -eq 0 ]
         [ "$(py 'd["semaphore"]["slots"], d["semaphore"]["waiting"]')" = "2 2" ]
+        [ "$(py 'd["semaphore"]["holders"][0]["host"], d["semaphore"]["waiters"][0]["host"]')" = "$(uname -n) $(uname -n)" ]
         [ "$(py '[w["head"] for w in d["semaphore"]["waiters"]]')" = "[True, False]" ]
         [ "$(py 'd["semaphore"]["waiters"][1]["pid"]')" = "$queued" ]
     done
@@ -603,8 +607,8 @@ pool_waiting() {
     [ "$status" -eq 0 ]
     [ "${lines[0]}" = "the slots of lock \"$K\" in database \"$(q 'select current_database()')\" are held by:" ]
     # one line per holder, naming its slot (in key order)
-    [ "$(printf '%s\n' "${lines[1]}" "${lines[2]}" | cut -c1-14 | sort | tr '\n' ,)" = "  slot 0  pid ,  slot 1  pid ," ]
-    [ "$(grep -c '^terminated pid ' <<<"$output")" = 2 ]
+    [ "$(printf '%s\n' "${lines[1]}" "${lines[2]}" | cut -c1-22 | sort | tr '\n' ,)" = "  slot 0  backend pid ,  slot 1  backend pid ," ]
+    [ "$(grep -c '^terminated backend pid ' <<<"$output")" = 2 ]
     finish h1 15
     finish h2 15
     [ "$(status_of h1)" = 74 ]

@@ -41,13 +41,13 @@ held_by_role() {
     [ "$status" -eq 0 ]
     [[ "$output" == *"key 72001: exclusive, 2 waiting"* ]]
     # the tree: w1 under the holder, w2 under w1
-    grep -E "^  holds $h +postgres +local " <<<"$output"
+    grep -E "^  holds $h +- +postgres +local " <<<"$output"
     grep -E "^  └─ waits $w1 \(exclusive\) " <<<"$output"
     grep -E "^     └─ waits $w2 \(exclusive\) " <<<"$output"
     # an idle holder: a range (state_change to backend_start), in words
     grep -E "^  holds $h .* [0-9]+s( to [0-9]+s)? +st_holder$" <<<"$output"
     # the headers say what the columns hold, not which server columns
-    grep -E "^  SESSION +USER +CLIENT +HOW LONG +APPLICATION$" <<<"$output"
+    grep -E "^  BACKEND PID +HOST +USER +CLIENT +HOW LONG +APPLICATION$" <<<"$output"
     [[ "$output" != *state_change* && "$output" != *backend_start* ]]
 
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json 72001
@@ -115,18 +115,59 @@ held_by_role() {
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json nightly-billing 77
     [ "$(py '[(l["key"], l["name"], l["name_source"]) for l in d["locks"]]')" = \
       "[('-3003901418071974465', 'nightly-billing', 'application_name'), ('77', None, None)]" ]
+    # an older pglock's application_name names no host
+    [ "$(py '[l["holders"][0]["host"] for l in d["locks"]]')" = "[None, None]" ]
 }
 
-@test "pglock run's own application_name names its key" {
+@test "pglock run's own application_name names its key and its host (--host-label, else the host name)" {
     need PGLOCK_TEST_PRIMARY
-    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" status-e2e-job -- sleep 600 &
+    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" --host-label cron-3 status-e2e-job -- sleep 600 &
     PIDS+=("$!")
-    wait_until 20 granted_count "pglock run status-e2e-job" 1
-    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-job
+    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" --shared status-e2e-shared -- sleep 600 &
+    PIDS+=("$!")
+    wait_until 20 granted_count "pglock run status-e2e-job on cron-3" 1
+    wait_until 20 granted_count "$(run_app status-e2e-shared)" 1
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-job status-e2e-shared
+    [ "$status" -eq 0 ]
+    [ "$(py 'sorted((l["name"], l["name_source"]) for l in d["locks"])')" = "[('status-e2e-job', 'application_name'), ('status-e2e-shared', 'application_name')]" ]
+    [ "$(py '{l["name"]: (l["holders"][0]["host"], l["holders"][0]["application_name"]) for l in d["locks"]}["status-e2e-job"]')" = "('cron-3', 'pglock run status-e2e-job on cron-3')" ]
+    [ "$(py '{l["name"]: l["holders"][0]["host"] for l in d["locks"]}["status-e2e-shared"]')" = "$(uname -n)" ]
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" status-e2e-job
+    kill -TERM "${PIDS[@]: -2}"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"status-e2e-job (application_name) = key "* ]]
+    grep -E "^  holds [0-9]+ +cron-3 +postgres +local +.* +pglock run status-e2e-job on cron-3$" <<<"$output"
+}
+
+@test "a non-ASCII --host-label: the host as the server shows it, the name still named" {
+    need PGLOCK_TEST_PRIMARY
+    "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" --host-label "król-1" status-e2e-pl -- sleep 600 &
+    PIDS+=("$!")
+    wait_until 20 eval '[ "$(q "select count(*) from pg_locks l join pg_stat_activity a using (pid)
+                             where l.locktype = '"'advisory'"' and l.granted
+                             and a.application_name like '"'pglock run status-e2e-pl on kr%'"'")" = 1 ]'
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json status-e2e-pl
     kill -TERM "${PIDS[-1]}"
     [ "$status" -eq 0 ]
-    [ "$(py 'd["locks"][0]["name"], d["locks"][0]["name_source"]')" = "status-e2e-job application_name" ]
-    [ "$(py 'd["locks"][0]["holders"][0]["application_name"]')" = "pglock run status-e2e-job" ]
+    [ "$(py 'd["locks"][0]["name"]')" = status-e2e-pl ]
+    # 15 and older show each non-ASCII byte as "?", 16 and newer as \xNN
+    local host
+    host=$(py 'd["locks"][0]["holders"][0]["host"]')
+    [ "$host" = 'kr??l-1' ] || [ "$host" = 'kr\xc3\xb3l-1' ]
+}
+
+@test "a name with \" on \" in it, from an older pglock (no host) and from this one" {
+    need PGLOCK_TEST_PRIMARY
+    session "pglock run backup on sunday" "$PGLOCK_TEST_PRIMARY" \
+        "select pg_advisory_lock($(name_sql "backup on sunday"));"
+    session "pglock run nightly on monday on cron-9" "$PGLOCK_TEST_PRIMARY" \
+        "select pg_advisory_lock($(name_sql "nightly on monday"));"
+    wait_until 10 granted_count "pglock run backup on sunday" 1
+    wait_until 10 granted_count "pglock run nightly on monday on cron-9" 1
+    run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_PRIMARY" --json "backup on sunday" "nightly on monday"
+    [ "$status" -eq 0 ]
+    [ "$(py 'sorted((l["name"], l["holders"][0]["host"]) for l in d["locks"])')" = \
+      "[('backup on sunday', None), ('nightly on monday', 'cron-9')]" ]
 }
 
 @test "a registry names keys, bare names and pairs; @NAME selects" {
@@ -194,9 +235,9 @@ held_by_role() {
     wait_until 10 waiting st_wait
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_ORDINARY" 72003
     [ "$status" -eq 0 ]
-    grep -E "^  holds $(backend st_super) +postgres +hidden +hidden +st_super$" <<<"$output"
+    grep -E "^  holds $(backend st_super) +- +postgres +hidden +hidden +st_super$" <<<"$output"
     # pg_locks.waitstart is not hidden
-    grep -E "waits $(backend st_wait) \(exclusive\) +postgres +hidden +[0-9]+s +st_wait$" <<<"$output"
+    grep -E "waits $(backend st_wait) \(exclusive\) +- +postgres +hidden +[0-9]+s +st_wait$" <<<"$output"
     grep -Fx 'note: the client, state and times of 2 sessions of other roles are hidden from role "pglock_user" (grant it pg_read_all_stats)' <<<"$output"
     run "$PGLOCK_BIN" status -d "$PGLOCK_TEST_ORDINARY" --json 72003
     [ "$(py 'd["locks"][0]["holders"][0]["visible"], d["locks"][0]["holders"][0]["user"], d["locks"][0]["holders"][0]["application_name"]')" = "False postgres st_super" ]

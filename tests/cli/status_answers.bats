@@ -132,7 +132,7 @@ EOF
     # pglock run's session is idle while the job runs: a range or one value
     hold h "$K"
     run "$PGLOCK_BIN" status -d "$DB" "$K"
-    grep -E "^  holds [0-9]+ +postgres +local +[0-9]+s( to [0-9]+s)? +pglock run $K$" <<<"$output"
+    grep -E "^  holds [0-9]+ +$(uname -n) +postgres +local +[0-9]+s( to [0-9]+s)? +$(run_app "$K")$" <<<"$output"
     # a session that is busy (pg_sleep) after taking the lock: "up to"
     key=$((7200000 + RANDOM))
     PGAPPNAME=st_busy psql -X -q "$DB" -c "select pg_advisory_lock($key), pg_sleep(30)" >/dev/null 2>&1 &
@@ -143,6 +143,6 @@ EOF
     # snapshot for 30 s, which holds back the next suite's VACUUM.
     q "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'st_busy'" >/dev/null
     wait "$busy" || true
-    grep -E "^  holds [0-9]+ +postgres +local +up to [0-9]+s +st_busy$" <<<"$output"
+    grep -E "^  holds [0-9]+ +- +postgres +local +up to [0-9]+s +st_busy$" <<<"$output"
     release h
 }

@@ -64,7 +64,7 @@ EOF
 @test "-y is --yes: the holder is terminated without a question" {
     holder h --lease=3s
     run -0 "$PGLOCK_BIN" terminate -d "$DB" -y "$K" </dev/null
-    [[ "$output" == *"terminated pid $(cat "$out/h.backend")"* ]]
+    [[ "$output" == *"terminated backend pid $(cat "$out/h.backend")"* ]]
     not_held "$K"
     finish h 10
     [ "$(status_of h)" -eq 74 ]
@@ -74,11 +74,11 @@ EOF
     holder h --lease=3s
     # not a terminal and no --yes: shown, refused, still held
     run -64 "$PGLOCK_BIN" terminate -d "$DB" "$K" </dev/null
-    [[ "$output" == *"pid $(cat "$out/h.backend")  exclusive  user postgres"*"pglock run $K"* ]]
+    [[ "$output" == *"  backend pid $(cat "$out/h.backend")  host $(uname -n)  exclusive  user postgres"*"\"$(run_app "$K")\""* ]]
     [[ "$output" == *"pglock: error: not a terminal: --yes is needed to terminate"* ]]
     held "$K"
     run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
-    [[ "$output" == *"terminated pid $(cat "$out/h.backend")"* ]]
+    [[ "$output" == *"terminated backend pid $(cat "$out/h.backend")"* ]]
     # pg_terminate_backend waited for the session to end: free at once
     not_held "$K"
     finish h 10
@@ -89,13 +89,30 @@ EOF
 @test "on a terminal it asks; 'n' terminates nothing, 'y' terminates" {
     holder h --lease=3s
     run -1 answer_on_tty n true "$PGLOCK_BIN" terminate -d "$DB" "$K"
-    [[ "$output" == *"Terminate this session of lock \"$K\"? [y/N]"* ]]
+    [[ "$output" == *"Terminate this session (on $(uname -n)) of lock \"$K\"? [y/N]"* ]]
     [[ "$output" == *"nothing was terminated"* ]]
     held "$K"
     run -0 answer_on_tty y true "$PGLOCK_BIN" terminate -d "$DB" "$K"
-    [[ "$output" == *"terminated pid"* ]]
+    [[ "$output" == *"terminated backend pid"* ]]
     finish h 10
     [ "$(status_of h)" = 74 ]
+}
+
+@test "the holder's host (--host-label) is shown and asked about; a psql holder names none" {
+    holder h --lease=3s --host-label cron-3
+    run -1 answer_on_tty n true "$PGLOCK_BIN" terminate -d "$DB" "$K"
+    [[ "$output" == *"  backend pid $(cat "$out/h.backend")  host cron-3  exclusive  user postgres  from local  session up "*"  \"pglock run $K on cron-3\""* ]]
+    [[ "$output" == *"Terminate this session (on cron-3) of lock \"$K\"? [y/N]"* ]]
+    held "$K"
+    touch "$out/h.release"
+    finish h 10
+    [ "$(status_of h)" = 0 ]
+    session plain "$DB" "select pg_advisory_lock($(name_sql "$K"));"
+    wait_until 10 held "$K"
+    run -1 answer_on_tty n true "$PGLOCK_BIN" terminate -d "$DB" "$K"
+    [[ "$output" == *"  backend pid $(backend plain)  exclusive  user postgres"* ]]
+    [[ "$output" != *"  host "* ]]
+    [[ "$output" == *"Terminate this session of lock \"$K\"? [y/N]"* ]]
 }
 
 @test "a session that released KEY after it was shown is not terminated (one statement)" {
@@ -110,7 +127,7 @@ EOF
     local release="cat $out/unlock.sql > $TMP/released.fifo
       until grep -q 'unlocked t' $TMP/released.out; do sleep 0.1; done"
     run -1 answer_on_tty y "$release" "$PGLOCK_BIN" terminate -d "$DB" "$K"
-    [[ "$output" == *"pid $backend"* ]]
+    [[ "$output" == *"backend pid $backend"* ]]
     [[ "$output" == *"no longer held by the sessions shown; nothing was terminated"* ]]
     # the session lives on
     [ "$(q "select count(*) from pg_stat_activity where pid = $backend")" = 1 ]
@@ -121,7 +138,7 @@ EOF
     bg w run -d "$DB" --wait=20s "$K" -- touch "$out/w.ran"
     wait_until 10 waiting_on "$K"
     run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
-    [ "$(grep -c '^  pid ' <<<"$output")" = 1 ]
+    [ "$(grep -c '^  backend pid ' <<<"$output")" = 1 ]
     finish h 10
     # the waiter got the lock and ran its command
     finish w 10
@@ -133,13 +150,13 @@ EOF
     holder a --lease=3s --shared
     holder b --lease=3s --shared
     run -64 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
-    [ "$(grep -c '^  pid .*  shared  ' <<<"$output")" = 2 ]
+    [ "$(grep -c '^  backend pid .*  shared  ' <<<"$output")" = 2 ]
     [[ "$output" == *"pglock: error: 2 sessions hold lock \"$K\"; nothing was terminated"* ]]
     [[ "$output" == *"pglock: hint: Use --all to terminate all of them."* ]]
     alive "$(pid_of a)"
     alive "$(pid_of b)"
     run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes --all "$K"
-    [ "$(grep -c '^terminated pid' <<<"$output")" = 2 ]
+    [ "$(grep -c '^terminated backend pid' <<<"$output")" = 2 ]
     finish a 10
     finish b 10
     [ "$(status_of a)" = 74 ]
@@ -190,4 +207,32 @@ EOF
         run -69 "$PGLOCK_BIN" terminate -d "$PGLOCK_TEST_STANDBY" --yes "$K"
         [[ "${lines[0]}" == "pglock: error: "*"standby"* ]]
     fi
+}
+
+# leader_job NAME: a lead command that records its token and start, and
+# ignores SIGTERM until $out/NAME.release: a command slow to stop.
+leader_job() {
+    printf '%s' "trap '' TERM; echo \$PGLOCK_FENCING_TOKEN > $out/$1.token; echo \$\$ > $out/$1.jobpid;
+      date +%s%N > $out/$1.start; while [ ! -e $out/$1.release ]; do sleep 0.02; done"
+}
+
+@test "ending a lead holder: the next leader's command starts while the old one is still stopping, with another token (pglock-terminate(1))" {
+    bg a lead -d "$DB" --lease=30s --kill-after=5s "$K" -c "$(leader_job a)"
+    wait_until 10 file_exists "$out/a.start"
+    bg b lead -d "$DB" --lease=30s --kill-after=5s "$K" -c "$(leader_job b)"
+    wait_until 10 waiting_on "$K"
+    date +%s%N >"$out/terminated"
+    run -0 "$PGLOCK_BIN" terminate -d "$DB" --yes "$K"
+    wait_until 10 file_exists "$out/b.start"
+    # the old leader's command is still there after the new one started
+    kill -0 "$(cat "$out/a.jobpid")"
+    [ "$(cat "$out/a.token")" != "$(cat "$out/b.token")" ]
+    report "the new leader's command started $(ms_between "$out/terminated" "$out/b.start") ms after the terminate, the old one still running"
+    # the old leader stops its command in the end (SIGKILL after --kill-after)
+    touch "$out/b.release"
+    finish b 15
+    [ "$(status_of b)" = 0 ]
+    wait_until 15 gone "$(cat "$out/a.jobpid")"
+    kill -TERM "$(pid_of a)"
+    finish a 15
 }

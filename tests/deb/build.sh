@@ -20,13 +20,20 @@ for tool in dpkg-buildpackage dh lintian; do
 done
 
 # Unprivileged: the packages need no root to build (Rules-Requires-Root:
-# no), so under root (CI) the build and lintian run as nobody.
+# no), so under root (CI) the build and lintian run as nobody.  Root's
+# TMPDIR may be private to root (TMPDIR=/tmp/x make deb), so then the work
+# directory is made in /tmp, and nobody gets a TMPDIR of its own in it
+# (dpkg-deb and lintian write their temporary files there).
 as_builder=()
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
-    as_builder=(runuser -u nobody --)
-    chown nobody: "$tmp"
+    tmp=$(mktemp -d -p /tmp)
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir "$tmp/tmp"
+    chown nobody: "$tmp" "$tmp/tmp"
+    as_builder=(runuser -u nobody -- env TMPDIR="$tmp/tmp")
+else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
 fi
 commit=$(git -C "$SRC" rev-parse --verify "$ref^{commit}")
 if [ -n "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] && [ "$ref" = HEAD ]; then

@@ -113,19 +113,28 @@ header_version() { sed -n 's/^#define PGLOCK_VERSION "\(.*\)"/\1/p' "$SRC/includ
     run -1 /usr/bin/pglock status -q "$K"
 }
 
-@test "the packaged examples name /usr/bin/pglock and pass systemd-analyze verify with it" {
+@test "each package's copyright file is debian/copyright: the PostgreSQL Licence" {
+    local p
+    for p in pglock libpglock1 libpglock-dev; do
+        cmp "$SRC/debian/copyright" "/usr/share/doc/$p/copyright"
+    done
+    grep -qx 'License: PostgreSQL' /usr/share/doc/pglock/copyright
+}
+
+@test "the packaged examples are docs/examples/, name /usr/bin/pglock and pass systemd-analyze verify with it" {
     local ex=/usr/share/doc/pglock/examples n=0 f
-    for f in "$ex"/*; do
-        grep -q '/usr/bin/pglock ' "$f"
-        run ! grep -n '/usr/local/bin/pglock' "$f"
+    for f in "$SRC"/docs/examples/*; do
+        cmp "$f" "$ex/${f##*/}"
         n=$((n + 1))
     done
-    # the cron.d file and the units
-    [ -f "$ex/billing.cron" ]
-    [ -f "$ex/scheduler-leader.service" ]
-    [ "$n" -ge 3 ]
+    # the cron.d file, the units and the timer
+    [ "$n" = 4 ]
+    for f in "$ex"/*.cron "$ex"/*.service; do
+        grep -q '/usr/bin/pglock ' "$f"
+        run ! grep -n '/usr/local/bin/pglock ' "$f"
+    done
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is not installed (Debian's systemd package)"
-    for f in "$ex"/*.service; do
+    for f in "$ex"/*.service "$ex"/*.timer; do
         run -0 systemd-analyze verify "$f"
     done
 }

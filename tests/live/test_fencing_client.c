@@ -92,9 +92,13 @@ static void tokens_on_the_callers_connection_increase(void **state)
     if (!(t1 < t2 && t2 < t3 && t3 < t4))
         fail_msg("tokens %lld %lld %lld %lld do not strictly increase",
                  (long long)t1, (long long)t2, (long long)t3, (long long)t4);
-    /* committed: the server's next transaction id is past the token */
+    /* committed: the server's next transaction id is past the token's
+     * (its low 48 bits; the high ones are the timeline) */
     assert_true(pt_query_intf(b, "SELECT txid_current() > %lld",
-                              (long long)t4));
+                              (long long)(t4 & ((INT64_C(1) << 48) - 1))));
+    assert_true(pt_query_intf(b, "SELECT %lld >> 48 = ('x' || substr("
+                              "pg_walfile_name(pg_current_wal_lsn()), 1, 8))"
+                              "::bit(32)::bigint", (long long)t4));
     /* never inside the caller's transaction, which it leaves alone */
     pglock_error err = {0};
     int64_t t = 0;

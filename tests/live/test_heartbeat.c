@@ -216,8 +216,11 @@ static void heartbeat_notices_a_restart(void **state)
     pglock_client_close(s);
 }
 
-/* Xact hold: an error in the holding transaction frees its locks at once,
- * before any ROLLBACK; the heartbeat sees the failed transaction. */
+/* Xact hold: an error in the holding transaction's heartbeat savepoint
+ * (a stray statement) keeps the locks, but the heartbeat cannot tell it
+ * from one that aborted the transaction, so it declares the loss and
+ * closes the connection; one after the savepoint was released frees the
+ * locks at once, before any ROLLBACK, and is a loss too. */
 static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
 {
     (void)state;
@@ -231,6 +234,14 @@ static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
     PQclear(PQexec(pglock_client_conn(c), "SELECT 1/0"));
     assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
                      PQTRANS_INERROR);
+    assert_false(pt_key_free(obs, id)); /* only the savepoint failed */
+    assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
+    assert_non_null(strstr(pglock_client_error(c), "failed"));
+    assert_true(pt_key_free(obs, id));
+    pglock_client_close(c);
+    c = pt_client_holding(primary, &o, NULL, &id, NULL);
+    PQclear(PQexec(pglock_client_conn(c), "RELEASE SAVEPOINT pglock_beat;"
+                                          " SELECT 1/0"));
     assert_true(pt_key_free(obs, id));  /* free already, no ROLLBACK yet */
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_non_null(strstr(pglock_client_error(c), "failed"));

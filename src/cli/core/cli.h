@@ -82,10 +82,45 @@ typedef struct cli_conn {
  * for pglock_client_open_params() / PQconnectdbParams(..., 1). */
 void cli_conn_params(const cli_conn *conn, const char *application_name,
                      const char *keywords[8], const char *values[8]);
-/* "pglock COMMAND KEY" into buf, the application_name that names a lock
- * for status, cut to 63 bytes (NAMEDATALEN - 1) on a UTF-8 character
- * boundary, so that the server keeps it whole. */
-void cli_application_name(char buf[64], const char *command, const char *key);
+/* "pglock COMMAND KEYS on HOST" into buf (app_name.c): the
+ * application_name that tells every role which lock a session is for and
+ * which host holds it; "pglock COMMAND KEYS" when host is NULL or "".
+ * At most 63 bytes (NAMEDATALEN - 1) as the server shows them (a byte
+ * outside printable ASCII counts as its "\xNN"), cut on UTF-8 character
+ * boundaries, so the server never cuts it.  When both do not fit, the
+ * host is cut first if KEYS is printable ASCII and fits (only a whole,
+ * unrewritten name can name the lock: status hashes it back); otherwise
+ * KEYS cannot name it anyway, and the host keeps at least half the room. */
+void cli_application_name(char buf[64], const char *command, const char *keys,
+                          const char *host);
+
+struct cli_registry; /* the key registry, below */
+/* What a pglock application_name says (borrowed from it). */
+typedef struct cli_app_said {
+    const char *command;  /* "run", "lead" or "record" */
+    const char *keys;     /* KEYS, keys_len bytes (not NUL-terminated) */
+    size_t keys_len;
+    const char *host;     /* HOST to the end of the string; NULL: none */
+    int checked;          /* the check said yes to KEYS */
+} cli_app_said;
+/* Whether text (a candidate KEYS, NUL-terminated) is the right one. */
+typedef int cli_app_check(const char *text, void *arg);
+/* Reads app: 1 when it is a pglock command's, else 0 (out zeroed).  A
+ * name may contain " on " and an older pglock wrote no host, so the
+ * splits are tried with check (NULL: none): KEYS before each " on " from
+ * the last, then KEYS whole; the first that checks out wins.  Else HOST
+ * is what follows the last " on ". */
+int cli_app_read(const char *app, cli_app_check *check, void *arg,
+                 cli_app_said *out);
+/* 1 if text, as a run's KEYS, names key: a name that hashes back to it
+ * (what application_name cut or rewrote does not), or "@NAME" that reg
+ * (or NULL) maps to it. */
+int cli_app_names_key(const char *text, const pglock_key *key,
+                      const struct cli_registry *reg);
+/* The host in app, a holder of key, into buf; NULL when it names none
+ * (not pglock's, or written by an older pglock). */
+const char *cli_app_host(const char *app, const pglock_key *key,
+                         const struct cli_registry *reg, char *buf, size_t len);
 
 /* Connects with cli_conn_params(conn, application_name) and, when
  * client_encoding is not NULL, that client_encoding (a startup
@@ -218,9 +253,17 @@ void cli_holder_how_long(const pglock_holder *e, char *buf, size_t len);
 /* Where the session comes from: "10.0.0.5:41234", "[::1]:41234", "local"
  * (a Unix socket), "hidden", "no session", "prepared transaction". */
 void cli_holder_client(const pglock_holder *e, char *buf, size_t len);
-/* One phrase: pid 812 (user app, client 10.0.0.5:41234, "pglock run K",
- * held 41s to 2m13s). */
-void cli_holder_describe(const pglock_holder *e, char *buf, size_t len);
+/* The host its pglock application_name names (cli_app_host(), checked
+ * against reg), for one line (cli_echo_arg()); NULL when none. */
+const char *cli_holder_host(const pglock_holder *e,
+                            const struct cli_registry *reg, char *buf,
+                            size_t len);
+/* One phrase: cron-3 (backend pid 812, user app, client 10.0.0.5:41234,
+ * "pglock run K on cron-3", held 41s to 2m13s); without a host, backend
+ * pid 812 (user app, ...). */
+void cli_holder_describe(const pglock_holder *e,
+                         const struct cli_registry *reg, char *buf,
+                         size_t len);
 
 /* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
  * ("30").  Strict: no sign, no spaces, no empty string, and at most

@@ -1,5 +1,5 @@
 /* Connection options (-h -p -U -d) as libpq keyword/value arrays, and
- * the application_name that names a lock. */
+ * the one-shot commands' connections and queries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,21 +109,4 @@ PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
 {
     return pglock__exec_params(conn, sql, nparams, params,
                                cli_query_timeout_ms(conn), err);
-}
-
-/* See cli.h. */
-void cli_application_name(char buf[64], const char *command, const char *key)
-{
-    /* Bounded pieces: only the first 63 bytes are kept anyway. */
-    char full[96];
-    snprintf(full, sizeof full, "pglock %.16s %.64s", command, key);
-    size_t n = strlen(full);
-    if (n > 63) {
-        /* Back up to the first byte of the character that straddles. */
-        n = 63;
-        while (n > 0 && ((unsigned char)full[n] & 0xC0) == 0x80)
-            n--;
-    }
-    memcpy(buf, full, n);
-    buf[n] = '\0';
 }

@@ -1,6 +1,7 @@
 /*
  * A lock's holder or waiter in words, as status, terminate and a busy
- * run name it: who (pid, user, where from, application) and how long.
+ * run name it: who (host, backend pid, user, where from, application)
+ * and how long.
  */
 #include <stdio.h>
 #include <string.h>
@@ -44,13 +45,31 @@ void cli_holder_client(const pglock_holder *e, char *buf, size_t len)
         snprintf(buf, len, "%s:%d", e->client_addr, e->client_port);
 }
 
-void cli_holder_describe(const pglock_holder *e, char *buf, size_t len)
+const char *cli_holder_host(const pglock_holder *e, const cli_registry *reg,
+                            char *buf, size_t len)
 {
-    char app[80], user[80], client[80], how_long[64];
+    char host[64];
+    if (!cli_app_host(e->application_name, &e->key, reg, host, sizeof host))
+        return NULL;
+    cli_echo_arg(host, 0, buf, len);
+    return buf;
+}
+
+void cli_holder_describe(const pglock_holder *e, const cli_registry *reg,
+                         char *buf, size_t len)
+{
+    char app[80], user[80], client[80], how_long[64], host[80];
     cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
     cli_echo_arg(e->user ? e->user : "?", 0, user, sizeof user);
     cli_holder_client(e, client, sizeof client);
     cli_holder_how_long(e, how_long, sizeof how_long);
-    snprintf(buf, len, "pid %d (user %s, client %s, \"%s\", %s %s)", e->pid,
-             user, client, app, e->granted ? "held" : "waiting", how_long);
+    /* The host first: it is what the reader asks. */
+    if (cli_holder_host(e, reg, host, sizeof host))
+        snprintf(buf, len, "%s (backend pid %d, user %s, client %s, \"%s\", "
+                 "%s %s)", host, e->pid, user, client, app,
+                 e->granted ? "held" : "waiting", how_long);
+    else
+        snprintf(buf, len, "backend pid %d (user %s, client %s, \"%s\", %s %s)",
+                 e->pid, user, client, app, e->granted ? "held" : "waiting",
+                 how_long);
 }

@@ -9,7 +9,8 @@
  * The most recent finished run decides (skips and runs still going do not
  * count): OK when it succeeded and started within --within, WARNING when
  * it is older than --warn, CRITICAL when it failed, was killed, lost its
- * lock or ended unrecorded, or is older than --within, or when KEY has no
+ * lock, ended unrecorded or in a failover (the server failed over while it
+ * ran: its end is unknown), or is older than --within, or when KEY has no
  * finished run at all.  A later run that pglock cannot tell going from
  * ended ("running?", history.h) counts as going, and the line says so:
  * were it ended unrecorded, the last finished run ages past --within and
@@ -167,7 +168,10 @@ static int judge(PGresult *r, const check_args *c, const char *name)
     else if (c->warn_ms > 0 && age * 1000 > c->warn_ms)
         state = CHECK_WARNING;
     printf("PGLOCK %s - %s %s on %s, started %s (%.0fs ago)", state_names[state],
-           name, strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded" : outcome,
+           name, strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded"
+                 : strcmp(outcome, "failover") == 0
+                     ? "ran when the server failed over (its end is unknown)"
+                     : outcome,
            host, PQgetvalue(r, row, 1), age);
     if (dur >= 0)
         printf(", took %.3fs", dur);

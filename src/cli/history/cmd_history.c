@@ -50,7 +50,8 @@ static void usage(void)
     printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
            "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
            "unrecorded (pglock ended without recording the end), running?\n"
-           "(cannot tell those two apart: see pglock-history(1)).\n"
+           "(cannot tell those two apart), failover (the server failed over\n"
+           "while it ran: its end is unknown; see pglock-history(1)).\n"
            "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n"
            "See pglock-history(1).\n");
 }
@@ -216,18 +217,21 @@ static int columns(const char *s)
 }
 
 /* One line per run; names with control bytes shown escaped (\xNN); the
- * HOST column as wide as its longest host. */
+ * HOST column as wide as its longest host, TOKEN as its longest token
+ * (the timeline in its high bits makes them 15 digits and more). */
 static void print_text(PGresult *r)
 {
-    int width = columns("HOST");
+    int width = columns("HOST"), tw = 8;
     for (int i = 0; i < PQntuples(r); i++) {
+        if (val(r, i, 9) && (int)strlen(val(r, i, 9)) > tw)
+            tw = (int)strlen(val(r, i, 9));
         char host[300];
         cli_echo_arg(val(r, i, 3) ? val(r, i, 3) : "", 0, host, sizeof host);
         if (columns(host) > width)
             width = columns(host);
     }
-    printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", "STARTED (UTC)", "OUTCOME",
-           "DURATION", "EXIT", "TOKEN", "HOST", width - columns("HOST"), "",
+    printf("%-24s %-10s %8s %4s %*s  %s%*s  %s\n", "STARTED (UTC)", "OUTCOME",
+           "DURATION", "EXIT", tw, "TOKEN", "HOST", width - columns("HOST"), "",
            "KEY");
     for (int i = 0; i < PQntuples(r); i++) {
         char host[300], name[300], dur[32];
@@ -239,11 +243,12 @@ static void print_text(PGresult *r)
          * an unknown time */
         format_duration(strcmp(outcome, "skipped") == 0 ||
                                 strcmp(outcome, "unrecorded") == 0 ||
+                                strcmp(outcome, "failover") == 0 ||
                                 strcmp(outcome, "running?") == 0
                             ? NULL : val(r, i, 12),
                         dur, sizeof dur);
-        printf("%-24s %-10s %8s %4s %8s  %s%*s  %s\n", val(r, i, 10), outcome,
-               dur, val(r, i, 13) ? val(r, i, 13) : "-",
+        printf("%-24s %-10s %8s %4s %*s  %s%*s  %s\n", val(r, i, 10), outcome,
+               dur, val(r, i, 13) ? val(r, i, 13) : "-", tw,
                val(r, i, 9) ? val(r, i, 9) : "-", host,
                width - columns(host), "", name);
     }

@@ -6,8 +6,9 @@
  *
  * Per key (labels key="123" or "42:9", name="..." from the registry, else
  * the name last recorded for it, else ""): locks held and waiting, the age
- * of the oldest wait (pg_locks and pg_stat_activity); per recorded key:
- * the last finished run's start, end, duration and outcome (as check
+ * of the oldest wait (pg_locks and pg_stat_activity); per key and host
+ * (the host its holders' application_name names), locks held; per
+ * recorded key: the last finished run's start, end, duration and outcome (as check
  * judges: a run still going does not count), and the runs going now.
  * Without a history table only the lock metrics are printed.
  *
@@ -52,6 +53,20 @@ static const char locks_fmt[] =
     HISTORY_RUN_LOCK_NS_SQL ")" /* a run lock, no job's key */
     " GROUP BY 1, 2, 3) g ORDER BY 1, 2, 3";
 
+/* Each granted advisory lock (run locks aside), for the host its holder's
+ * application_name names.  Columns: 0 classid, 1 objid, 2 objsubid, 3
+ * application_name, 4 the name last recorded for the key (%s, as in
+ * locks_fmt). */
+static const char holders_fmt[] =
+    "SELECT g.*, %s FROM ("
+    " SELECT l.classid::bigint AS classid, l.objid::bigint AS objid,"
+    "  l.objsubid, a.application_name"
+    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.database ="
+    "  (SELECT oid FROM pg_database WHERE datname = current_database())"
+    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = "
+    HISTORY_RUN_LOCK_NS_SQL ")) g ORDER BY 1, 2, 3";
+
 static const char recorded_name_sql[] =
     "(SELECT r.key_name FROM pglock.runs r WHERE r.classid = g.classid"
     " AND r.objid = g.objid AND r.objsubid = g.objsubid"
@@ -84,7 +99,7 @@ static const char going_fmt[] =
     " GROUP BY key, classid, objid, objsubid ORDER BY key";
 
 static const char *const outcomes[] = {"succeeded", "failed", "killed", "lost",
-                                       "unrecorded", NULL};
+                                       "unrecorded", "failover", NULL};
 
 /* A label value, escaped as the format wants (\\, \", \n). */
 static void label(const char *s)
@@ -99,16 +114,22 @@ static void label(const char *s)
     }
 }
 
-/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
-static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+/* The key of row i (columns 0-2 the locktag). */
+static void row_key(PGresult *r, int i, pglock_key *key)
 {
     long long cls = strtoll(PQgetvalue(r, i, 0), NULL, 10);
     long long obj = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-    pglock_key key;
     if (atoi(PQgetvalue(r, i, 2)) == 2)
-        pglock_key_pair(&key, (int32_t)(uint32_t)cls, (int32_t)(uint32_t)obj);
+        pglock_key_pair(key, (int32_t)(uint32_t)cls, (int32_t)(uint32_t)obj);
     else
-        pglock_key_int64(&key, (int64_t)(((uint64_t)cls << 32) | (uint64_t)obj));
+        pglock_key_int64(key, (int64_t)(((uint64_t)cls << 32) | (uint64_t)obj));
+}
+
+/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
+static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+{
+    pglock_key key;
+    row_key(r, i, &key);
     char id[64];
     pglock_key_format(&key, id, sizeof id);
     const char *name = reg ? cli_registry_name_of(reg, &key) : NULL;
@@ -136,6 +157,71 @@ static void gauge(PGresult *r, const char *metric, const char *help, int col,
         labels(r, i, name_col, reg);
         printf("} %s\n", PQgetvalue(r, i, col));
     }
+}
+
+/* A holder's row and the host its application_name names ("": none). */
+typedef struct held_by {
+    int row;
+    char host[64];
+} held_by;
+
+static int by_key_then_host(const void *pa, const void *pb)
+{
+    const held_by *a = pa, *b = pb;
+    return a->row != b->row ? a->row - b->row : strcmp(a->host, b->host);
+}
+
+/* Rows of r (holders_fmt) with the same key as row i's, from i on. */
+static int same_key_rows(PGresult *r, int i)
+{
+    int j = i + 1;
+    while (j < PQntuples(r) &&
+           !strcmp(PQgetvalue(r, j, 0), PQgetvalue(r, i, 0)) &&
+           !strcmp(PQgetvalue(r, j, 1), PQgetvalue(r, i, 1)) &&
+           !strcmp(PQgetvalue(r, j, 2), PQgetvalue(r, i, 2)))
+        j++;
+    return j - i;
+}
+
+/* pglock_locks_held_by_host: how many of a key's holders are on each
+ * host.  One series per key and host that holds it now (host="" for a
+ * holder that names none): a few per key for fixed hosts; hosts named
+ * anew for each run (a pod's name) make new series at every run. */
+static int print_held_by_host(PGresult *r, const cli_registry *reg)
+{
+    int n = PQntuples(r);
+    held_by *h = calloc((size_t)n + 1, sizeof *h);
+    if (!h)
+        return -1;
+    for (int i = 0; i < n;) {
+        int m = same_key_rows(r, i);
+        pglock_key key;
+        row_key(r, i, &key);
+        for (int k = i; k < i + m; k++) {
+            h[k].row = i; /* a key's rows share the first one's index */
+            const char *app = PQgetisnull(r, k, 3) ? NULL : PQgetvalue(r, k, 3);
+            if (!cli_app_host(app, &key, reg, h[k].host, sizeof h[k].host))
+                h[k].host[0] = '\0';
+        }
+        i += m;
+    }
+    qsort(h, (size_t)n, sizeof *h, by_key_then_host);
+    header("pglock_locks_held_by_host",
+           "Advisory locks granted on the key, by the host its holder's "
+           "application_name names (\"\": none).");
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && !by_key_then_host(&h[i], &h[j]))
+            j++;
+        printf("pglock_locks_held_by_host");
+        labels(r, h[i].row, 4, reg);
+        printf(",host=\"");
+        label(h[i].host);
+        printf("\"} %d\n", j - i);
+        i = j;
+    }
+    free(h);
+    return 0;
 }
 
 static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
@@ -197,17 +283,24 @@ static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
 /* Every query first, then the output: all of it, or pglock_up 0 alone. */
 static int metrics(PGconn **pg, const cli_registry *reg)
 {
-    PGresult *locks = NULL, *runs = NULL, *going = NULL;
+    PGresult *locks = NULL, *runs = NULL, *going = NULL, *holders = NULL;
     int usable = history_readable(pg);
     if (usable >= 0)
         locks = query(pg, locks_fmt, usable ? recorded_name_sql : "NULL::text");
-    if (locks && usable) {
+    if (locks)
+        holders = query(pg, holders_fmt, usable ? recorded_name_sql : "NULL::text");
+    if (!holders) {
+        PQclear(locks);
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    if (usable) {
         runs = query(pg, runs_fmt, history_outcome_expr);
         going = runs ? query(pg, going_fmt, history_outcome_expr) : NULL;
     }
-    if (!locks || (usable && !going)) {
+    if (usable && !going) {
         PQclear(locks);
         PQclear(runs);
+        PQclear(holders);
         return CLI_EXIT_UNAVAILABLE;
     }
     print_up(1);
@@ -217,6 +310,8 @@ static int metrics(PGconn **pg, const cli_registry *reg)
           4, 6, reg);
     gauge(locks, "pglock_oldest_wait_seconds",
           "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
+    if (print_held_by_host(holders, reg) < 0)
+        cli_warning("out of memory: pglock_locks_held_by_host left out");
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
     if (usable)
@@ -224,6 +319,7 @@ static int metrics(PGconn **pg, const cli_registry *reg)
     PQclear(locks);
     PQclear(runs);
     PQclear(going);
+    PQclear(holders);
     return 0;
 }
 

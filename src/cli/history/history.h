@@ -40,7 +40,9 @@ extern const char history_probe_sql[];
  * still holds the key and the run lock is held; "unrecorded" once it is
  * not; "running?" when the row names no run lock that can decide (one
  * written by an older pglock) and the reader may not see the backend's
- * identity in pg_stat_activity.
+ * identity in pg_stat_activity; "failover" when its fencing token names
+ * an older timeline than the server's (a promotion or a restore since it
+ * started: its end, if recorded, was on a server that is gone).
  */
 extern const char history_outcome_expr[];
 

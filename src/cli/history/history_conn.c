@@ -38,10 +38,23 @@ PGconn *history_connect(const cli_conn *conn, const char *application_name,
     return pg;
 }
 
-/* Gives up on *conn: its answer will never be read. */
+/*
+ * Gives up on *conn: its answer will never be read, and what it sent must
+ * never run later.  A statement still in the kernel's send queue (a cut
+ * network: unacknowledged, retransmitted) would otherwise reach the
+ * server once the network heals and run then, seconds late: a zero
+ * linger makes the close discard the queue and reset the connection.
+ * The shutdown first keeps PQfinish() from queueing (or blocking on)
+ * anything more.
+ */
 static void drop(PGconn **conn)
 {
-    shutdown(PQsocket(*conn), SHUT_RDWR);
+    int fd = PQsocket(*conn);
+    if (fd >= 0) {
+        struct linger now = {1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+        shutdown(fd, SHUT_RDWR);
+    }
     PQfinish(*conn);
     *conn = NULL;
 }

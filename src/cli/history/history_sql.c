@@ -93,12 +93,28 @@ const char history_probe_sql[] =
  * A row written by an older pglock (no run lock) is told by the backend's
  * identity, as that pglock did, when the reader may see it; when it may
  * not, and the backend still holds the key, nobody can tell: "running?".
+ *
+ * A row whose fencing token names an older timeline than the server's
+ * (token >> 48, fencing.c) was written before a promotion or a restore:
+ * its run's server is gone, and with asynchronous replication its end may
+ * have been recorded there and lost.  Neither running nor finished as far
+ * as anyone can tell here: "failover".  Its backend pid means nothing on
+ * this server, where another backend may have it.  A standby has no
+ * current WAL file to name its timeline: there, none is compared.
  */
 #define THIS_DATABASE \
     "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
+#define TOKEN_TIMELINE_UNIT "281474976710656" /* 2^48 */
+#define CURRENT_TIMELINE \
+    "(SELECT CASE WHEN NOT pg_is_in_recovery() THEN ('x' || substr(" \
+    "pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END)"
+
 const char history_outcome_expr[] =
     "COALESCE(r.outcome, CASE"
+    " WHEN r.fencing_token >= " TOKEN_TIMELINE_UNIT
+    "  AND r.fencing_token / " TOKEN_TIMELINE_UNIT " < " CURRENT_TIMELINE
+    "  THEN 'failover'"
     " WHEN NOT EXISTS (SELECT 1 FROM pg_locks l"
     "  WHERE l.pid = r.backend_pid AND l.locktype = 'advisory' AND l.granted"
     "   AND l.database = " THIS_DATABASE

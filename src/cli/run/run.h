@@ -229,6 +229,8 @@ typedef struct run_state {
      * supervision to itself) */
     int job_status;           /* wait status, valid if job_exited */
     int job_exited;
+    int64_t job_ended_at;     /* pglock_now_ms() when its exit was told,
+                                 valid if job_exited: --record's end */
     int exec_errno;
 
     int lost;                 /* the lock is lost: the job is being stopped */
@@ -323,8 +325,9 @@ int run_pause_ms(long ms);
  * open, or, when the connection could not be regained (PGLOCK_ECONNECT,
  * or a refusal for good), st->client NULL and st->error set. */
 int run_acquire(run_state *st, pglock_key *keys, int *failed);
-/* Who holds key, for the busy message: "pid 812 (user app, client
- * 10.0.0.5:41234, \"pglock run K\", held 41s)" and how many others, read
+/* Who holds key, for the busy message: "cron-3 (backend pid 812, user
+ * app, client 10.0.0.5:41234, \"pglock run K on cron-3\", held 41s)"
+ * (cli_holder_describe()) and how many others, read
  * from pg_locks within RUN_BUSY_HOLDER_MS; "another session" when that
  * cannot be read in time, or under -q, where nothing is printed. */
 #define RUN_BUSY_HOLDER_MS 500
@@ -453,6 +456,9 @@ int run_record_option(run_args *a, int id, const char *value);
  * false, off or empty do not; anything else is a usage error.  CLI_GO_ON,
  * else the exit status. */
 int run_record_env(run_args *a);
+/* The host this run names, in its rows and its application_name: the
+ * --host-label, else gethostname(); into buf, or NULL when there is none. */
+const char *run_host_label(const run_args *a, char *buf, size_t len);
 /* Without --record, nothing.  Else before the lock is taken: opens the
  * history's connection and checks that pglock.runs can be written.
  * CLI_GO_ON (a connection not made in time only warns: the job runs

@@ -137,7 +137,7 @@ void run_busy_holder(const run_state *st, const pglock_key *key, char *buf,
     }
     if (first) {
         char who[400];
-        cli_holder_describe(first, who, sizeof who);
+        cli_holder_describe(first, st->registry, who, sizeof who);
         if (others)
             snprintf(buf, len, "%s and %d other session%s", who, others,
                      others == 1 ? "" : "s");

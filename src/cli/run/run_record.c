@@ -3,7 +3,8 @@
  * (history.h).  The history's connection is a second one, opened before
  * the lock is taken (so that a missing table fails the command before it
  * holds anything), and used for one INSERT after the grant and one UPDATE
- * at the end, each bounded by a deadline.  Never the lock connection: in a
+ * at the end, each bounded by a deadline (the UPDATE on a new connection
+ * when that one is gone).  Never the lock connection: in a
  * transaction hold the INSERT would give the holding transaction an xid,
  * and behind PgBouncer it needs a pooled server connection of its own,
  * which may not come in time; then the job runs unrecorded, with a warning.
@@ -33,6 +34,10 @@ static struct {
     long long ids[RUN_MAX_KEYS];  /* the start rows' ids */
     int n;                        /* how many; 0 if none */
     int xact;                     /* the run locks are held in a transaction */
+    int64_t sent_at;              /* pglock_now_ms() when the INSERT was sent:
+                                     its rows' started_at on our clock */
+    int64_t begun_at;             /* when the run locks' BEGIN was sent: that
+                                     transaction's now() on our clock */
 } rec;
 
 const cli_opt run_record_opts[] = {
@@ -40,7 +45,7 @@ const cli_opt run_record_opts[] = {
     {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
      "record the run in pglock.runs (or PGLOCK_RECORD=1)"},
     {OPT_HOST_LABEL, 0, "host-label", CLI_OPT_VALUE, "NAME",
-     "the host recorded (default: the host name)"},
+     "the host recorded and named in the lock\nconnection's application_name (default:\nthe host name)"},
     CLI_OPT_END};
 
 int run_record_option(run_args *a, int id, const char *value)
@@ -90,6 +95,26 @@ int run_record_env(run_args *a)
                            env);
 }
 
+/* See run.h. */
+const char *run_host_label(const run_args *a, char *buf, size_t len)
+{
+    if (a->host_label)
+        snprintf(buf, len, "%s", a->host_label);
+    else if (gethostname(buf, len) != 0)
+        return NULL;
+    buf[len - 1] = '\0';
+    return buf[0] ? buf : NULL;
+}
+
+/* The history connection's application_name, "pglock record KEY on
+ * HOST": status names the run locks it holds after KEY. */
+static void record_app(const run_state *st, char app[64])
+{
+    char host[256];
+    cli_application_name(app, "record", st->args->key_text,
+                         run_host_label(st->args, host, sizeof host));
+}
+
 static int recording(const run_state *st)
 {
     return st->args->record;
@@ -118,7 +143,7 @@ int run_record_prepare(run_state *st)
         return CLI_GO_ON;
     close_record();
     char app[64], err[512];
-    cli_application_name(app, "record", st->args->key_text);
+    record_app(st, app);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = pglock_now_ms() + st->lease.client_ms;
@@ -163,7 +188,10 @@ static const char *program_name(const run_args *a)
  * One row per key, so that a run of several keys is found under each:
  * the keys come as arrays (unnest ... WITH ORDINALITY keeps their order).
  * With --mode=session, each row's run lock is taken by the INSERT itself,
- * so that no reader sees the row without it.
+ * so that no reader sees the row without it.  $15 is the time left to
+ * the deadline when it was sent: an INSERT that waited past it (a locked
+ * table) writes nothing, since pglock gave up on it and the job may be
+ * long gone.
  */
 static const char insert_sql[] =
     "INSERT INTO pglock.runs (key, key_name, classid, objid, objsubid, host,"
@@ -177,6 +205,7 @@ static const char insert_sql[] =
     "  $5::int[]) WITH ORDINALITY AS k(key, name, cls, obj, sub, n)"
     " CROSS JOIN (SELECT $11::int AS pid) p"
     " LEFT JOIN pg_stat_activity a ON a.pid = p.pid"
+    " WHERE clock_timestamp() < now() + $15::bigint * interval '1 millisecond'"
     " ORDER BY k.n"
     " RETURNING id, CASE WHEN $14::bool THEN pg_try_advisory_lock("
     HISTORY_RUN_LOCK_NS_SQL ", id::bit(32)::int) END";
@@ -288,6 +317,7 @@ static void xact_run_locks(int64_t deadline)
     char err[512], ids[RUN_MAX_KEYS * 24 + 8];
     ids_array(ids, sizeof ids);
     const char *params[1] = {ids};
+    rec.begun_at = pglock_now_ms();
     PGresult *r = history_exec(&rec.conn, "BEGIN", 0, NULL, deadline,
                                err, sizeof err);
     PQclear(r);
@@ -310,7 +340,7 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
 {
     const run_args *a = st->args;
     static record_keys k;
-    char err[512], pid[16], bpid[16], tok[24];
+    char err[512], pid[16], bpid[16], tok[24], left[24];
     char host[256];
     int held = outcome == NULL;
     int xact = held && pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
@@ -322,20 +352,24 @@ static void insert_row(run_state *st, const char *outcome, int64_t deadline)
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     snprintf(bpid, sizeof bpid, "%d", pglock_client_backend_pid(st->client));
     snprintf(tok, sizeof tok, "%lld", (long long)st->token);
-    if (a->host_label)
-        snprintf(host, sizeof host, "%s", a->host_label);
-    else if (gethostname(host, sizeof host) != 0)
+    if (!run_host_label(a, host, sizeof host))
         snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
     struct passwd *pw = getpwuid(geteuid());
-    const char *params[14] = {
+    rec.sent_at = pglock_now_ms();
+    snprintf(left, sizeof left, "%lld", (long long)(deadline - rec.sent_at));
+    const char *params[15] = {
         k.ids, k.names, k.cls, k.obj, k.sub, host,
         pw ? pw->pw_name : getenv("USER"), pid, program_name(a),
         !held ? NULL : xact ? "xact" : "session",
         held ? bpid : NULL, held && st->token ? tok : NULL, outcome,
-        held && !xact ? "true" : "false"};
-    PGresult *r = history_exec(&rec.conn, insert_sql, 14, params,
+        held && !xact ? "true" : "false", left};
+    PGresult *r = history_exec(&rec.conn, insert_sql, 15, params,
                                deadline, err, sizeof err);
+    if (r && PQntuples(r) == 0) { /* the server found it past the deadline */
+        PQclear(r);
+        r = NULL;
+        snprintf(err, sizeof err, "no answer in time");
+    }
     if (!r) {
         cli_warning("could not record the %s of the run: %s", held ? "start"
                     : "skip", err);
@@ -375,9 +409,30 @@ static const char *outcome_of(const run_state *st, int code)
     return code == 0 ? "succeeded" : "failed";
 }
 
+/*
+ * The end, written once: only rows not ended yet (an earlier attempt may
+ * have landed after all), and none held by another transaction (that
+ * attempt's, not yet committed or rolled back: SKIP LOCKED never waits
+ * for it).  The end is $4 after the row's started_at (the server's clock
+ * when the INSERT began), counted on our clock from when we sent it to
+ * the job's real end.  $5 is our deadline counted from now() (when the
+ * transaction began: this statement's, or the run locks' BEGIN), past
+ * which the statement writes nothing: it waited for a locked table after
+ * we gave up on it.  So a late statement never falsifies an end: it is
+ * either on time or a no-op.  Answers (rows ended now, rows there, rows
+ * ended before).
+ */
 static const char update_sql[] =
-    "UPDATE pglock.runs SET ended_at = now(), exit_status = $2::int,"
-    " outcome = $3::text WHERE id = ANY ($1::bigint[])";
+    "WITH e AS (UPDATE pglock.runs SET"
+    "  ended_at = started_at + $4::bigint * interval '1 millisecond',"
+    "  exit_status = $2::int, outcome = $3::text"
+    " WHERE id IN (SELECT id FROM pglock.runs"
+    "  WHERE id = ANY ($1::bigint[]) AND outcome IS NULL"
+    "  FOR UPDATE SKIP LOCKED)"
+    " AND clock_timestamp() < now() + $5::bigint * interval '1 millisecond'"
+    " RETURNING id)"
+    " SELECT (SELECT count(*) FROM e), count(*), count(outcome)"
+    " FROM pglock.runs WHERE id = ANY ($1::bigint[])";
 
 /* In a transaction hold, the UPDATE runs in the run locks' transaction
  * and its COMMIT records the end and frees them at once. */
@@ -399,31 +454,80 @@ static PGresult *commit(PGresult *updated, int64_t deadline,
     return updated;
 }
 
+/* Writes the end on rec.conn by deadline; NULL with err when it could
+ * not (rec.conn then NULL if the connection is gone).  params[4] is
+ * filled here. */
+static PGresult *write_end(const char **params, int64_t deadline,
+                           char *err, size_t errlen)
+{
+    char until[24];
+    int64_t began = rec.xact ? rec.begun_at : pglock_now_ms();
+    snprintf(until, sizeof until, "%lld", (long long)(deadline - began));
+    params[4] = until;
+    PGresult *r = history_exec(&rec.conn, update_sql, 5, params,
+                               deadline, err, errlen);
+    return commit(r, deadline, err, errlen);
+}
+
+/*
+ * The history's connection is gone (a restart, a failover, a reset): the
+ * end goes by a fresh connection, tried until deadline, so that a run
+ * that lost its lock to a restart is recorded as lost, not left
+ * unrecorded.  The run locks went with the old connection's session.
+ */
+static PGresult *write_end_anew(const run_state *st, const char **params,
+                                int64_t deadline, char *err, size_t errlen)
+{
+    char app[64];
+    record_app(st, app);
+    rec.xact = 0; /* autocommit: no transaction holds the rows now */
+    while (pglock_now_ms() < deadline) {
+        rec.conn = history_connect(&st->args->conn, app, deadline, err, errlen);
+        PGresult *r = rec.conn ? write_end(params, deadline, err, errlen) : NULL;
+        if (r || rec.conn) /* written, or refused by the server: final */
+            return r;
+        /* a server starting up refuses at once: try again shortly */
+        int64_t pause = deadline - pglock_now_ms();
+        usleep((useconds_t)(pause > 200 ? 200 : pause > 0 ? pause : 0) * 1000);
+    }
+    return NULL;
+}
+
 void run_record_end(run_state *st, int code)
 {
-    if (!rec.conn || !rec.n) {
+    if (!rec.n) {
         close_record();
         return;
     }
     /* While the lock is still ours, within the client deadline; after a
      * loss, or past it, the lock no longer depends on us: a bound of its
      * own, so that a dead server cannot hold the exit. */
+    int64_t now = pglock_now_ms();
     int64_t deadline = pglock_client_confirmed_at(st->client) + st->lease.client_ms;
-    if (st->lost || deadline < pglock_now_ms() + st->lease.margin_ms)
-        deadline = pglock_now_ms() + st->lease.client_ms;
+    if (st->lost || deadline < now + st->lease.margin_ms)
+        deadline = now + st->lease.client_ms;
+    /* The real end: the job's, not the write's. */
+    int64_t end = st->job_exited ? st->job_ended_at : now;
     char ids[RUN_MAX_KEYS * 24 + 8], status[16], err[512];
+    char ended[24];
     ids_array(ids, sizeof ids);
     snprintf(status, sizeof status, "%d", code);
-    const char *params[3] = {ids, status, outcome_of(st, code)};
-    PGresult *r = history_exec(&rec.conn, update_sql, 3, params,
-                               deadline, err, sizeof err);
-    r = commit(r, deadline, err, sizeof err);
+    snprintf(ended, sizeof ended, "%lld", (long long)(end - rec.sent_at));
+    const char *params[5] = {ids, status, outcome_of(st, code), ended, NULL};
+    snprintf(err, sizeof err, "no connection");
+    PGresult *r = rec.conn ? write_end(params, deadline, err, sizeof err) : NULL;
+    if (!r && !rec.conn)
+        r = write_end_anew(st, params, deadline, err, sizeof err);
     if (!r)
         cli_warning("could not record the end of the run: %s", err);
-    else if (atoi(PQcmdTuples(r)) < rec.n)
+    else if (atoi(PQgetvalue(r, 0, 1)) < rec.n)
         /* pruned, or deleted by hand, while it ran */
         cli_warning("could not record the end of the run: its record (run "
                     "%lld) is no longer in pglock.runs", rec.ids[0]);
+    else if (atoi(PQgetvalue(r, 0, 0)) + atoi(PQgetvalue(r, 0, 2)) < rec.n)
+        /* past the deadline on the server's side, or an earlier attempt's
+         * transaction still holds the rows */
+        cli_warning("could not record the end of the run: no answer in time");
     PQclear(r);
     close_record();
 }

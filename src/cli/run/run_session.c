@@ -79,9 +79,10 @@ int run_open_client(const run_state *st, const char *connect_timeout,
                     int interrupt_fd, pglock_client **out)
 {
     const run_args *a = st->args;
-    char appname[64], keys[256];
+    char appname[64], keys[256], host[256];
     run_join_keys(keys, sizeof keys, a->keys, a->nkeys, " ");
-    cli_application_name(appname, a->command, keys);
+    cli_application_name(appname, a->command, keys,
+                         run_host_label(a, host, sizeof host));
     const char *kw[12], *val[12];
     int nkw = 0;
     if (connect_timeout) {

@@ -84,6 +84,7 @@ static int read_reports(run_state *st)
         case RUN_REP_EXITED:
             st->job_exited = 1;
             st->job_status = m.arg;
+            st->job_ended_at = pglock_now_ms();
             cli_verbose("command exited (%s %d)",
                         WIFSIGNALED(m.arg) ? "signal" : "status",
                         WIFSIGNALED(m.arg) ? WTERMSIG(m.arg) : WEXITSTATUS(m.arg));
@@ -264,6 +265,7 @@ static void suspend(run_state *st)
         if (m.op == RUN_REP_EXITED) {
             st->job_exited = 1;
             st->job_status = m.arg;
+            st->job_ended_at = pglock_now_ms();
         } else if (m.op == RUN_REP_DONE) {
             sv.job_done = 1;
         } else if (m.op == RUN_REP_EXEC_FAILED) {

@@ -132,9 +132,11 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     int n = pglock_holders_count(list);
     const pglock_holder **e = calloc((size_t)n + 1, sizeof *e);
     lock_view *views = calloc((size_t)n + 1, sizeof *views);
+    const char **hosts = calloc((size_t)n + 1, sizeof *hosts);
     prefault(e, ((size_t)n + 1) * sizeof *e);
     prefault(views, ((size_t)n + 1) * sizeof *views);
-    rc = e && views ? PGLOCK_OK : PGLOCK_ENOMEM;
+    prefault(hosts, ((size_t)n + 1) * sizeof *hosts);
+    rc = e && views && hosts ? PGLOCK_OK : PGLOCK_ENOMEM;
     if (rc == PGLOCK_OK) {
         int kept = 0;
         for (int i = 0; i < n; i++) {
@@ -143,7 +145,7 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
             if (!semaphore || cli_same_lock(&h->key, &o->filter[0]))
                 e[kept++] = h;
         }
-        int nv = status_group_locks(e, kept, reg, views);
+        int nv = status_group_locks(e, hosts, kept, reg, views);
         *held = all_held(o, views, nv);
         status_scene s = {views, nv, o->all_databases, o->n_filter > 0,
                           conn, reg};
@@ -155,6 +157,7 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     if (rc)
         snprintf(err, errlen, "out of memory");
     free(views);
+    free(hosts);
     free(e);
     pglock_holders_free(list);
     return rc;

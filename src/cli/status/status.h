@@ -17,8 +17,12 @@
 /* One key's requests: a run of the list's entries with the same key. */
 typedef struct lock_view {
     const pglock_holder *const *e;
-    const char *name;        /* NULL when unknown */
+    const char *const *host; /* per request: the host its application_name
+                                names (borrowed from it), or NULL */
+    const char *name;        /* NULL when unknown; name_len bytes, not
+                                NUL-terminated when from an application_name */
     const char *name_source; /* "registry", "application_name", "history" */
+    int name_len;
     int n;                   /* (the ints last: 40 bytes, not 48) */
     int holders, waiters, exclusive;
     char part[16];           /* of name's semaphore: "slot 2", "gate",
@@ -36,15 +40,19 @@ typedef struct status_scene {
 } status_scene;
 
 /* Groups the list's entries (already in key order) into locks, each
- * named (status_model.c); returns how many (views has room for one per
- * entry). */
-int status_group_locks(const pglock_holder *const *e, int n,
-                       const cli_registry *reg, lock_view *views);
+ * named (status_model.c), and reads each entry's host into hosts (room
+ * for n); returns how many (views has room for one per entry). */
+int status_group_locks(const pglock_holder *const *e, const char **hosts,
+                       int n, const cli_registry *reg, lock_view *views);
 
 /* Index in v of the request whose child v->e[idx] is in the tree: a
  * waiter ahead of it that blocks it (the nearest), else the first holder
  * that blocks it; -1 for none (a root). */
 int status_parent_of(const lock_view *v, int idx);
+
+/* v's name, NUL-terminated (in buf when it must be copied: len 64 holds
+ * any from an application_name); NULL when it has none. */
+const char *status_name(const lock_view *v, char *buf, size_t len);
 
 /* "123" or "42:9", as a user writes the key. */
 void status_key_text(const pglock_key *key, char *buf, size_t len);

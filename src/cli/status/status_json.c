@@ -4,13 +4,15 @@
 #include "json.h"
 #include "status.h"
 
-static void json_session(json_writer *w, const pglock_holder *e)
+static void json_session(json_writer *w, const pglock_holder *e,
+                         const char *host)
 {
     json_int(w, "pid", e->pid);
     json_string(w, "mode", e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared");
     json_bool(w, "visible", e->has_session && !e->hidden);
     json_string(w, "user", e->user);
     json_string(w, "application_name", e->application_name);
+    json_string(w, "host", host);
     if (e->has_session && !e->hidden && (e->client_port == -1 || !e->client_addr))
         json_string(w, "client_addr", "local");
     else
@@ -30,7 +32,7 @@ static void json_holders(json_writer *w, const lock_view *v)
         if (!e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e);
+        json_session(w, e, v->host[k]);
         json_seconds(w, "held_min_s", e->held_min_s);
         json_string(w, "held_min_source", e->held_min_s >= 0 ? "state_change" : NULL);
         json_seconds(w, "held_max_s", e->held_max_s);
@@ -48,7 +50,7 @@ static void json_waiters(json_writer *w, const lock_view *v)
         if (e->granted)
             continue;
         json_object_begin(w, NULL);
-        json_session(w, e);
+        json_session(w, e, v->host[k]);
         json_seconds(w, "waiting_s", e->waiting_s);
         json_string(w, "waiting_source", e->waiting_source);
         json_array_begin(w, "blocked_by");
@@ -78,7 +80,8 @@ static void json_lock(json_writer *w, const lock_view *v)
     json_int(w, "classid", classid);
     json_int(w, "objid", objid);
     json_int(w, "objsubid", objsubid);
-    json_string(w, "name", v->name);
+    char name[64];
+    json_string(w, "name", status_name(v, name, sizeof name));
     json_string(w, "name_source", v->name_source);
     json_string(w, "semaphore_part", v->part[0] ? v->part : NULL);
     json_string(w, "database", v->e[0]->database);

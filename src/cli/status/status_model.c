@@ -23,44 +23,47 @@ void status_key_text(const pglock_key *key, char *buf, size_t len)
 
 /* ------------------------------------------------------------ naming */
 
-/* The name in a pglock application_name ("pglock run NAME"), believed
- * only if it hashes back to key: application_name is cut at 63 bytes and
- * non-ASCII bytes arrive as '?', which changes the hash. */
-/* The key named by a "pglock run NAME" or "pglock lead NAME"
- * application_name, into *out, and NAME (borrowed from app); NULL when
- * app names none. */
-static const char *app_key(const char *app, const cli_registry *reg,
-                           pglock_key *out)
+const char *status_name(const lock_view *v, char *buf, size_t len)
 {
-    static const char *const prefixes[] = {"pglock run ", "pglock lead "};
-    if (!app)
-        return NULL;
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-        size_t len = strlen(prefixes[i]);
-        if (strncmp(app, prefixes[i], len) != 0)
-            continue;
-        const char *rest = app + len;
-        if (rest[0] == '@') {
-            const pglock_key *k = cli_registry_lookup(reg, rest + 1);
-            if (!k)
-                return NULL;
-            *out = *k;
-            return rest + 1;
-        }
-        if (pglock_key_parse(out, rest, NULL) != PGLOCK_OK ||
-            out->kind != PGLOCK_KEY_TEXT)
-            return NULL;
-        return out->name;
-    }
-    return NULL;
+    if (!v->name || v->name[v->name_len] == '\0')
+        return v->name;
+    snprintf(buf, len, "%.*s", v->name_len, v->name);
+    return buf;
 }
 
-static const char *name_from_application(const char *app, const pglock_key *key,
-                                         const cli_registry *reg)
+typedef struct name_check {
+    const pglock_key *key;
+    const cli_registry *reg;
+} name_check;
+
+static int names_key(const char *text, void *arg)
 {
-    pglock_key named;
-    const char *name = app_key(app, reg, &named);
-    return name && cli_same_lock(&named, key) ? name : NULL;
+    const name_check *c = arg;
+    return cli_app_names_key(text, c->key, c->reg);
+}
+
+/* The KEYS of a pglock run's or lead's application_name ("pglock run NAME
+ * on HOST"), checked against key when key is not NULL: 1 with said
+ * filled, else 0.  A name is believed only if it hashes back to the key:
+ * application_name is cut at 63 bytes and non-ASCII bytes are rewritten,
+ * which changes the hash. */
+static int app_keys(const char *app, const pglock_key *key,
+                    const cli_registry *reg, cli_app_said *said)
+{
+    name_check c = {key, reg};
+    if (!cli_app_read(app, key ? names_key : NULL, &c, said) ||
+        !strcmp(said->command, "record"))
+        return 0;
+    return !key || said->checked;
+}
+
+/* said's KEYS as a name, into v (a registry's "@NAME": NAME). */
+static void name_from(lock_view *v, const cli_app_said *said, const char *source)
+{
+    int at = said->keys[0] == '@' && strcmp(source, "history");
+    v->name = said->keys + at;
+    v->name_len = (int)said->keys_len - at;
+    v->name_source = source;
 }
 
 /* Which part of the semaphore of name_key (run --slots) key is, in part
@@ -96,46 +99,54 @@ static int semaphore_part(const pglock_key *name_key, const pglock_key *key,
     return 0;
 }
 
-static void name_lock(lock_view *v, const cli_registry *reg)
+/* Names v: from the registry, else from named (the first of its
+ * requests' application_names whose NAME hashes back, or NULL), else a
+ * semaphore's part or a recorded run's run lock. */
+static void name_lock(lock_view *v, const cli_registry *reg,
+                      const cli_app_said *named)
 {
     const char *n = cli_registry_name_of(reg, &v->e[0]->key);
+    cli_app_said said;
     if (n) {
         v->name = n;
+        v->name_len = (int)strlen(n);
         v->name_source = "registry";
         return;
     }
-    for (int i = 0; i < v->n; i++) {
-        n = name_from_application(v->e[i]->application_name, &v->e[i]->key, reg);
-        if (n) {
-            v->name = n;
-            v->name_source = "application_name";
-            return;
-        }
+    if (named) {
+        name_from(v, named, "application_name");
+        return;
     }
     /* a semaphore's slot, gate or declaration, named after the name its
      * users give in their application_name */
     for (int i = 0; i < v->n; i++) {
-        pglock_key named;
-        n = app_key(v->e[i]->application_name, reg, &named);
-        if (n && semaphore_part(&named, &v->e[i]->key, v->part,
-                                sizeof v->part)) {
-            v->name = n;
-            v->name_source = "application_name";
+        char text[256];
+        pglock_key sem_key; /* its id is made now: text may go */
+        if (!app_keys(v->e[i]->application_name, NULL, reg, &said) ||
+            said.keys_len >= sizeof text)
+            continue;
+        memcpy(text, said.keys, said.keys_len);
+        text[said.keys_len] = '\0';
+        const pglock_key *k = &sem_key;
+        if (text[0] == '@')
+            k = cli_registry_lookup(reg, text + 1);
+        else if (pglock_key_parse(&sem_key, text, NULL) != PGLOCK_OK ||
+                 sem_key.kind != PGLOCK_KEY_TEXT)
+            k = NULL;
+        if (k && semaphore_part(k, &v->e[i]->key, v->part, sizeof v->part)) {
+            name_from(v, &said, "application_name");
             return;
         }
     }
     /* A recorded run's run lock (history.h) is held by its history
-     * connection, "pglock record KEY": named after the run's key. */
-    static const char record[] = "pglock record ";
+     * connection, "pglock record KEY on HOST": named after the run's key. */
     const pglock_key *k = &v->e[0]->key;
     if (k->kind != PGLOCK_KEY_PAIR || k->ns != HISTORY_RUN_LOCK_NS)
         return;
     for (int i = 0; i < v->n; i++) {
-        const char *app = v->e[i]->application_name;
-        if (app && !strncmp(app, record, sizeof record - 1) &&
-            app[sizeof record - 1]) {
-            v->name = app + sizeof record - 1;
-            v->name_source = "history";
+        if (cli_app_read(v->e[i]->application_name, NULL, NULL, &said) &&
+            !strcmp(said.command, "record")) {
+            name_from(v, &said, "history");
             return;
         }
     }
@@ -150,8 +161,8 @@ static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
 
 /* Groups the list's entries (already in key order) into locks; returns
  * how many (views has room for one per entry). */
-int status_group_locks(const pglock_holder *const *e, int n,
-                       const cli_registry *reg, lock_view *views)
+int status_group_locks(const pglock_holder *const *e, const char **hosts,
+                       int n, const cli_registry *reg, lock_view *views)
 {
     int nv = 0;
     for (int i = 0; i < n;) {
@@ -161,8 +172,21 @@ int status_group_locks(const pglock_holder *const *e, int n,
         lock_view *v = &views[nv++];
         memset(v, 0, sizeof *v);
         v->e = &e[i];
+        v->host = &hosts[i];
         v->n = j - i;
+        /* One read of each application_name (a read may hash a name or
+         * two): its host, and the lock's name from the first that names
+         * it. */
+        cli_app_said said, named;
+        int have_name = 0;
         for (int k = 0; k < v->n; k++) {
+            int ours = app_keys(v->e[k]->application_name, &v->e[k]->key,
+                                reg, &said);
+            hosts[i + k] = said.host;
+            if (ours && !have_name) {
+                named = said;
+                have_name = 1;
+            }
             if (v->e[k]->granted) {
                 v->holders++;
                 v->exclusive |= v->e[k]->mode == PGLOCK_EXCLUSIVE;
@@ -170,7 +194,7 @@ int status_group_locks(const pglock_holder *const *e, int n,
                 v->waiters++;
             }
         }
-        name_lock(v, reg);
+        name_lock(v, reg, have_name ? &named : NULL);
         i = j;
     }
     return nv;

@@ -76,21 +76,35 @@ static const char *app_of(const pglock_holder *h)
     return h->application_name ? h->application_name : "?";
 }
 
+/* "  host HOST" when h's application_name names one (a slot's key is no
+ * name: the host is what follows the last " on "), else "". */
+static const char *host_of(const pglock_holder *h, char *buf, size_t len)
+{
+    char host[64];
+    if (!cli_app_host(h->application_name, &h->key, NULL, host, sizeof host))
+        return "";
+    snprintf(buf, len, "  host %s", host);
+    return buf;
+}
+
 static void render_text(FILE *out, const char *name, const char *id,
                         const slots_view *v)
 {
     fprintf(out, "%s (%s): semaphore of %d slots, %d held, %d free, "
             "%d waiting\n", name, id, v->n, v->held, v->n - v->held,
             v->waiters);
+    char host[80];
     for (int k = 0; k < v->n; k++) {
         const pglock_holder *h = v->holder[k];
         if (h)
-            fprintf(out, "  slot %d  pid %d  %s\n", k, h->pid, app_of(h));
+            fprintf(out, "  slot %d  backend pid %d%s  %s\n", k, h->pid,
+                    host_of(h, host, sizeof host), app_of(h));
     }
     for (int i = 0; i < v->listed; i++) {
         const pglock_holder *h = v->waiter[i];
-        fprintf(out, "  %-6s  pid %d  %s\n", h->granted ? "head" : "queued",
-                h->pid, app_of(h));
+        fprintf(out, "  %-6s  backend pid %d%s  %s\n",
+                h->granted ? "head" : "queued", h->pid,
+                host_of(h, host, sizeof host), app_of(h));
     }
     if (v->waiters > v->listed)
         fprintf(out, "  ... and %d more waiting\n", v->waiters - v->listed);
@@ -98,10 +112,13 @@ static void render_text(FILE *out, const char *name, const char *id,
 
 static void json_app(json_writer *w, const pglock_holder *h)
 {
+    char host[64];
     if (h->application_name)
         json_string(w, "application_name", h->application_name);
     else
         json_null(w, "application_name");
+    json_string(w, "host", cli_app_host(h->application_name, &h->key, NULL,
+                                        host, sizeof host));
 }
 
 static void render_json(FILE *out, const char *name, const char *id,

@@ -16,9 +16,11 @@
 #include <string.h>
 #include "status.h"
 
-enum { COL_SESSION, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP, NCOLS };
-static const char *const heads[NCOLS] = {"SESSION", "USER", "CLIENT",
-                                         "HOW LONG", "APPLICATION"};
+enum { COL_SESSION, COL_HOST, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP,
+       NCOLS };
+/* SESSION's pid is the server's: BACKEND PID. */
+static const char *const heads[NCOLS] = {"BACKEND PID", "HOST", "USER",
+                                         "CLIENT", "HOW LONG", "APPLICATION"};
 /* A chain of waiters deeper than this is cut (a pathological queue). */
 #define MAX_DEPTH 32
 /* The tree's indent: "  ", then at most "│  " (5 bytes) per level. */
@@ -169,10 +171,13 @@ static void note_hidden(text_pass *p, int pid)
     p->hidden[p->n_hidden++] = pid;
 }
 
-static void fill_session_cells(text_pass *p, const pglock_holder *e)
+static void fill_session_cells(text_pass *p, const pglock_holder *e,
+                               const char *host)
 {
     strbuf *client = &p->cell[COL_CLIENT];
     sb_clean(&p->cell[COL_USER], e->user);
+    if (host)
+        sb_clean(&p->cell[COL_HOST], host);
     if (e->application_name)
         sb_clean(&p->cell[COL_APP], e->application_name);
     char words[80];
@@ -245,7 +250,7 @@ static void add_subtree(text_pass *p, const lock_view *v, const int *parent,
     /* A waiter says what it asks for; holders share the lock's mode. */
     if (!e->granted)
         sb_puts(session, e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)");
-    fill_session_cells(p, e);
+    fill_session_cells(p, e, v->host[idx]);
     row_end(p);
     if (depth >= MAX_DEPTH || nchildren[idx] == 0)
         return; /* (a pathological chain is cut: keep it readable) */
@@ -270,8 +275,9 @@ static void add_title(text_pass *p, const lock_view *v, int all_databases)
     char key[64];
     status_key_text(&v->e[0]->key, key, sizeof key);
     strbuf *o = &p->out;
+    char name[64];
     if (v->name) {
-        sb_clean(o, v->name);
+        sb_clean(o, status_name(v, name, sizeof name));
         if (v->part[0]) {
             sb_puts(o, " ");
             sb_puts(o, v->part);
