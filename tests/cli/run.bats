@@ -249,7 +249,7 @@ teardown() { teardown_run; }
     pid=$(q "select pid from pg_stat_activity where application_name = 'pglock run $K on cron-3'")
     [ -n "$pid" ]
     run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$DB" "$K" -- touch "$out/w.ran"
-    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by cron-3 (backend pid $pid, user postgres, client local, \"pglock run $K on cron-3\", held "*"); the command was not run" ]]
+    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by cron-3 (backend pid $pid, user postgres, client "*", \"pglock run $K on cron-3\", held "*"); the command was not run" ]]
     touch "$out/h.release"
     finish h 10
     # a psql holder: its backend pid, no host
@@ -259,7 +259,7 @@ teardown() { teardown_run; }
     wait_until 10 eval "[ \"\$(advisory_count \"\$(name_sql \"$K\")\" t)\" = 1 ]"
     pid=$(q "select pid from pg_stat_activity where application_name = 'psql-holder'")
     run -75 --separate-stderr "$PGLOCK_BIN" run --try -d "$DB" "$K" -- touch "$out/w.ran"
-    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by backend pid $pid (user postgres, client local, \"psql-holder\", held "*"); the command was not run" ]]
+    [[ "$stderr" == "pglock: lock \"$K\" in database \"postgres\" is held by backend pid $pid (user postgres, client "*", \"psql-holder\", held "*"); the command was not run" ]]
     q "select pg_terminate_backend($pid)" >/dev/null
     wait "$holder" || true
     [ ! -e "$out/w.ran" ]
