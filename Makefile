@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 # plain cmake build does not).
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGLOCK_WERROR=ON
 
-.PHONY: all lint check check-asan check-fast check-valgrind check-versions chaos demo bench bench-capacity fuzz install deb check-deb clean
+.PHONY: all lint check check-asan check-fast check-ha check-tls check-valgrind check-versions chaos demo bench bench-capacity fuzz install deb check-deb clean
 
 all: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -46,6 +46,17 @@ check-asan: $(BUILD_ASAN)/Makefile
 # The normal build only (quicker while developing).
 check-fast: all
 	@tests/run.sh $(BUILD)
+
+# pglock against a Patroni cluster (three PostgreSQL nodes, etcd, HAProxy,
+# TLS everywhere: tests/harness/ha.sh), asynchronous and synchronous, as
+# root (tests/ha/check.sh).
+check-ha: all
+	@tests/ha/check.sh $(BUILD)
+
+# The suites of the lock connection once more, each against a primary of
+# its own that speaks TLS (harness.sh --tls; tests/run.sh, TLS_SUITES).
+check-tls: all
+	@tests/run.sh tls:$(BUILD)
 
 # The C tests (library, parsers, live locking) under valgrind's memcheck.
 check-valgrind: all

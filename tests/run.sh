@@ -27,7 +27,10 @@
 # A BUILD written valgrind:BUILD runs only that build's C tests, under
 # valgrind's memcheck (an error or a definite leak fails the suite);
 # c:BUILD runs only its C tests, cli:BUILD only its CLI suites (make
-# check runs the ASan build's C tests, CI its CLI suites: make check-asan).  What
+# check runs the ASan build's C tests, CI its CLI suites: make check-asan);
+# tls:BUILD the suites of the lock connection (TLS_SUITES) once more, each
+# in a harness of its own started with --tls, so that every lock
+# connection is TCP over verified TLS.  What
 # each pass runs, and why, is in tests/README.md.
 #
 # Environment:
@@ -56,6 +59,12 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 # suites whose every line of src/ another suite or a C test runs too, by
 # gcov.
 ASAN_SKIP='^(harness|library_install|examples|examples_docs|lint_checks|lead_bad_input|run_bad_input|run_group_signals|failover_tokens|run_hostile_settings|run_key_forms|run_round_trips|status_round_trips|run_verbose)\.bats$'
+
+# The TLS pass: the suites of the lock connection (heartbeats, the managed
+# hold, waits and cancels, leases, release) and tls.bats, which only that
+# pass runs.  The partition suites are not in it: the partition server
+# has no TLS.
+TLS_SUITES='^(test_heartbeat|test_hold|test_hold_xact|test_session_lock|test_xact_lock|test_wait|test_run_lease|run|run_cancel|run_lease|lead|tls)(\.bats)?$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }
@@ -94,16 +103,19 @@ list_suites() {
         case $spec in
         c:*) kinds=c ;;
         cli:*) kinds=cli ;;
+        tls:*) kinds=tls ;;
         esac
         build=$(cd "${spec#*:}" && pwd)
         pass=normal
         if [ "$spec" != "${spec#valgrind:}" ]; then pass=valgrind kinds=c
+        elif [ "$kinds" = tls ]; then pass=tls
         elif is_asan "$build"; then pass=asan; fi
         for bin in "$build"/tests/test_*; do
             [ "$kinds" != cli ] || break
             [ -x "$bin" ] && [ -f "$bin" ] || continue
             name=$(basename "$bin")
             wanted "$name" || continue
+            [ "$pass" != tls ] || [[ $name =~ $TLS_SUITES ]] || continue
             printf '%s\t%s\tc\t%s\t%s\n' "$(expected_secs "$pass:$name")" "$pass" "$build" "$bin"
         done
         [ "$kinds" != c ] || continue
@@ -111,6 +123,8 @@ list_suites() {
             name=$(basename "$f")
             wanted "$name" || continue
             [ "$pass" != asan ] || ! [[ $name =~ $ASAN_SKIP ]] || continue
+            if [ "$pass" = tls ]; then [[ $name =~ $TLS_SUITES ]] || continue
+            elif [ "$name" = tls.bats ]; then continue; fi
             printf '%s\t%s\tbats\t%s\t%s\n' "$(expected_secs "$pass:$name")" "$pass" "$build" "$f"
         done
         # 60 s of random faults (tests/chaos), on the normal build only:
@@ -148,6 +162,7 @@ run_suite() {
     esac
     logs=${PGLOCK_TEST_LOGS:-$build/test-logs}
     [ "$pass" != valgrind ] || logs=$logs-valgrind
+    [ "$pass" != tls ] || logs=$logs-tls
     log=$logs/$name.log
     unset ASAN_OPTIONS UBSAN_OPTIONS PGLOCK_SANITIZE
     if [ "$pass" = asan ]; then
@@ -166,6 +181,7 @@ run_suite() {
     bats) cmd=(env PGLOCK_BIN="$build/pglock" PGLOCK_BUILD="$build" bats --tap "$path") ;;
     chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build") ;;
     esac
+    [ "$pass" != tls ] || cmd=("$SRC/tests/harness/harness.sh" run --tls --build "$build" -- "${cmd[@]}")
     local cpu0
     children_cpu
     cpu0=$CPU_NOW
@@ -325,6 +341,7 @@ fi
 for b in "$@"; do
     logs=${PGLOCK_TEST_LOGS:-${b#*:}/test-logs}
     [ "$b" = "${b#valgrind:}" ] || logs=$logs-valgrind
+    [ "$b" = "${b#tls:}" ] || logs=$logs-tls
     # A filtered run keeps the other suites' logs.
     [ -n "${TESTS:-}" ] || rm -rf "$logs"
     mkdir -p "$logs"

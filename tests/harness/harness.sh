@@ -2,11 +2,11 @@
 # harness.sh — throwaway PostgreSQL primary + standby + PgBouncer + proxy
 # for pglock's tests and demo.  See tests/harness/README.md.
 #
-#   harness.sh run [--build DIR] [--] COMMAND [ARG...]
+#   harness.sh run [--build DIR] [--tls] [--] COMMAND [ARG...]
 #       start everything, run COMMAND with the PGLOCK_TEST_* variables
 #       exported, tear everything down (on success, failure or signal) and
 #       exit with COMMAND's status.
-#   harness.sh start [--build DIR] [--under DIR]   start, print the env
+#   harness.sh start [--build DIR] [--under DIR] [--tls]   start, print the env
 #   harness.sh stop [DIR]              file's path; the servers stay up
 #                                      until `stop` (or until the harness
 #                                      whose DIR they are under stops).
@@ -29,6 +29,7 @@ PGBIN=${PGLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
 PGCLIENT=${PGLOCK_PGCLIENT:-/usr/lib/postgresql/15/bin}
 PGBOUNCER=${PGLOCK_PGBOUNCER:-/usr/sbin/pgbouncer}
 PG_USER=postgres          # the OS user servers run as when we are root
+TLS=0                     # --tls: the primary speaks TLS, its conninfos verify it
 
 say() { echo "harness: $*" >&2; }
 fail() { say "error: $*"; exit 1; }
@@ -231,6 +232,7 @@ host    all          all         ::1/128        trust
 local   replication  all                        trust
 host    replication  all         127.0.0.1/32   trust
 EOF
+    [ "$TLS" = 0 ] || enable_tls "$d"
     # The standby's copy, taken while the primary is stopped (see below).
     as_owner cp -a "$d" "$T/standby"
     spawn_partition_server
@@ -243,6 +245,31 @@ CREATE DATABASE pglock_other;
 EOF
     SERVER_VERSION_NUM=$(psql_q "host=$T port=$PPORT user=postgres dbname=postgres" \
         -c 'SHOW server_version_num')
+}
+
+# --tls: a CA made now, a certificate for 127.0.0.1 and localhost signed
+# by it, and ssl = on in the data directory $1 (the standby's and the
+# partition's copies inherit it).  Elliptic-curve keys: a fraction of
+# RSA's cost, in a harness many suites start.
+enable_tls() {
+    local d=$T/tls
+    mkdir -p "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj /CN=pglock-test-ca -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1 &&
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+            -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1 &&
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/server.ext" &&
+        openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+            -days 2 -extfile "$d/server.ext" -out "$d/server.crt" >/dev/null 2>&1 ||
+        fail "openssl could not make the test certificates"
+    rm -f "$d/ca.key" "$d/server.csr" "$d/server.ext"
+    chmod 600 "$d/server.key"
+    chown -R "$(stat -c %U "$T")" "$d"
+    cat >>"$1/postgresql.conf" <<EOF
+ssl = on
+ssl_cert_file = '$d/server.crt'
+ssl_key_file = '$d/server.key'
+EOF
 }
 
 # The standby is a cold copy of the primary's data directory, taken after
@@ -435,16 +462,29 @@ start_proxy() {
 
 # Writes $T/env: one `export NAME='value'` per variable.
 write_env() {
-    local conn="user=postgres dbname=postgres"
+    local conn="user=postgres dbname=postgres" primary other ordinary proxy_tls=
+    primary="host=$T port=$PPORT $conn"
+    other="host=$T port=$PPORT user=postgres dbname=pglock_other"
+    ordinary="host=$T port=$PPORT user=pglock_user dbname=postgres"
+    if [ "$TLS" = 1 ]; then
+        # The lock connections go by TCP over verified TLS (libpq never
+        # uses TLS on a Unix-domain socket).
+        local tls="sslmode=verify-full sslrootcert=$T/tls/ca.crt"
+        primary="host=127.0.0.1 port=$PPORT $conn $tls"
+        other="host=127.0.0.1 port=$PPORT user=postgres dbname=pglock_other $tls"
+        ordinary="host=127.0.0.1 port=$PPORT user=pglock_user dbname=postgres $tls"
+        proxy_tls=" sslmode=disable"
+    fi
     {
         echo "# written by $HARNESS"
         emit PGLOCK_TEST_HARNESS "$HARNESS"
         emit PGLOCK_TEST_DIR "$T"
         emit PGLOCK_TEST_PGDATA "$T/data"
-        emit PGLOCK_TEST_PRIMARY "host=$T port=$PPORT $conn"
+        emit PGLOCK_TEST_PRIMARY "$primary"
         emit PGLOCK_TEST_PRIMARY_TCP "host=127.0.0.1 port=$PPORT $conn"
-        emit PGLOCK_TEST_OTHER_DB "host=$T port=$PPORT user=postgres dbname=pglock_other"
-        emit PGLOCK_TEST_ORDINARY "host=$T port=$PPORT user=pglock_user dbname=postgres"
+        emit PGLOCK_TEST_OTHER_DB "$other"
+        emit PGLOCK_TEST_ORDINARY "$ordinary"
+        [ "$TLS" = 0 ] || emit PGLOCK_TEST_TLS_CA "$T/tls/ca.crt"
         emit PGLOCK_TEST_PW_CONNINFO "host=127.0.0.1 port=$PPORT user=pglock_pw dbname=postgres"
         emit PGLOCK_TEST_PW_PASSWORD "pglock-secret"
         emit PGLOCK_TEST_STANDBY "host=$T port=$SPORT $conn"
@@ -456,7 +496,9 @@ write_env() {
         emit PGLOCK_TEST_POOLER "host=127.0.0.1 port=$BPORT $conn"
         emit PGLOCK_TEST_POOLER_ADMIN "host=127.0.0.1 port=$BPORT user=postgres dbname=pgbouncer"
         if [ -n "${XPORT:-}" ]; then
-            emit PGLOCK_TEST_PROXY "host=127.0.0.1 port=$XPORT $conn"
+            # The proxy counts protocol messages, which TLS would hide:
+            # in clear text even with --tls.
+            emit PGLOCK_TEST_PROXY "host=127.0.0.1 port=$XPORT $conn$proxy_tls"
             emit PGLOCK_TEST_PROXY_CTL "$T/proxy.ctl"
             emit PGLOCK_TEST_PROXY_BIN "$PROXY_BIN"
             emit PGLOCK_TEST_DOWN "host=127.0.0.1 port=$DPORT $conn"
@@ -593,6 +635,7 @@ cmd_run() {
     while [ $# -gt 0 ]; do
         case $1 in
         --build) build=$2; shift 2 ;;
+        --tls) TLS=1; shift ;;
         --) shift; break ;;
         *) break ;;
         esac
@@ -647,7 +690,8 @@ cmd_start() {
         case $1 in
         --build) build=$2; shift 2 ;;
         --under) under=$2; shift 2 ;;
-        *) fail "usage: harness.sh start [--build DIR] [--under DIR]" ;;
+        --tls) TLS=1; shift ;;
+        *) fail "usage: harness.sh start [--build DIR] [--under DIR] [--tls]" ;;
         esac
     done
     [ -z "$under" ] || [ -d "$under" ] || fail "no directory $under"
@@ -759,4 +803,5 @@ main() {
     esac
 }
 
-main "$@"
+# Sourced (by ha.sh, which shares these helpers): define, do not run.
+[[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "cli.h"
 #include "doctor_hosts.h"
+#include "doctor_tls.h"
 #include "history.h"
 #include "json.h"
 
@@ -656,6 +657,9 @@ int cmd_doctor(int argc, char **argv)
             "for its whole wait: enough waiters exhaust the pool and stall "
             "every other client");
     }
+    char tls[sizeof r.f[0].reason];
+    doctor_tls(conn, tls, sizeof tls);
+    add(&r, "tls", OK, NULL, "%s", tls);
     check_lock_table(&r, res);
     check_keepalives(&r, res, protocol_pid != sql_pid);
     check_timeouts(&r, res);
