@@ -74,6 +74,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
                                print_help);
     if (rc != CLI_GO_ON)
         return rc;
+    p.key_operands = 1;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_YES: o->yes = 1; break;

@@ -41,6 +41,15 @@ typedef struct status_scene {
 int status_group_locks(const pglock_holder *const *e, int n,
                        const cli_registry *reg, lock_view *views);
 
+/* The name that a pglock application_name ("pglock run NAME", "pglock
+ * lead @NAME") gives key, believed only if it hashes back to key
+ * (application_name is cut at 63 bytes, and non-ASCII bytes arrive as
+ * '?'); NULL when app names no such key.  Borrowed from app or reg.
+ * status names its locks so, and metrics too: every role sees the
+ * application_name of every session. */
+const char *status_name_from_application(const char *app, const pglock_key *key,
+                                         const cli_registry *reg);
+
 /* Index in v of the request whose child v->e[idx] is in the tree: a
  * waiter ahead of it that blocks it (the nearest), else the first holder
  * that blocks it; -1 for none (a root). */

@@ -55,7 +55,7 @@ static const char *app_key(const char *app, const cli_registry *reg,
     return NULL;
 }
 
-static const char *name_from_application(const char *app, const pglock_key *key,
+const char *status_name_from_application(const char *app, const pglock_key *key,
                                          const cli_registry *reg)
 {
     pglock_key named;
@@ -105,7 +105,8 @@ static void name_lock(lock_view *v, const cli_registry *reg)
         return;
     }
     for (int i = 0; i < v->n; i++) {
-        n = name_from_application(v->e[i]->application_name, &v->e[i]->key, reg);
+        n = status_name_from_application(v->e[i]->application_name,
+                                         &v->e[i]->key, reg);
         if (n) {
             v->name = n;
             v->name_source = "application_name";
