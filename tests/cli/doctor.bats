@@ -13,6 +13,8 @@ setup() {
 
 # The role a test created, if any.
 teardown() {
+    [ -z "${ROLE:-}" ] || [ -z "${PGLOCK_TEST_OTHER_DB:-}" ] ||
+        q "drop schema if exists pglock cascade" "$PGLOCK_TEST_OTHER_DB" >/dev/null 2>&1 || true
     [ -z "${ROLE:-}" ] || q "drop role if exists \"${ROLE//\"/\"\"}\"" >/dev/null || true
 }
 
@@ -219,7 +221,7 @@ finding() {
     q "drop schema if exists pglock cascade" "$other"
     run -0 --separate-stderr "$PGLOCK_BIN" init -q -d "$other" --recorder="$ROLE" --apply
     run -0 --separate-stderr "$PGLOCK_BIN" doctor --record --json -d "$other user=$ROLE"
-    [ "$(py 'd["problems"], d["warnings"]')" = "(0, 0)" ] ||
+    [ "$(py 'd["problems"] + d["warnings"]')" = 0 ] ||
         { py '[f for f in d["findings"] if f["status"] != "ok"]'; false; }
     [ "$(finding history_grants)" = "['ok']" ]
     [ "$(finding see_sessions)" = "['ok']" ]
