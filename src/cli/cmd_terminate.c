@@ -72,9 +72,9 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     const char *value;
     int id, rc = cli_opt_start(&p, "terminate", argc, argv, terminate_tables,
                                print_help);
+    p.key_operands = 1; /* (unread when help was printed) */
     if (rc != CLI_GO_ON)
         return rc;
-    p.key_operands = 1;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case OPT_YES: o->yes = 1; break;
