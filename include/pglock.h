@@ -786,8 +786,13 @@ PGLOCK_EXPORT int pglock_hold_release(pglock_hold *hold, long timeout_ms);
 
 /*
  * Transaction locks on the caller's own PGconn, released at COMMIT or
- * ROLLBACK.  These are the locks that are safe through a transaction-mode
- * pooler.
+ * ROLLBACK.  They work on any connection through a transaction-mode
+ * pooler (PgBouncer), which keeps a transaction on one server backend; a
+ * session lock on a pooled connection would stay on a backend that other
+ * clients then use (a pglock_client works through a pooler too: it holds
+ * its locks in a transaction of its own connection).  They have no lease
+ * and no loss notice: a long job wants a pglock_client with a managed
+ * hold.
  *
  * pglock_xact_lock() runs inside the caller's open transaction
  * (PGLOCK_ESTATE if none).  A failed, busy or timed-out acquire, a try

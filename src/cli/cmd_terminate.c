@@ -72,6 +72,7 @@ static int parse_options(int argc, char **argv, terminate_options *o)
     const char *value;
     int id, rc = cli_opt_start(&p, "terminate", argc, argv, terminate_tables,
                                print_help);
+    p.key_operands = 1; /* (unread when help was printed) */
     if (rc != CLI_GO_ON)
         return rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {

@@ -28,6 +28,42 @@ teardown() { teardown_run; }
     [ "${stderr_lines[0]}" = 'pglock: error: option "--try=yes" takes no value' ]
 }
 
+# A negative key looks like an option to every option parser; the form
+# that works is int:-N.  getopt reads "-5123" a letter at a time: the
+# refusal names the argument it came from, not the option before it.
+@test "a negative key: unrecognized option, with a hint at int:-N; nothing is run" {
+    run -64 --separate-stderr "$PGLOCK_BIN" run --try -5 -- touch "$out/ran"
+    [ "$stderr" = 'pglock: error: unrecognized option "-5"
+pglock: hint: A negative key is written int:-5.
+Try "pglock run --help" for more information.' ]
+    run -64 --separate-stderr "$PGLOCK_BIN" run --try -5123 -- touch "$out/ran"
+    [ "${stderr_lines[0]}" = 'pglock: error: unrecognized option "-5"' ]
+    [ "${stderr_lines[1]}" = 'pglock: hint: A negative key is written int:-5123.' ]
+    run -64 --separate-stderr "$PGLOCK_BIN" status --json x -42
+    [ "${stderr_lines[1]}" = 'pglock: hint: A negative key is written int:-42.' ]
+    [ ! -e "$out/ran" ]
+    # the form hinted at works
+    run -0 "$PGLOCK_BIN" run --try -d "$DB" int:-5123 -- touch "$out/ran"
+    [ -e "$out/ran" ]
+    # a command without keys has no such hint; a letter has none either
+    run -64 --separate-stderr "$PGLOCK_BIN" doctor -5
+    [ "${#stderr_lines[@]}" -eq 2 ]
+    run -64 --separate-stderr "$PGLOCK_BIN" run --try -x -- true
+    [ "${#stderr_lines[@]}" -eq 2 ]
+}
+
+@test "a misspelt registry name: did you mean, 64, nothing locked or run" {
+    printf 'nightly-billing = 72001\nreports\n' >"$out/keys"
+    run -64 --separate-stderr "$PGLOCK_BIN" run --keys "$out/keys" -d "$DB" @nightly-biling -- touch "$out/ran"
+    [ "${stderr_lines[0]}" = "pglock: error: unknown key \"@nightly-biling\": not in registry \"$out/keys\" (did you mean \"@nightly-billing\"?)" ]
+    [ ! -e "$out/ran" ]
+    PGLOCK_KEYS=$out/keys run -64 --separate-stderr "$PGLOCK_BIN" status -d "$DB" @reprots
+    [[ "${stderr_lines[0]}" == *'(did you mean "@reports"?)' ]]
+    # nothing close: no guess
+    run -64 --separate-stderr "$PGLOCK_BIN" key --keys "$out/keys" @zzz
+    [ "$stderr" = "pglock: error: unknown key \"@zzz\": not in registry \"$out/keys\"" ]
+}
+
 @test "a duration with a fraction: 1.5s is 1500 ms; finer than a millisecond is refused" {
     run -0 "$PGLOCK_BIN" run -d "$DB" --wait=1.5s "$K" -- true
     run -64 --separate-stderr "$PGLOCK_BIN" run -d "$DB" --wait=1.5ms "$K" -- true

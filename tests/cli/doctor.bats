@@ -13,6 +13,8 @@ setup() {
 
 # The role a test created, if any.
 teardown() {
+    [ -z "${ROLE:-}" ] || [ -z "${PGLOCK_TEST_OTHER_DB:-}" ] ||
+        q "drop schema if exists pglock cascade" "$PGLOCK_TEST_OTHER_DB" >/dev/null 2>&1 || true
     [ -z "${ROLE:-}" ] || q "drop role if exists \"${ROLE//\"/\"\"}\"" >/dev/null || true
 }
 
@@ -180,5 +182,57 @@ finding() {
     q "comment on table pglock.runs is 'pglock run history, schema version 99'" "$other"
     run -1 "$PGLOCK_BIN" doctor -d "$other" --json
     [ "$(finding run_history)" = "['problem']" ]
+    q "drop schema pglock cascade" "$other"
+}
+
+# Through PgBouncer the server's view (inet_server_addr(), tcp_keepalives_*)
+# is the pooler's link to the server; this client's link ends at the
+# pooler.  Each line says whose link it is about.
+@test "through PgBouncer, the keepalives line says whose link it is about: the pooler's to the server, this client's to the pooler" {
+    need PGLOCK_TEST_POOLER
+    run -0 "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_POOLER" --json
+    local reason host
+    reason=$(py '[f["reason"] for f in d["findings"] if f["check"] == "keepalives"][0]')
+    host=$(py 'd["host"]')
+    [[ "$reason" != "connected over"* ]]
+    [[ "$reason" == "the pooler's "* ]]
+    if [[ "$host" == /* ]]; then
+        [[ "$reason" == *"this client's link to the pooler is a Unix-domain socket"* ]]
+    else
+        [[ "$reason" == *"this client's link to the pooler is TCP"* ]]
+    fi
+    # directly over the socket, the line is about this client's own link
+    need PGLOCK_TEST_PRIMARY
+    run -0 "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY" --json
+    reason=$(py '[f["reason"] for f in d["findings"] if f["check"] == "keepalives"][0]')
+    [[ "$reason" == "this client's link to the server is a Unix-domain socket"* ]]
+}
+
+# The least-privilege recorder of docs/operations.md (pglock init
+# --recorder=ROLE --apply) needs no pg_read_all_stats, no
+# pg_signal_backend and no right to prune: doctor --record says so
+# without a warning.  A role that may do nothing with the history is
+# still warned, and one that may not record is a problem with --record.
+@test "doctor --record as a recorder set up as the docs say: clean (0 problems, 0 warnings)" {
+    need PGLOCK_TEST_PRIMARY PGLOCK_TEST_OTHER_DB
+    local other=$PGLOCK_TEST_OTHER_DB
+    ROLE="pglock_recorder_$$"
+    q "create role $ROLE login" >/dev/null
+    q "drop schema if exists pglock cascade" "$other"
+    run -0 --separate-stderr "$PGLOCK_BIN" init -q -d "$other" --recorder="$ROLE" --apply
+    run -0 --separate-stderr "$PGLOCK_BIN" doctor --record --json -d "$other user=$ROLE"
+    [ "$(py 'd["problems"] + d["warnings"]')" = 0 ] ||
+        { py '[f for f in d["findings"] if f["status"] != "ok"]'; false; }
+    [ "$(finding history_grants)" = "['ok']" ]
+    [ "$(finding see_sessions)" = "['ok']" ]
+    [ "$(finding signal_backends)" = "['ok']" ]
+    [[ "$(py '[f["reason"] for f in d["findings"] if f["check"] == "see_sessions"][0]')" == *"(recording runs does not need it)" ]]
+    # it records, as the docs say it may
+    run -0 "$PGLOCK_BIN" run --record -d "$other user=$ROLE" "recorder-$$" -- true
+    # without --record its job is not known: what status and terminate
+    # need is still a warning
+    run -0 --separate-stderr "$PGLOCK_BIN" doctor --json -d "$other user=$ROLE"
+    [ "$(finding see_sessions)" = "['warning']" ]
+    [ "$(finding history_grants)" = "['ok']" ]
     q "drop schema pglock cascade" "$other"
 }

@@ -162,3 +162,41 @@ GRANT SELECT, DELETE ON pglock.runs TO "pglock_user";' ]
     [ "$(q "select has_table_privilege('pglock_user', 'pglock.runs', 'SELECT')" "$other")" = f ]
     run -64 "$PGLOCK_BIN" init -d "$other" --apply
 }
+
+# reader_metric_line METRIC ID: the reader's sample of METRIC for the
+# key ID (as metrics prints it) in $line.
+reader_metric_line() {
+    run --separate-stderr "$PGLOCK_BIN" metrics -d "$READER"
+    [ "$status" -eq 0 ] || { echo "metrics: $status $stderr"; return 1; }
+    line=$(grep "^$1{key=\"$2\"" <<<"$output") || return 1
+}
+
+# The wait's age as status has it (pg_locks.waitstart, which every role
+# reads), not pg_stat_activity.query_start, which a role without
+# pg_read_all_stats cannot read for other roles' sessions; the name as
+# status has it, from the pglock application_name that hashes back to
+# the key (no registry, nothing recorded).
+@test "a reader without pg_read_all_stats: metrics give the oldest wait's age and the lock's name, as status does" {
+    bg a run "$K" -c "touch $out/a.start; while [ ! -e $out/a.release ]; do sleep 0.1; done"
+    wait_until 10 file_exists "$out/a.start"
+    bg b run "$K" -- true
+    wait_until 10 waiting_on "$K"
+    # a wait of more than 0 s, shown under the lock's name (waitstart may
+    # be unset for an instant after the wait begins: a few polls)
+    local id
+    id=$(q "select $(name_sql "$K")")
+    wait_until 2 eval 'reader_metric_line pglock_oldest_wait_seconds "$id" &&
+        [ "$line" != "pglock_oldest_wait_seconds{key=\"$id\",name=\"$K\"} 0" ]'
+    [[ "$line" == "pglock_oldest_wait_seconds{key=\"$id\",name=\"$K\"} "* ]]
+    run -0 --separate-stderr "$PGLOCK_BIN" metrics -d "$READER"
+    printf '%s\n' "$output" | promtool check metrics
+    [[ "$output" == *"pglock_locks_held{key=\"$id\",name=\"$K\"} 1"* ]]
+    [[ "$output" == *"pglock_locks_waiting{key=\"$id\",name=\"$K\"} 1"* ]]
+    # status, as the same role, names it alike and sees the same waiter
+    run -0 --separate-stderr "$PGLOCK_BIN" status --json -d "$READER" "$K"
+    [ "$(py '[l["name"] for l in d["locks"]]')" = "['$K']" ]
+    touch "$out/a.release"
+    finish a 10
+    finish b 10
+    [ "$(status_of b)" -eq 0 ]
+}

@@ -121,6 +121,31 @@ setup() {
     wait "$holder" || true
 }
 
+@test "docs/library.md's transaction-lock example builds as written and runs: it holds the lock in its transaction, a second finds it busy (75)" {
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+    install_to "$out/prefix"
+    doc_block docs/library.md library-xact >"$out/xact.c"
+    diff <(doc_block docs/pglock.3 man3-xact-example) "$out/xact.c"
+    local libdir flags pglock_flags
+    libdir=$(dirname "$(find "$out/prefix" -name 'libpglock.so' | head -1)")
+    flags=$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs pglock)
+    read -ra pglock_flags <<<"$flags"
+    cc -std=c11 -pedantic -Wall -Wextra -Werror -o "$out/xact" "$out/xact.c" \
+        "${pglock_flags[@]}" "-Wl,-rpath,$libdir"
+    run -0 env -u LD_LIBRARY_PATH "$out/xact"
+    [ "$output" = "rebuilt the report, holding 1 lock" ]
+    # the COMMIT freed it
+    [ "$(q "select pg_try_advisory_lock(42, 1001)")" = t ]
+    q "select pg_advisory_unlock(42, 1001)" >/dev/null
+    "$PGLOCK_BIN" run 42:1001 -- sh -c 'echo held; exec sleep 30' >"$out/holder" 2>&1 &
+    local holder=$!
+    wait_until 10 grep -q held "$out/holder"
+    run -75 env -u LD_LIBRARY_PATH "$out/xact"
+    [[ "$output" != *rebuilt* ]]
+    kill -TERM "$holder"
+    wait "$holder" || true
+}
+
 @test "pkg-config: a consumer builds against the installed pglock.pc and locks" {
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     install_to "$out/prefix"

@@ -235,6 +235,10 @@ teardown() { teardown_run; }
     [ "$(advisory_count "$(name_sql "$K")" f)" -eq 0 ]
     run "$PGLOCK_BIN" run --try --conflict-exit-code=3 -d "$DB" "$K" -- true
     [ "$status" -eq 3 ]
+    # flock's -E, as flock users type it
+    run -3 "$PGLOCK_BIN" run -n -E 3 -d "$DB" "$K" -- touch "$out/e.ran"
+    run -0 "$PGLOCK_BIN" run -nE0 -d "$DB" "$K" -- touch "$out/e.ran"
+    [ ! -e "$out/e.ran" ]
     run "$PGLOCK_BIN" run -q --try -d "$DB" "$K" -- true
     [ "$status" -eq 75 ]
     [ -z "$output" ]

@@ -199,6 +199,9 @@ typedef struct cli_opt_parser {
     const cli_opt *const *tables;
     struct option longopts[48];
     char shorts[96];
+    int at;           /* optind before the last getopt_long() */
+    int key_operands; /* set by a command whose operands are KEYs: a
+                         refused "-5" is then hinted at int:-5 */
 } cli_opt_parser;
 
 /* Prepares to parse argv[1..] against tables (NULL-terminated).
@@ -295,6 +298,9 @@ void cli_registry_free(cli_registry *reg);
 const char *cli_registry_origin(const cli_registry *reg);
 /* The key registered under name, or NULL. */
 const pglock_key *cli_registry_lookup(const cli_registry *reg, const char *name);
+/* The registered name that name most likely misspells (as options and
+ * commands, cli_did_you_mean()), or NULL. */
+const char *cli_registry_near(const cli_registry *reg, const char *name);
 /* The first name registered for key (compared by locktag), or NULL. */
 const char *cli_registry_name_of(const cli_registry *reg, const pglock_key *key);
 /* Calls fn for each pair of names that share one key. */

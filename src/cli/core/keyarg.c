@@ -17,8 +17,13 @@ int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
             return 0;
         }
         /* Fail loudly: a host without the entry must not guess a key. */
+        const char *near = cli_registry_near(reg, name);
         if (err && errlen) {
-            if (origin)
+            if (near)
+                snprintf(err, errlen, "unknown key \"@%.200s\": not in registry "
+                         "\"%.200s\" (did you mean \"@%.200s\"?)", name, origin,
+                         near);
+            else if (origin)
                 snprintf(err, errlen, "unknown key \"@%.200s\": not in registry "
                          "\"%.200s\"", name, origin);
             else

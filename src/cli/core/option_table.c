@@ -97,10 +97,31 @@ int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
     return 0;
 }
 
+/* The argument getopt_long() was reading when it refused: optind has
+ * moved past it once its last character was read, not before ("-55"
+ * stops at its first '5').  In getopt_long()'s permuting mode the
+ * operands skipped on the way to it lie between p->at and optind, and
+ * are no options. */
+static const char *refused_arg(const cli_opt_parser *p)
+{
+    const char *before = p->argv[optind - 1];
+    if (optind >= p->argc || (optind > p->at && before[0] == '-' && before[1]))
+        return before;
+    return p->argv[optind];
+}
+
+/* 1 if s is a negative integer as a user would write a key, "-5". */
+static int negative_integer(const char *s)
+{
+    if (s[0] != '-' || !s[1])
+        return 0;
+    return strspn(s + 1, "0123456789") == strlen(s + 1);
+}
+
 /* Prints the usage error for what getopt_long() refused. */
 static void refused(const cli_opt_parser *p, int c)
 {
-    const char *arg = p->argv[optind - 1];
+    const char *arg = refused_arg(p);
     int is_long = strncmp(arg, "--", 2) == 0;
     char shown[8];
     snprintf(shown, sizeof shown, "-%c", optopt);
@@ -127,6 +148,10 @@ static void refused(const cli_opt_parser *p, int c)
     cli_error(CLI_EXIT_USAGE, "unrecognized option \"%s\"", name);
     if (near)
         cli_hint("Did you mean \"--%s\"?", near);
+    else if (!is_long && p->key_operands && optopt >= '0' && optopt <= '9')
+        /* a negative key, which no option parser can tell from options */
+        cli_hint("A negative key is written int:%s.",
+                 negative_integer(arg) ? arg : "-N");
     cli_try_help(p->command);
 }
 
@@ -144,6 +169,7 @@ static int id_of_short(const cli_opt_parser *p, int c)
 
 int cli_opt_next(cli_opt_parser *p, const char **value)
 {
+    p->at = optind > 0 ? optind : 1; /* glibc's 0: start again at 1 */
     int c = getopt_long(p->argc, p->argv, p->shorts, p->longopts, NULL);
     *value = optarg;
     if (c == -1)

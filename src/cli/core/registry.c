@@ -295,6 +295,20 @@ const pglock_key *cli_registry_lookup(const cli_registry *reg,
     return e ? &e->key : NULL;
 }
 
+const char *cli_registry_near(const cli_registry *reg, const char *name)
+{
+    if (!reg || !reg->count || !name)
+        return NULL;
+    const char **names = malloc(reg->count * sizeof *names);
+    if (!names)
+        return NULL; /* a hint is not worth an error */
+    for (size_t i = 0; i < reg->count; i++)
+        names[i] = reg->entries[i].name;
+    const char *near = cli_did_you_mean(name, names, reg->count);
+    free(names);
+    return near;
+}
+
 const char *cli_registry_name_of(const cli_registry *reg,
                                  const pglock_key *key)
 {

@@ -318,34 +318,51 @@ static int is_zero(const char *setting)
     return !setting || !strcmp(setting, "0");
 }
 
-static void check_keepalives(report *r, const PGresult *res, int pooled)
+/* Says whose link each finding is about: through a pooler the server's
+ * settings (and inet_server_addr()) are those of the pooler's own link to
+ * the server, while this client's link ends at the pooler, whose
+ * keepalives are the pooler's settings. */
+static void check_keepalives(report *r, const PGresult *res, PGconn *conn,
+                             int pooled)
 {
+    const char *host = PQhost(conn);
+    char client[200] = "";
+    if (pooled)
+        snprintf(client, sizeof client, "; this client's link to the pooler "
+                 "is %s (its keepalives are the pooler's own settings, which "
+                 "doctor cannot read)",
+                 host && host[0] == '/' ? "a Unix-domain socket" : "TCP");
     if (is_true(res, F_UNIX)) {
-        add(r, "keepalives", OK, NULL,
-            "connected over a Unix-domain socket: TCP keepalives do not apply "
-            "to this path (run doctor over TCP to see what TCP clients get)");
+        if (pooled)
+            add(r, "keepalives", OK, NULL,
+                "the pooler's link to the server is a Unix-domain socket: "
+                "TCP keepalives do not apply to it%s", client);
+        else
+            add(r, "keepalives", OK, NULL,
+                "this client's link to the server is a Unix-domain socket: "
+                "TCP keepalives do not apply to it (run doctor over TCP to "
+                "see what TCP clients get)");
         return;
     }
-    /* Behind a pooler these are the pooler's own server connections'
-     * settings; clients' keepalives towards the pooler are its own. */
+    const char *link = pooled ? "the pooler's TCP links to the server"
+                              : "this client's TCP link to the server";
     const char *idle = val(res, F_KA_IDLE);
     long idle_s = idle ? atol(idle) : 0;
     if (idle_s == 0 || idle_s > KEEPALIVE_IDLE_LIMIT_S)
         add(r, "keepalives", WARNING,
             "set tcp_keepalives_idle/interval/count (and tcp_user_timeout) on "
             "the server; pglock run sets its own lease and keepalives",
-            "%stcp_keepalives_idle %s s (0 = the kernel's default, usually 2 h), "
-            "interval %s s, count %s: a client that vanishes without closing "
-            "its connection keeps its locks that long",
-            pooled ? "for the pooler's server connections: " : "",
+            "%s: tcp_keepalives_idle %s s (0 = the kernel's default, usually "
+            "2 h), interval %s s, count %s: a client that vanishes without "
+            "closing its connection keeps its locks that long%s", link,
             idle ? idle : "?", val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
-            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?");
+            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?", client);
     else
         add(r, "keepalives", OK, NULL,
-            "tcp_keepalives_idle %s s, interval %s s, count %s: a vanished "
-            "client's locks are freed within minutes",
+            "%s: tcp_keepalives_idle %s s, interval %s s, count %s: a vanished "
+            "client's locks are freed within minutes%s", link,
             idle, val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
-            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?");
+            val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?", client);
 }
 
 static void check_timeout(report *r, const PGresult *res, int col,
@@ -405,10 +422,14 @@ static void grant_fix(char *fix, size_t len, const char *role,
     fix[o] = '\0';
 }
 
-static void check_privileges(report *r, const PGresult *res)
+/* What status and terminate need of a role.  A role checked for
+ * --record only records runs, which needs neither: told, not warned. */
+static void check_privileges(report *r, const PGresult *res, int want_record)
 {
     const char *user = val(res, F_USER);
     int super = is_true(res, F_SUPER);
+    severity lacking = want_record ? OK : WARNING;
+    const char *not_needed = want_record ? " (recording runs does not need it)" : "";
     char fix[256];
     if (super || is_true(res, F_READ_STATS))
         add(r, "see_sessions", OK, NULL,
@@ -416,9 +437,10 @@ static void check_privileges(report *r, const PGresult *res)
             super ? "superuser" : "pg_read_all_stats");
     else {
         grant_fix(fix, sizeof fix, "pg_read_all_stats", user);
-        add(r, "see_sessions", WARNING, fix,
+        add(r, "see_sessions", lacking, fix,
             "role \"%s\" cannot see other roles' sessions: pglock status "
-            "shows their locks without client, state or times", user);
+            "shows their locks without client, state or times%s", user,
+            not_needed);
     }
     if (super || is_true(res, F_SIGNAL))
         add(r, "signal_backends", OK, NULL,
@@ -426,9 +448,9 @@ static void check_privileges(report *r, const PGresult *res)
             user, super ? "superuser" : "pg_signal_backend");
     else {
         grant_fix(fix, sizeof fix, "pg_signal_backend", user);
-        add(r, "signal_backends", WARNING, fix,
+        add(r, "signal_backends", lacking, fix,
             "role \"%s\" cannot end another role's stuck holder with "
-            "pg_terminate_backend()", user);
+            "pg_terminate_backend()%s", user, not_needed);
     }
 }
 
@@ -474,21 +496,28 @@ static void check_history(report *r, PGconn *conn, const char *user,
     }
     add(r, "run_history", OK, NULL, "pglock.runs, schema version %s", v);
     int record = is_true(p, 2), read = is_true(p, 3), prune = is_true(p, 4);
+    char fix[256];
+    snprintf(fix, sizeof fix, "pglock init --%s='%s' prints the GRANTs "
+             "(--apply runs them)", !record ? "recorder" : "pruner", user);
     if (record && read && prune)
         add(r, "history_grants", OK, NULL, "role \"%s\" may record, read "
             "and prune runs", user);
-    else {
-        char fix[256];
-        snprintf(fix, sizeof fix, "pglock init --%s='%s' prints the GRANTs "
-                 "(--apply runs them)", !record ? "recorder" : "pruner", user);
-        add(r, "history_grants", want_record && !record ? PROBLEM : WARNING,
+    else if (want_record && record)
+        /* the recorder's grants (pglock init --recorder): all its job needs */
+        add(r, "history_grants", OK, NULL, "role \"%s\" may record runs%s; "
+            "pruning them is another role's job (pglock init --pruner)",
+            user, read ? " and read them" : "");
+    else
+        /* Without --record the role's job is not known: only a role that
+         * may do nothing with the history is warned. */
+        add(r, "history_grants",
+            want_record ? PROBLEM : record || read || prune ? OK : WARNING,
             fix, "role \"%s\" may not %s%s%s%s%s", user,
             record ? "" : "record runs (USAGE, SELECT, INSERT, UPDATE)",
             !record && !read ? ", " : "",
             read ? "" : "read them (USAGE, SELECT)",
             (!record || !read) && !prune ? ", " : "",
             prune ? "" : "prune them (USAGE, SELECT, DELETE)");
-    }
     PQclear(p);
 }
 
@@ -661,9 +690,9 @@ int cmd_doctor(int argc, char **argv)
     doctor_tls(conn, tls, sizeof tls);
     add(&r, "tls", OK, NULL, "%s", tls);
     check_lock_table(&r, res);
-    check_keepalives(&r, res, protocol_pid != sql_pid);
+    check_keepalives(&r, res, conn, protocol_pid != sql_pid);
     check_timeouts(&r, res);
-    check_privileges(&r, res);
+    check_privileges(&r, res, record);
     check_history(&r, conn, val(res, F_USER), record);
 
     if (json)

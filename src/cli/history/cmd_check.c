@@ -72,6 +72,7 @@ static int parse(int argc, char **argv, check_args *c)
     int id;
     cli_opt_parser p;
     cli_opt_init(&p, "check", argc, argv, check_tables, 0);
+    p.key_operands = 1;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         char err[256];
         switch (id) {

@@ -63,6 +63,7 @@ static int parse(int argc, char **argv, history_args *h)
     int id;
     cli_opt_parser p;
     cli_opt_init(&p, "history", argc, argv, history_tables, 0);
+    p.key_operands = 1;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         char err[256], *end;
         switch (id) {

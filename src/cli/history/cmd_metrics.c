@@ -4,13 +4,14 @@
  * collector (pglock metrics > DIR/pglock.prom.$$ && mv ...) or a scrape
  * through any exporter that runs a command.
  *
- * Per key (labels key="123" or "42:9", name="..." from the registry, else
- * the name last recorded for it, else ""): locks held and waiting, the age
- * of the oldest wait (pg_locks and pg_stat_activity); per key and host
- * (the host its holders' application_name names), locks held; per
- * recorded key: the last finished run's start, end, duration and outcome (as check
- * judges: a run still going does not count), the runs going now, and
- * the runs over a window (metrics_runs.c).
+ * Per key (labels key="123" or "42:9", name="..." named as status names
+ * it: from the registry, else a holder's or waiter's pglock
+ * application_name, else the name last recorded for it, else ""): locks
+ * held and waiting, the age of the oldest wait (pg_locks.waitstart, as
+ * status); per key and host (the host its holders' application_name
+ * names), locks held; per recorded key: the last finished run's start,
+ * end, duration and outcome (as check judges: a run still going does not
+ * count), the runs going now, and the runs over a window (metrics_runs.c).
  * Without a history table only the lock metrics are printed.
  *
  * pglock_up is always printed: 1 when every query was answered; else 0,
@@ -41,15 +42,26 @@ static void usage(void)
 }
 
 /* Columns: 0 classid, 1 objid, 2 objsubid, 3 held, 4 waiting, 5 oldest
- * wait (s), 6 the name last recorded for the key (%s: that subquery, or
- * NULL::text without a readable history). */
+ * wait (s), 6 the sessions' pglock application_names, one a line (none
+ * holds a newline: the server keeps printable ASCII only), 7 the name
+ * last recorded for the key (the first %s: that subquery, or NULL::text
+ * without a readable history).
+ *
+ * The wait's age is pg_locks.waitstart's (the second %s; NULL before
+ * PostgreSQL 14), as status has it: every role may read pg_locks, while
+ * pg_stat_activity's query_start of another role's session is NULL to a
+ * role without pg_read_all_stats (the roles pglock init sets up), which
+ * read a 0 there.  query_start stands in only until waitstart is set,
+ * as in status.  application_name is shown to every role. */
 static const char locks_fmt[] =
     "SELECT g.*, %s FROM ("
     " SELECT l.classid::bigint AS classid, l.objid::bigint AS objid,"
     "  l.objsubid, count(*) FILTER (WHERE l.granted),"
     "  count(*) FILTER (WHERE NOT l.granted),"
-    "  COALESCE(extract(epoch FROM now() - min(a.query_start)"
-    "   FILTER (WHERE NOT l.granted)), 0)::float8"
+    "  COALESCE(extract(epoch FROM now() - min(COALESCE(%s, a.query_start))"
+    "   FILTER (WHERE NOT l.granted)), 0)::float8,"
+    "  string_agg(DISTINCT a.application_name, E'\\n')"
+    "   FILTER (WHERE a.application_name LIKE 'pglock %%')"
     " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.database ="
     "  (SELECT oid FROM pg_database WHERE datname = current_database())"
@@ -129,19 +141,67 @@ static void row_key(PGresult *r, int i, pglock_key *key)
         pglock_key_int64(key, (int64_t)(((uint64_t)cls << 32) | (uint64_t)obj));
 }
 
-/* {key="...",name="..."} for row i (columns 0-2 the locktag). */
-static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+/* What names_key checks a candidate name against. */
+typedef struct app_check {
+    const pglock_key *key;
+    const cli_registry *reg;
+} app_check;
+
+static int app_names_key(const char *text, void *arg)
+{
+    const app_check *c = arg;
+    return cli_app_names_key(text, c->key, c->reg);
+}
+
+/* The lock's name that a pglock application_name among row i's (apps_col:
+ * one a line; -1: none) gives key, as status finds it, into buf; or NULL. */
+static const char *name_from_applications(PGresult *r, int i, int apps_col,
+                                          const pglock_key *key,
+                                          const cli_registry *reg,
+                                          char *buf, size_t len)
+{
+    if (apps_col < 0 || PQgetisnull(r, i, apps_col))
+        return NULL;
+    for (const char *app = PQgetvalue(r, i, apps_col); *app;) {
+        size_t n = strcspn(app, "\n");
+        char one[64];
+        cli_app_said said;
+        snprintf(one, sizeof one, "%.*s", (int)n, app);
+        if (cli_app_read(one, app_names_key, &(app_check){key, reg}, &said) &&
+            said.checked && strcmp(said.command, "record") != 0) {
+            int at = said.keys[0] == '@';
+            snprintf(buf, len, "%.*s", (int)said.keys_len - at, said.keys + at);
+            return buf;
+        }
+        app += n + (app[n] == '\n');
+    }
+    return NULL;
+}
+
+/* {key="...",name="..." for row i (columns 0-2 the locktag; the name
+ * from the registry, a pglock application_name in apps_col (-1: none),
+ * else name_col's). */
+static void labels_named(PGresult *r, int i, int apps_col, int name_col,
+                         const cli_registry *reg)
 {
     pglock_key key;
     row_key(r, i, &key);
-    char id[64];
+    char id[64], app[64];
     pglock_key_format(&key, id, sizeof id);
     const char *name = reg ? cli_registry_name_of(reg, &key) : NULL;
+    if (!name)
+        name = name_from_applications(r, i, apps_col, &key, reg, app, sizeof app);
     if (!name && !PQgetisnull(r, i, name_col))
         name = PQgetvalue(r, i, name_col);
     printf("{key=\"%s\",name=\"", id);
     label(name ? name : "");
     printf("\"");
+}
+
+/* The same, with no application_name column (metrics_runs.c's). */
+static void labels(PGresult *r, int i, int name_col, const cli_registry *reg)
+{
+    labels_named(r, i, -1, name_col, reg);
 }
 
 static void header(const char *metric, const char *help)
@@ -151,14 +211,14 @@ static void header(const char *metric, const char *help)
 
 /* One gauge with one sample per row that has a value in col. */
 static void gauge(PGresult *r, const char *metric, const char *help, int col,
-                  int name_col, const cli_registry *reg)
+                  int apps_col, int name_col, const cli_registry *reg)
 {
     header(metric, help);
     for (int i = 0; i < PQntuples(r); i++) {
         if (PQgetisnull(r, i, col))
             continue;
         printf("%s", metric);
-        labels(r, i, name_col, reg);
+        labels_named(r, i, apps_col, name_col, reg);
         printf("} %s\n", PQgetvalue(r, i, col));
     }
 }
@@ -231,17 +291,17 @@ static int print_held_by_host(PGresult *r, const cli_registry *reg)
 static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
 {
     gauge(r, "pglock_last_run_start_timestamp_seconds",
-          "When the last finished run of the key started (server clock).", 3, 6, reg);
+          "When the last finished run of the key started (server clock).", 3, -1, 6, reg);
     gauge(r, "pglock_last_run_end_timestamp_seconds",
           "When the last finished run of the key ended (absent when its end "
-          "was never recorded).", 4, 6, reg);
+          "was never recorded).", 4, -1, 6, reg);
     gauge(r, "pglock_last_run_duration_seconds",
-          "How long the last finished run of the key took.", 5, 6, reg);
+          "How long the last finished run of the key took.", 5, -1, 6, reg);
     gauge(going, "pglock_runs_running",
-          "Runs of the key going now (absent: none).", 3, 5, reg);
+          "Runs of the key going now (absent: none).", 3, -1, 5, reg);
     gauge(going, "pglock_runs_undetermined",
           "Runs of the key that are going or ended unrecorded: pglock "
-          "cannot tell (see pglock(1)).", 4, 5, reg);
+          "cannot tell (see pglock(1)).", 4, -1, 5, reg);
     header("pglock_last_run_outcome",
            "1 for the outcome of the last finished run of the key, else 0.");
     for (int i = 0; i < PQntuples(r); i++)
@@ -285,6 +345,18 @@ static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
     return r;
 }
 
+/* The locks (locks_fmt), with the history's names when usable. */
+static PGresult *query_locks(PGconn **pg, int usable)
+{
+    char err[512], sql[4096];
+    snprintf(sql, sizeof sql, locks_fmt, usable ? recorded_name_sql : "NULL::text",
+             PQserverVersion(*pg) >= 140000 ? "l.waitstart" : "NULL::timestamptz");
+    PGresult *r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
+    if (!r)
+        cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    return r;
+}
+
 /* Every query first, then the output: all of it, or pglock_up 0 alone. */
 static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
 {
@@ -293,7 +365,7 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
     int revision;
     int usable = history_readable(pg, &revision);
     if (usable >= 0)
-        locks = query(pg, locks_fmt, usable ? recorded_name_sql : "NULL::text");
+        locks = query_locks(pg, usable);
     if (locks)
         holders = query(pg, holders_fmt, usable ? recorded_name_sql : "NULL::text");
     if (!holders) {
@@ -314,11 +386,11 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
     }
     print_up(1);
     gauge(locks, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
-          3, 6, reg);
+          3, 6, 7, reg);
     gauge(locks, "pglock_locks_waiting", "Sessions waiting for the key (pg_locks).",
-          4, 6, reg);
+          4, 6, 7, reg);
     gauge(locks, "pglock_oldest_wait_seconds",
-          "How long the oldest waiter for the key has waited (0: none).", 5, 6, reg);
+          "How long the oldest waiter for the key has waited (0: none).", 5, 6, 7, reg);
     if (print_held_by_host(holders, reg) < 0)
         cli_warning("out of memory: pglock_locks_held_by_host left out");
     header("pglock_history_readable", "1 when pglock.runs exists and can be read.");

@@ -29,7 +29,7 @@ static const cli_opt run_opts[] = {
      "(default: wait as long as it takes)"},
     {OPT_MIN_HOLD, 0, "min-hold", CLI_OPT_VALUE, "DURATION",
      "keep the lock at least this long from acquisition"},
-    {OPT_CONFLICT, 0, "conflict-exit-code", CLI_OPT_VALUE, "N",
+    {OPT_CONFLICT, 'E', "conflict-exit-code", CLI_OPT_VALUE, "N",
      "exit status when busy or timed out (default 75)"},
     {OPT_FENCING_TOKEN, 0, "fencing-token", CLI_OPT_NO_VALUE, NULL,
      "give the command PGLOCK_FENCING_TOKEN, a number\n"

@@ -225,6 +225,7 @@ int run_parse_args(int argc, char **argv, run_args *a)
     cli_opt_parser p;
     if (cli_opt_init(&p, command_name, argc, argv, t, 1) < 0)
         return cli_error(CLI_EXIT_SOFTWARE, "too many options");
+    p.key_operands = 1;
     const char *value;
     int id, rc;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {

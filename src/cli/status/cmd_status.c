@@ -290,6 +290,7 @@ static int parse_options(int argc, char **argv, status_options *o)
                                print_help);
     if (rc != CLI_GO_ON)
         return rc;
+    p.key_operands = 1;
     while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
         switch (id) {
         case CLI_OPT_KEYS: o->keys_path = value; break;
