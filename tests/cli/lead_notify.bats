@@ -27,7 +27,7 @@ state_is() { [ "$(head -1 "$1" 2>/dev/null)" = "$2" ]; }
     # ready while waiting: a holds the key, b queues behind it
     waiting_on "$K"
     [ ! -e "$out/b.token" ]
-    said n 'STATUS=waiting; held by pid [0-9]+ .*pglock run'
+    said n 'STATUS=waiting; held by (.* \()?backend pid [0-9]+.*pglock run'
     state_is "$out/state" waiting
     grep -qE '^since=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$' "$out/state"
     run ! grep -q '^token=' "$out/state"
