@@ -175,12 +175,19 @@ static int names(const char *text, void *arg)
 }
 
 /* See cli.h. */
+int cli_app_read_key(const char *app, const pglock_key *key,
+                     const cli_registry *reg, cli_app_said *out)
+{
+    names_arg a = {key, reg};
+    return cli_app_read(app, key ? names : NULL, &a, out);
+}
+
+/* See cli.h. */
 const char *cli_app_host(const char *app, const pglock_key *key,
                          const cli_registry *reg, char *buf, size_t len)
 {
-    names_arg a = {key, reg};
     cli_app_said said;
-    if (!cli_app_read(app, names, &a, &said) || !said.host)
+    if (!cli_app_read_key(app, key, reg, &said) || !said.host)
         return NULL;
     snprintf(buf, len, "%s", said.host);
     return buf;

@@ -117,6 +117,10 @@ int cli_app_read(const char *app, cli_app_check *check, void *arg,
  * (or NULL) maps to it. */
 int cli_app_names_key(const char *text, const pglock_key *key,
                       const struct cli_registry *reg);
+/* cli_app_read(), each KEYS checked with cli_app_names_key() against key
+ * and reg (key NULL: unchecked). */
+int cli_app_read_key(const char *app, const pglock_key *key,
+                     const struct cli_registry *reg, cli_app_said *out);
 /* The host in app, a holder of key, into buf; NULL when it names none
  * (not pglock's, or written by an older pglock). */
 const char *cli_app_host(const char *app, const pglock_key *key,

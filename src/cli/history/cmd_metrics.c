@@ -141,18 +141,6 @@ static void row_key(PGresult *r, int i, pglock_key *key)
         pglock_key_int64(key, (int64_t)(((uint64_t)cls << 32) | (uint64_t)obj));
 }
 
-/* What names_key checks a candidate name against. */
-typedef struct app_check {
-    const pglock_key *key;
-    const cli_registry *reg;
-} app_check;
-
-static int app_names_key(const char *text, void *arg)
-{
-    const app_check *c = arg;
-    return cli_app_names_key(text, c->key, c->reg);
-}
-
 /* The lock's name that a pglock application_name among row i's (apps_col:
  * one a line; -1: none) gives key, as status finds it, into buf; or NULL. */
 static const char *name_from_applications(PGresult *r, int i, int apps_col,
@@ -167,7 +155,7 @@ static const char *name_from_applications(PGresult *r, int i, int apps_col,
         char one[64];
         cli_app_said said;
         snprintf(one, sizeof one, "%.*s", (int)n, app);
-        if (cli_app_read(one, app_names_key, &(app_check){key, reg}, &said) &&
+        if (cli_app_read_key(one, key, reg, &said) &&
             said.checked && strcmp(said.command, "record") != 0) {
             int at = said.keys[0] == '@';
             snprintf(buf, len, "%.*s", (int)said.keys_len - at, said.keys + at);

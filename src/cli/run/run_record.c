@@ -198,7 +198,9 @@ static const char *program_name(const run_args *a)
  * so that no reader sees the row without it.  $15 is the time left to
  * the deadline when it was sent: an INSERT that waited past it (a locked
  * table) writes nothing, since pglock gave up on it and the job may be
- * long gone.  On a table of revision 2 (history.h) the row also carries
+ * long gone.  Its commit waits for the WAL flush whatever the server's
+ * synchronous_commit (as the end's does): a row a crash could take back
+ * would tell of no run at all.  On a table of revision 2 (history.h) the row also carries
  * its wait ($16) and why it was skipped ($17), in the same statement;
  * on one of revision 1, which has not those columns, neither.
  */
@@ -214,7 +216,8 @@ static const char insert_fmt[] =
     " $13::text, CASE WHEN $13::text IS NOT NULL THEN now() END%s"
     " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
     "  $5::int[]) WITH ORDINALITY AS k(key, name, cls, obj, sub, n)"
-    " CROSS JOIN (SELECT $11::int AS pid) p"
+    " CROSS JOIN (SELECT $11::int AS pid,"
+    "  set_config('synchronous_commit', 'on', true)) p"
     " LEFT JOIN pg_stat_activity a ON a.pid = p.pid"
     " WHERE clock_timestamp() < now() + $15::bigint * interval '1 millisecond'"
     " ORDER BY k.n"
@@ -451,7 +454,8 @@ static const char update_sql[] =
     "  FOR UPDATE SKIP LOCKED)"
     " AND clock_timestamp() < now() + $5::bigint * interval '1 millisecond'"
     " RETURNING id)"
-    " SELECT (SELECT count(*) FROM e), count(*), count(outcome)"
+    " SELECT (SELECT count(*) FROM e), count(*), count(outcome),"
+    "  set_config('synchronous_commit', 'on', true)"
     " FROM pglock.runs WHERE id = ANY ($1::bigint[])";
 
 /* In a transaction hold, the UPDATE runs in the run locks' transaction

@@ -31,17 +31,6 @@ const char *status_name(const lock_view *v, char *buf, size_t len)
     return buf;
 }
 
-typedef struct name_check {
-    const pglock_key *key;
-    const cli_registry *reg;
-} name_check;
-
-static int names_key(const char *text, void *arg)
-{
-    const name_check *c = arg;
-    return cli_app_names_key(text, c->key, c->reg);
-}
-
 /* The KEYS of a pglock run's or lead's application_name ("pglock run NAME
  * on HOST"), checked against key when key is not NULL: 1 with said
  * filled, else 0.  A name is believed only if it hashes back to the key:
@@ -50,8 +39,7 @@ static int names_key(const char *text, void *arg)
 static int app_keys(const char *app, const pglock_key *key,
                     const cli_registry *reg, cli_app_said *said)
 {
-    name_check c = {key, reg};
-    if (!cli_app_read(app, key ? names_key : NULL, &c, said) ||
+    if (!cli_app_read_key(app, key, reg, said) ||
         !strcmp(said->command, "record"))
         return 0;
     return !key || said->checked;
