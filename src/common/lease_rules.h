@@ -126,6 +126,14 @@ static inline int64_t lease_stop_by(int64_t confirmed_until, long stop_ms)
     return confirmed_until + stop_ms;
 }
 
+/* Whether a step bound by "confirmed until" has less than the margin
+ * left at now: too little to count on it, so it takes a bound of its own. */
+static inline int lease_too_close(int64_t confirmed_until, int64_t now,
+                                  long margin_ms)
+{
+    return confirmed_until - now < margin_ms;
+}
+
 /* The stop budget in effect: the one asked for, else (0) T_s/6. */
 static inline long lease_stop_budget_for(long lease_ms, long stop_ms)
 {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "history.h"
+#include "lease_rules.h"
 #include "run.h"
 
 enum { OPT_RECORD = 400, OPT_HOST_LABEL };
@@ -529,7 +530,7 @@ void run_record_end(run_state *st, int code)
      * own, so that a dead server cannot hold the exit. */
     int64_t now = pglock_now_ms();
     int64_t deadline = run_deadline(st);
-    if (st->lost || deadline < now + st->lease.margin_ms)
+    if (st->lost || lease_too_close(deadline, now, st->lease.margin_ms))
         deadline = run_deadline_from_now(st);
     /* The real end: the job's, not the write's. */
     int64_t end = st->job_exited ? st->job_ended_at : now;
