@@ -65,6 +65,11 @@ token_runs() {
     done
 }
 
+# said_could_not_connect: a follower (a, b or c) said it could not connect.
+said_could_not_connect() {
+    cat "$out"/[abc].err 2>/dev/null | grep -q "pglock: warning: could not connect"
+}
+
 # The scene both stop modes share: a `run` holder and three `lead`
 # contenders on the multi-host conninfo; the primary stopped ($1), the
 # standby promoted.  Checks the holder's exit and job, the followers'
@@ -93,6 +98,10 @@ failover_scene() {
     date +%s%N >"$out/stop"
     "$PGLOCK_TEST_HARNESS" stop-primary "$mode"
     date +%s%N >"$out/stopped"
+    # The followers retry through the outage, saying why: before the
+    # promotion no host of the list takes a read-write session, so each
+    # attempt fails (waited for here, not raced against the promotion).
+    wait_until 20 said_could_not_connect
     "$PGLOCK_TEST_HARNESS" promote-standby
     date +%s%N >"$out/promoted"
 
@@ -106,11 +115,10 @@ failover_scene() {
     wait_until 30 one_holder_two_waiters_on "$STANDBY" "$K"
     [ "$(running_jobs)" -eq 1 ]
     [ "$(leaders)" -eq 2 ]
-    # The followers kept retrying through the outage, saying why once.
+    # The followers kept retrying through the outage.
     for n in a b c; do
         alive "$(pid_of "$n")"
     done
-    cat "$out"/[abc].err | grep -q "pglock: warning: could not connect"
     local second
     second=$(last_leader)
     report "$mode stop: stopped after $(ms_between "$out/stop" "$out/stopped") ms," \
