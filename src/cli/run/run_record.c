@@ -199,9 +199,11 @@ static const char *program_name(const run_args *a)
  * so that no reader sees the row without it.  $15 is the time left to
  * the deadline when it was sent: an INSERT that waited past it (a locked
  * table) writes nothing, since pglock gave up on it and the job may be
- * long gone.  Its commit waits for the WAL flush whatever the server's
- * synchronous_commit (as the end's does): a row a crash could take back
- * would tell of no run at all.  On a table of revision 2 (history.h) the row also carries
+ * long gone.  Its commit waits for the local WAL flush whatever the
+ * server's synchronous_commit (as the end's does: a row a crash could
+ * take back would tell of no run at all), but not for a synchronous
+ * standby: a commit that waited for one could still land, committed
+ * locally, after pglock gave up on it.  On a table of revision 2 (history.h) the row also carries
  * its wait ($16) and why it was skipped ($17), in the same statement;
  * on one of revision 1, which has not those columns, neither.
  */
@@ -218,7 +220,7 @@ static const char insert_fmt[] =
     " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
     "  $5::int[]) WITH ORDINALITY AS k(key, name, cls, obj, sub, n)"
     " CROSS JOIN (SELECT $11::int AS pid,"
-    "  set_config('synchronous_commit', 'on', true)) p"
+    "  set_config('synchronous_commit', 'local', true)) p"
     " LEFT JOIN pg_stat_activity a ON a.pid = p.pid"
     " WHERE clock_timestamp() < now() + $15::bigint * interval '1 millisecond'"
     " ORDER BY k.n"
@@ -456,7 +458,7 @@ static const char update_sql[] =
     " AND clock_timestamp() < now() + $5::bigint * interval '1 millisecond'"
     " RETURNING id)"
     " SELECT (SELECT count(*) FROM e), count(*), count(outcome),"
-    "  set_config('synchronous_commit', 'on', true)"
+    "  set_config('synchronous_commit', 'local', true)"
     " FROM pglock.runs WHERE id = ANY ($1::bigint[])";
 
 /* In a transaction hold, the UPDATE runs in the run locks' transaction
