@@ -127,8 +127,8 @@ header_version() { sed -n 's/^#define PGLOCK_VERSION "\(.*\)"/\1/p' "$SRC/includ
         cmp "$f" "$ex/${f##*/}"
         n=$((n + 1))
     done
-    # the cron.d file, the units and the timer
-    [ "$n" = 4 ]
+    # the cron.d file, the units, the timer and the Kubernetes Deployment
+    [ "$n" = 5 ]
     for f in "$ex"/*.cron "$ex"/*.service; do
         grep -q '/usr/bin/pglock ' "$f"
         run ! grep -n '/usr/local/bin/pglock ' "$f"
