@@ -194,7 +194,9 @@ static int lock_and_run(run_state *st, run_job *job, pglock_key *keys)
                 pglock_client_backend_pid(st->client));
     if ((rc = run_job_env(st)) < 0) {
         code = run_job_env_failed(st, rc, 0);
-        run_record_not_run(st, rc);
+        /* taken, then given up (a fencing token that timed out): not a
+         * skip, whatever rc says */
+        run_record_not_run(st, 0);
         return code;
     }
     run_record_start(st);
