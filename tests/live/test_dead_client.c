@@ -40,17 +40,6 @@ static void hold_and_freeze(const char *conninfo, int64_t id, int fd)
     _exit(0);
 }
 
-typedef struct {
-    PGconn *obs;
-    int64_t id;
-} key_arg;
-
-static int key_free(void *arg)
-{
-    key_arg *a = arg;
-    return pt_key_free(a->obs, a->id);
-}
-
 static void a_frozen_clients_lock_is_freed_through_the_pooler_without_a_lease(
     void **s)
 {
@@ -72,12 +61,11 @@ static void a_frozen_clients_lock_is_freed_through_the_pooler_without_a_lease(
     char ok;
     assert_int_equal(read(p[0], &ok, 1), 1);
     close(p[0]);
-    key_arg a = {obs, id};
-    assert_false(key_free(&a)); /* held by the client, which froze */
+    assert_false(pt_key_free(obs, id)); /* held by the client, which froze */
     int64_t from = pglock_now_ms();
     /* Bounded: T_s of silence, then the server ends the transaction; 5
      * T_s leaves room for a loaded machine, and never is not bounded. */
-    int freed = pt_wait_until(key_free, &a, 5 * DEAD_PEER_MS);
+    int freed = pt_wait_key_free(obs, id, 5 * DEAD_PEER_MS);
     printf("# dead client behind the pooler, no lease, dead_peer_ms %ld: "
            "%s after %lld ms\n", DEAD_PEER_MS, freed ? "freed" : "still held",
            (long long)(pglock_now_ms() - from));

@@ -221,17 +221,6 @@ static void heartbeat_notices_a_restart(void **state)
  * from one that aborted the transaction, so it declares the loss and
  * closes the connection; one after the savepoint was released frees the
  * locks at once, before any ROLLBACK, and is a loss too. */
-typedef struct {
-    PGconn *obs;
-    int64_t id;
-} key_arg;
-
-static int key_free(void *arg)
-{
-    key_arg *a = arg;
-    return pt_key_free(a->obs, a->id);
-}
-
 static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
 {
     (void)state;
@@ -250,7 +239,7 @@ static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
     assert_non_null(strstr(pglock_client_error(c), "failed"));
     /* the connection is closed: the server frees the lock as its backend
      * exits, a moment later */
-    assert_true(pt_wait_until(key_free, &(key_arg){obs, id}, 5000));
+    assert_true(pt_wait_key_free(obs, id, 5000));
     pglock_client_close(c);
     c = pt_client_holding(primary, &o, NULL, &id, NULL);
     PQclear(PQexec(pglock_client_conn(c), "RELEASE SAVEPOINT pglock_beat;"

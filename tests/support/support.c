@@ -474,3 +474,20 @@ void pt_partition_leave(void)
     close(home_netns);
     home_netns = -1;
 }
+
+typedef struct key_watch {
+    PGconn *observer;
+    int64_t key;
+} key_watch;
+
+static int key_is_free(void *arg)
+{
+    key_watch *w = arg;
+    return pt_key_free(w->observer, w->key);
+}
+
+int pt_wait_key_free(PGconn *observer, int64_t key, long timeout_ms)
+{
+    key_watch w = {observer, key};
+    return pt_wait_until(key_is_free, &w, timeout_ms);
+}

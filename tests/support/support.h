@@ -102,6 +102,10 @@ int pt_key_shared_free(PGconn *observer, int64_t key);
 /* Polls cond(arg) every 10 ms until it returns nonzero or timeout_ms pass.
  * Returns 1 if the condition became true, 0 on timeout. */
 int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms);
+/* Polls until key is free in exclusive mode (pt_key_free), for at most
+ * timeout_ms: 1 when it is, else 0.  A closed session's locks go as its
+ * backend exits, a moment after the close. */
+int pt_wait_key_free(PGconn *observer, int64_t key, long timeout_ms);
 
 /* 1 if backend pid is waiting for an advisory lock (seen from observer, a
  * connection to the same server), else 0. */
