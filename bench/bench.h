@@ -14,13 +14,15 @@
 int64_t bench_now_ns(void);
 
 /* Prints "bench: error: MESSAGE" and exits 1. */
-void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void bench_die(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 
 /* Sorts v in place and returns the q-quantile (0..1), nearest rank. */
 double bench_quantile(double *v, size_t n, double q);
 
 /* "median (min–max)" of v, formatted with fmt (e.g. "%.1f"), into buf. */
-const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size_t n);
+const char *bench_spread(char *buf, size_t len, const char *fmt, double *v,
+                         size_t n);
 
 /*
  * Pins process pid (0: this one) to the cpu-th CPU this process may run on
@@ -48,7 +50,8 @@ pglock_client *bench_pglock_open(const char *conninfo);
 
 /* Runs sql (no parameters, or one bigint parameter when key != NULL) and
  * dies unless the result has status expect. */
-void bench_exec(PGconn *conn, const char *sql, const int64_t *key, ExecStatusType expect);
+void bench_exec(PGconn *conn, const char *sql, const int64_t *key,
+                ExecStatusType expect);
 
 /*
  * The test proxy's control socket (PGLOCK_TEST_PROXY_CTL: a Unix socket
@@ -67,8 +70,8 @@ int bench_proxy_reset(const char *ctl);
  * implementations where the server's own counters are not used.
  */
 typedef struct bench_locker {
-    const char *name;       /* short name in the tables */
-    const char *describe;   /* one line for the report */
+    const char *name;     /* short name in the tables */
+    const char *describe; /* one line for the report */
     void *(*open)(const char *target);
     void (*lock)(void *state, int64_t key, long *queries);
     void (*unlock)(void *state, int64_t key, long *queries);

@@ -50,12 +50,12 @@ enum { MAX_PROCS = 16, MAX_SAMPLES = 100000 };
 #define WORKER_APPNAME "pglock-bench-worker"
 
 typedef struct worker_out {
-    long acquisitions;         /* acquired before the deadline */
-    long acquisitions_all;     /* including the ones after it */
-    long queries;              /* client-side count */
+    long acquisitions;     /* acquired before the deadline */
+    long acquisitions_all; /* including the ones after it */
+    long queries;          /* client-side count */
     long nsamples, nwaits;
-    uint32_t samples[MAX_SAMPLES];  /* handoff latencies, ns */
-    uint32_t waits[MAX_SAMPLES];    /* attempt start to acquisition, ns */
+    uint32_t samples[MAX_SAMPLES]; /* handoff latencies, ns */
+    uint32_t waits[MAX_SAMPLES];   /* attempt start to acquisition, ns */
 } worker_out;
 
 typedef struct shared {
@@ -63,10 +63,10 @@ typedef struct shared {
     atomic_int go;
     int64_t end_ns;
     atomic_llong last_release_ns;
-    atomic_int last_releaser;      /* worker index, -1: none yet */
-    atomic_int holder;             /* worker index + 1, 0: free */
+    atomic_int last_releaser; /* worker index, -1: none yet */
+    atomic_int holder;        /* worker index + 1, 0: free */
     atomic_long violations;
-    atomic_long unpinned;          /* --pin: workers that could not be */
+    atomic_long unpinned; /* --pin: workers that could not be */
     worker_out out[MAX_PROCS];
 } shared;
 
@@ -76,8 +76,8 @@ typedef struct config {
     int work_us;
     int duration_ms;
     int distinct;
-    int pin;          /* each worker and its backend on one CPU */
-    int slices;       /* a repetition's duration, in turns per locker */
+    int pin;    /* each worker and its backend on one CPU */
+    int slices; /* a repetition's duration, in turns per locker */
 } config;
 
 typedef struct entry {
@@ -99,7 +99,8 @@ static const entry all_lockers[] = {
     {"raw", &bench_locker_raw_wait, 0, NULL},
     /* raw libpq again, compared with itself: how far this machine alone
      * moves a ratio (an A/A control) */
-    {"raw-again", &bench_locker_raw_wait, 0, "raw libpq wait, again (A/A control)"},
+    {"raw-again", &bench_locker_raw_wait, 0,
+     "raw libpq wait, again (A/A control)"},
     {"poll10", &bench_locker_poll_10ms, 0, NULL},
     {"poll1", &bench_locker_poll_1ms, 0, NULL},
 #ifdef BENCH_HAVE_HIREDIS
@@ -123,7 +124,8 @@ static void sleep_us(long us)
 }
 
 /* One worker process: connect, wait for the start, loop until the deadline. */
-static void worker(shared *sh, int me, const entry *e, const config *cfg, long gap_us, int iters)
+static void worker(shared *sh, int me, const entry *e, const config *cfg,
+                   long gap_us, int iters)
 {
     setenv("PGAPPNAME", WORKER_APPNAME, 1);
     void *st = e->locker->open(e->redis ? cfg->redis : cfg->conninfo);
@@ -147,10 +149,13 @@ static void worker(shared *sh, int me, const entry *e, const config *cfg, long g
                 atomic_fetch_add(&sh->violations, 1);
             int who = atomic_load(&sh->last_releaser);
             int64_t released = atomic_load(&sh->last_release_ns);
-            if (who >= 0 && who != me && released >= t0 && out->nsamples < MAX_SAMPLES)
+            if (who >= 0 && who != me && released >= t0 &&
+                out->nsamples < MAX_SAMPLES)
                 out->samples[out->nsamples++] = (uint32_t)(t1 - released);
             if (out->nwaits < MAX_SAMPLES)
-                out->waits[out->nwaits++] = (uint32_t)(t1 - t0 < UINT32_MAX ? t1 - t0 : UINT32_MAX);
+                out->waits[out->nwaits++] = (uint32_t)(t1 - t0 < UINT32_MAX
+                                                           ? t1 - t0
+                                                           : UINT32_MAX);
         }
         spin_us(cfg->work_us);
         if (!cfg->distinct) {
@@ -189,7 +194,8 @@ static long server_requests(const entry *e, const config *cfg)
         if (!r || r->type != REDIS_REPLY_STRING)
             bench_die("redis INFO failed");
         const char *p = strstr(r->str, "total_commands_processed:");
-        long n = p ? strtol(p + strlen("total_commands_processed:"), NULL, 10) : -1;
+        long n = p ? strtol(p + strlen("total_commands_processed:"), NULL, 10)
+                   : -1;
         freeReplyObject(r);
         return n;
 #else
@@ -203,16 +209,19 @@ static long server_requests(const entry *e, const config *cfg)
     for (int i = 0; i < 500; i++) {
         PGresult *res = PQexec(stats_conn,
                                "SELECT count(*) FROM pg_stat_activity"
-                               " WHERE application_name = '" WORKER_APPNAME "'");
-        int left = PQresultStatus(res) == PGRES_TUPLES_OK ? atoi(PQgetvalue(res, 0, 0)) : 0;
+                               " WHERE application_name = '" WORKER_APPNAME
+                               "'");
+        int left = PQresultStatus(res) == PGRES_TUPLES_OK
+                       ? atoi(PQgetvalue(res, 0, 0))
+                       : 0;
         PQclear(res);
         if (left == 0)
             break;
         sleep_us(10000);
     }
-    PGresult *res = PQexec(stats_conn,
-                           "SELECT xact_commit + xact_rollback FROM pg_stat_database"
-                           " WHERE datname = current_database()");
+    PGresult *res = PQexec(
+        stats_conn, "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+                    " WHERE datname = current_database()");
     if (PQresultStatus(res) != PGRES_TUPLES_OK)
         bench_die("pg_stat_database: %s", PQerrorMessage(stats_conn));
     long n = atol(PQgetvalue(res, 0, 0));
@@ -222,25 +231,25 @@ static long server_requests(const entry *e, const config *cfg)
 
 typedef struct result {
     double per_sec;
-    double handoffs_per_sec;          /* acquisitions by a waiter */
+    double handoffs_per_sec; /* acquisitions by a waiter */
     double p50_us, p99_us;
-    double wait_p99_ms, wait_max_ms;  /* attempt start to acquisition */
-    double queries_per_acq;           /* server-counted */
-    double requests_per_acq;          /* client-counted calls */
+    double wait_p99_ms, wait_max_ms; /* attempt start to acquisition */
+    double queries_per_acq;          /* server-counted */
+    double requests_per_acq;         /* client-counted calls */
     long violations;
     long samples;
-    long served;      /* server requests, less setup_requests per worker */
+    long served; /* server requests, less setup_requests per worker */
 } result;
 
-static long total_unpinned;   /* --pin: worker runs that could not be */
+static long total_unpinned; /* --pin: worker runs that could not be */
 
 /* Runs nprocs workers of one locker for one slice of a repetition, in
  * sh (one per locker); iters >= 0 runs that many iterations per worker
  * instead of a timed loop (calibration).  The first slice (fresh) starts
  * the counts and samples, later ones add to them.  Returns the server
  * requests the slice took, less setup_requests per worker. */
-static long run_slice(shared *sh, const entry *e, const config *cfg, int nprocs, long gap_us,
-                      int iters, long setup_requests, int fresh)
+static long run_slice(shared *sh, const entry *e, const config *cfg, int nprocs,
+                      long gap_us, int iters, long setup_requests, int fresh)
 {
     if (fresh)
         memset(sh, 0, sizeof *sh);
@@ -267,7 +276,8 @@ static long run_slice(shared *sh, const entry *e, const config *cfg, int nprocs,
     int failed = 0;
     for (int p = 0; p < nprocs; p++) {
         int status;
-        if (waitpid(pids[p], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (waitpid(pids[p], &status, 0) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
             failed = 1;
     }
     if (failed)
@@ -335,8 +345,8 @@ static int parse_list(const char *s, long *v, int max)
     return n;
 }
 
-static const char *fmt_spread(char *buf, size_t len, const char *fmt, result *rs, int reps,
-                              size_t offset)
+static const char *fmt_spread(char *buf, size_t len, const char *fmt,
+                              result *rs, int reps, size_t offset)
 {
     double v[64];
     for (int r = 0; r < reps; r++)
@@ -374,24 +384,48 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'c': cfg.conninfo = optarg; break;
-        case 'R': cfg.redis = optarg; break;
-        case 'L': lockers = optarg; break;
-        case 'p': procs_s = optarg; break;
-        case 'g': gaps_s = optarg; break;
-        case 'w': cfg.work_us = atoi(optarg); break;
-        case 'd': cfg.duration_ms = atoi(optarg); break;
-        case 'r': reps = atoi(optarg); break;
-        case 'D': cfg.distinct = 1; break;
-        case 'P': cfg.pin = 1; break;
-        case 'S': cfg.slices = atoi(optarg); break;
-        default: return 64;
+        case 'c':
+            cfg.conninfo = optarg;
+            break;
+        case 'R':
+            cfg.redis = optarg;
+            break;
+        case 'L':
+            lockers = optarg;
+            break;
+        case 'p':
+            procs_s = optarg;
+            break;
+        case 'g':
+            gaps_s = optarg;
+            break;
+        case 'w':
+            cfg.work_us = atoi(optarg);
+            break;
+        case 'd':
+            cfg.duration_ms = atoi(optarg);
+            break;
+        case 'r':
+            reps = atoi(optarg);
+            break;
+        case 'D':
+            cfg.distinct = 1;
+            break;
+        case 'P':
+            cfg.pin = 1;
+            break;
+        case 'S':
+            cfg.slices = atoi(optarg);
+            break;
+        default:
+            return 64;
         }
     }
     /* Turns of whole milliseconds, so that the rates' duration is exact. */
-    if (reps < 1 || reps > 64 || cfg.slices < 1 || cfg.duration_ms < cfg.slices ||
-        cfg.duration_ms % cfg.slices != 0)
-        bench_die("bad --reps, --slices or --duration-ms (a multiple of --slices)");
+    if (reps < 1 || reps > 64 || cfg.slices < 1 ||
+        cfg.duration_ms < cfg.slices || cfg.duration_ms % cfg.slices != 0)
+        bench_die(
+            "bad --reps, --slices or --duration-ms (a multiple of --slices)");
 
     /* The lockers asked for that can run here (Redis needs --redis). */
     const entry *sel[NALL];
@@ -399,7 +433,8 @@ int main(int argc, char **argv)
     for (const char *p = lockers; *p;) {
         size_t len = strcspn(p, ",");
         for (int i = 0; i < NALL; i++)
-            if (strlen(all_lockers[i].id) == len && strncmp(all_lockers[i].id, p, len) == 0 &&
+            if (strlen(all_lockers[i].id) == len &&
+                strncmp(all_lockers[i].id, p, len) == 0 &&
                 (!all_lockers[i].redis || cfg.redis) && nsel < NALL)
                 sel[nsel++] = &all_lockers[i];
         p += len + (p[len] == ',');
@@ -407,7 +442,8 @@ int main(int argc, char **argv)
     if (nsel == 0)
         bench_die("no lockers to run");
     long procs[8], gaps[8];
-    int nprocs = parse_list(procs_s, procs, 8), ngaps = parse_list(gaps_s, gaps, 8);
+    int nprocs = parse_list(procs_s, procs, 8),
+        ngaps = parse_list(gaps_s, gaps, 8);
     if (cfg.distinct)
         ngaps = 1, gaps[0] = 0;
     for (int i = 0; i < nprocs; i++)
@@ -416,8 +452,8 @@ int main(int argc, char **argv)
 
     shared *shm[NALL];
     for (int i = 0; i < nsel; i++) {
-        shm[i] = mmap(NULL, sizeof *shm[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
+        shm[i] = mmap(NULL, sizeof *shm[i], PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (shm[i] == MAP_FAILED)
             bench_die("mmap failed");
     }
@@ -427,44 +463,53 @@ int main(int argc, char **argv)
     long setup[NALL];
     for (int i = 0; i < nsel; i++) {
         /* Redis counts our INFO reading too: once per run, not per worker. */
-        setup[i] = run_slice(shm[i], sel[i], &cfg, 1, 0, 0, 0, 1) - (sel[i]->redis ? 1 : 0);
+        setup[i] = run_slice(shm[i], sel[i], &cfg, 1, 0, 0, 0, 1) -
+                   (sel[i]->redis ? 1 : 0);
         if (setup[i] < 0)
             setup[i] = 0;
     }
 
     for (int i = 0; i < nsel; i++)
         if (!sel[i]->name)
-            printf("- **%s**: %s\n", entry_name(sel[i]), sel[i]->locker->describe);
+            printf("- **%s**: %s\n", entry_name(sel[i]),
+                   sel[i]->locker->describe);
     char turns[96] = "in reverse order every other repetition";
     if (cfg.slices > 1)
-        snprintf(turns, sizeof turns, "%d turns of %g s each per repetition, in reverse "
-                 "order every other turn", cfg.slices, cfg.duration_ms / 1000.0 / cfg.slices);
-    printf("\n%s, %d µs of work under the lock, %g s per run, %d repetitions "
-           "(the lockers in turn, %s; median (min–max) over them)%s.\n\n",
-           cfg.distinct ? "Each process its own key" : "All processes on one key", cfg.work_us,
-           cfg.duration_ms / 1000.0, reps, turns,
-           cfg.distinct ? ""
-                        : "; handoff = holder's unlock to the next holder's acquisition; "
-                          "a handoff is an acquisition by a process that was waiting when "
-                          "another released (the rest are a holder re-taking the lock it "
-                          "just released); wait = attempt start to acquisition (p99 and "
-                          "max, medians over the repetitions: starvation shows here)");
+        snprintf(turns, sizeof turns,
+                 "%d turns of %g s each per repetition, in reverse "
+                 "order every other turn",
+                 cfg.slices, cfg.duration_ms / 1000.0 / cfg.slices);
+    printf(
+        "\n%s, %d µs of work under the lock, %g s per run, %d repetitions "
+        "(the lockers in turn, %s; median (min–max) over them)%s.\n\n",
+        cfg.distinct ? "Each process its own key" : "All processes on one key",
+        cfg.work_us, cfg.duration_ms / 1000.0, reps, turns,
+        cfg.distinct
+            ? ""
+            : "; handoff = holder's unlock to the next holder's acquisition; "
+              "a handoff is an acquisition by a process that was waiting when "
+              "another released (the rest are a holder re-taking the lock it "
+              "just released); wait = attempt start to acquisition (p99 and "
+              "max, medians over the repetitions: starvation shows here)");
     if (cfg.pin)
-        printf("Worker i and the server process serving it (its backend; Redis is "
-               "one server process, left alone) run on CPU i mod the CPUs, for every "
-               "locker alike: left to the scheduler, which processes share a CPU "
-               "changes a run by more than the lockers differ.\n\n");
+        printf(
+            "Worker i and the server process serving it (its backend; Redis is "
+            "one server process, left alone) run on CPU i mod the CPUs, for every "
+            "locker alike: left to the scheduler, which processes share a CPU "
+            "changes a run by more than the lockers differ.\n\n");
     if (cfg.distinct) {
-        printf("| processes | locker | lock+unlock per second | ratio |\n|---:|---|---:|---|\n");
+        printf(
+            "| processes | locker | lock+unlock per second | ratio |\n|---:|---|---:|---|\n");
     } else {
-        printf("| processes | idle gap | locker | acquisitions/s | of which handoffs/s "
-               "| handoff p50 µs | "
-               "handoff p99 µs | wait p99 / max ms | requests / server statements "
-               "per acquisition | ratio (acquisitions/s) |\n"
-               "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+        printf(
+            "| processes | idle gap | locker | acquisitions/s | of which handoffs/s "
+            "| handoff p50 µs | "
+            "handoff p99 µs | wait p99 / max ms | requests / server statements "
+            "per acquisition | ratio (acquisitions/s) |\n"
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
     }
     long total_violations = 0;
-    result (*rs)[64] = calloc((size_t)nsel, sizeof *rs);
+    result(*rs)[64] = calloc((size_t)nsel, sizeof *rs);
     if (!rs)
         bench_die("out of memory");
     for (int pi = 0; pi < nprocs; pi++) {
@@ -477,11 +522,13 @@ int main(int argc, char **argv)
                 for (int sl = 0; sl < cfg.slices; sl++)
                     for (int k = 0; k < nsel; k++) {
                         int i = (r * cfg.slices + sl) % 2 ? nsel - 1 - k : k;
-                        served[i] += run_slice(shm[i], sel[i], &cfg, (int)procs[pi], gaps[gi],
-                                               -1, setup[i], sl == 0);
+                        served[i] += run_slice(shm[i], sel[i], &cfg,
+                                               (int)procs[pi], gaps[gi], -1,
+                                               setup[i], sl == 0);
                     }
                 for (int i = 0; i < nsel; i++)
-                    rs[i][r] = summarize(shm[i], &cfg, (int)procs[pi], served[i]);
+                    rs[i][r] = summarize(shm[i], &cfg, (int)procs[pi],
+                                         served[i]);
             }
             for (int i = 0; i < nsel; i++) {
                 char a[96], b[96], c[96], q[96], ratio[160] = "(baseline)";
@@ -503,21 +550,26 @@ int main(int argc, char **argv)
                         v[r] = rs[i][r].per_sec / rs[base][r].per_sec;
                     char s[96];
                     bench_spread(s, sizeof s, "%.2f", v, (size_t)reps);
-                    snprintf(ratio, sizeof ratio, "%s × %s", s, entry_name(sel[base]));
+                    snprintf(ratio, sizeof ratio, "%s × %s", s,
+                             entry_name(sel[base]));
                 }
-                fmt_spread(a, sizeof a, "%.0f", rs[i], reps, offsetof(result, per_sec));
+                fmt_spread(a, sizeof a, "%.0f", rs[i], reps,
+                           offsetof(result, per_sec));
                 for (int r = 0; r < reps; r++)
                     total_violations += rs[i][r].violations;
                 if (cfg.distinct) {
-                    printf("| %ld | %s | %s | %s |\n", procs[pi], entry_name(sel[i]), a, ratio);
+                    printf("| %ld | %s | %s | %s |\n", procs[pi],
+                           entry_name(sel[i]), a, ratio);
                     continue;
                 }
                 long nsamples = 0;
                 for (int r = 0; r < reps; r++)
                     nsamples += rs[i][r].samples;
                 if (nsamples > 0) {
-                    fmt_spread(b, sizeof b, "%.0f", rs[i], reps, offsetof(result, p50_us));
-                    fmt_spread(c, sizeof c, "%.0f", rs[i], reps, offsetof(result, p99_us));
+                    fmt_spread(b, sizeof b, "%.0f", rs[i], reps,
+                               offsetof(result, p50_us));
+                    fmt_spread(c, sizeof c, "%.0f", rs[i], reps,
+                               offsetof(result, p99_us));
                 } else {
                     snprintf(b, sizeof b, "no handoffs");
                     snprintf(c, sizeof c, "–");
@@ -525,24 +577,27 @@ int main(int argc, char **argv)
                 char gap[32] = "none";
                 if (gaps[gi] > 0)
                     snprintf(gap, sizeof gap, "%g ms", gaps[gi] / 1000.0);
-                snprintf(q, sizeof q, "%.2f / %.2f",
-                         median_of(rs[i], reps, offsetof(result, requests_per_acq)),
-                         median_of(rs[i], reps, offsetof(result, queries_per_acq)));
+                snprintf(
+                    q, sizeof q, "%.2f / %.2f",
+                    median_of(rs[i], reps, offsetof(result, requests_per_acq)),
+                    median_of(rs[i], reps, offsetof(result, queries_per_acq)));
                 char w[64];
                 snprintf(w, sizeof w, "%.1f / %.0f",
                          median_of(rs[i], reps, offsetof(result, wait_p99_ms)),
                          median_of(rs[i], reps, offsetof(result, wait_max_ms)));
-                printf("| %ld | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", procs[pi],
-                       gap, entry_name(sel[i]), a,
-                       median_of(rs[i], reps, offsetof(result, handoffs_per_sec)), b, c, w, q,
-                       ratio);
+                printf(
+                    "| %ld | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
+                    procs[pi], gap, entry_name(sel[i]), a,
+                    median_of(rs[i], reps, offsetof(result, handoffs_per_sec)),
+                    b, c, w, q, ratio);
                 fflush(stdout);
             }
         }
     }
     printf("\nMutual exclusion violations seen: %ld.\n\n", total_violations);
     if (total_unpinned)
-        printf("%ld worker runs could not be pinned to their CPU.\n\n", total_unpinned);
+        printf("%ld worker runs could not be pinned to their CPU.\n\n",
+               total_unpinned);
     free(rs);
     if (stats_conn)
         PQfinish(stats_conn);

@@ -21,16 +21,16 @@
 #endif
 
 typedef struct ctx {
-    PGconn *conn;           /* plain libpq connection (raw ops, xact ops) */
+    PGconn *conn; /* plain libpq connection (raw ops, xact ops) */
 #ifdef BENCH_HAVE_PGLOCK
-    pglock_client *client;  /* pglock's own lock connection */
+    pglock_client *client; /* pglock's own lock connection */
 #endif
 } ctx;
 
 typedef struct op {
     const char *name;
-    const char *baseline;   /* name of the raw op it is compared with */
-    const char *same_sql;   /* name of the raw op sending pglock's own SQL */
+    const char *baseline; /* name of the raw op it is compared with */
+    const char *same_sql; /* name of the raw op sending pglock's own SQL */
     void (*run)(ctx *c, int64_t key);
 } op;
 
@@ -53,9 +53,10 @@ static void raw_try_unlock(ctx *c, int64_t key)
     char text[24];
     const char *values[1] = {text};
     snprintf(text, sizeof text, "%lld", (long long)key);
-    PGresult *res = PQexecParams(c->conn, "SELECT pg_try_advisory_lock($1)",
-                                 1, NULL, values, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK || strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+    PGresult *res = PQexecParams(c->conn, "SELECT pg_try_advisory_lock($1)", 1,
+                                 NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        strcmp(PQgetvalue(res, 0, 0), "t") != 0)
         bench_die("try-lock failed: %s", PQerrorMessage(c->conn));
     PQclear(res);
     bench_exec(c->conn, "SELECT pg_advisory_unlock($1)", &key, PGRES_TUPLES_OK);
@@ -64,7 +65,8 @@ static void raw_try_unlock(ctx *c, int64_t key)
 static void raw_xact_3(ctx *c, int64_t key)
 {
     bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
-    bench_exec(c->conn, "SELECT pg_advisory_xact_lock($1)", &key, PGRES_TUPLES_OK);
+    bench_exec(c->conn, "SELECT pg_advisory_xact_lock($1)", &key,
+               PGRES_TUPLES_OK);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
 }
 
@@ -125,9 +127,9 @@ static void simple(ctx *c, const char *sql)
     PQclear(res);
 }
 
-#define XACT_WAIT(K)                                                          \
-    "SELECT set_config('lock_timeout', x.old, true) FROM"                   \
-    " (SELECT current_setting('lock_timeout') AS old,"                      \
+#define XACT_WAIT(K) \
+    "SELECT set_config('lock_timeout', x.old, true) FROM" \
+    " (SELECT current_setting('lock_timeout') AS old," \
     " set_config('lock_timeout', '0', true), pg_advisory_xact_lock(" K ")) x"
 
 /* pglock_xact_begin_lock()'s query (src/lib/xact_lock.c) by hand, COMMIT. */
@@ -148,7 +150,8 @@ static void raw_pglock_sql_xact_lock(ctx *c, int64_t key)
     snprintf(k, sizeof k, "%lld", (long long)key);
     bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
     snprintf(sql, sizeof sql,
-             "SAVEPOINT pglock_xact_lock; " XACT_WAIT("%s") "; RELEASE SAVEPOINT pglock_xact_lock",
+             "SAVEPOINT pglock_xact_lock; " XACT_WAIT(
+                 "%s") "; RELEASE SAVEPOINT pglock_xact_lock",
              k);
     simple(c, sql);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
@@ -194,7 +197,8 @@ static void raw_xact_pipelined(ctx *c, int64_t key)
 static void check(ctx *c, int rc, const char *what)
 {
     if (rc != 0)
-        bench_die("%s: %s: %s", what, pglock_err_name(rc), pglock_client_error(c->client));
+        bench_die("%s: %s: %s", what, pglock_err_name(rc),
+                  pglock_client_error(c->client));
 }
 
 static void pg_heartbeat(ctx *c, int64_t key)
@@ -207,7 +211,8 @@ static void pg_lock_unlock(ctx *c, int64_t key)
 {
     pglock_key k;
     pglock_key_int64(&k, key);
-    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), "pglock_lock");
+    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER),
+          "pglock_lock");
     check(c, pglock_unlock(c->client, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
 }
 
@@ -223,7 +228,8 @@ static void pg_try_unlock(ctx *c, int64_t key)
 {
     pglock_key k;
     pglock_key_int64(&k, key);
-    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), "pglock_lock");
+    check(c, pglock_lock(c->client, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
+          "pglock_lock");
     check(c, pglock_unlock(c->client, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
 }
 
@@ -232,7 +238,8 @@ static void pg_xact_begin_lock(ctx *c, int64_t key)
     pglock_key k;
     pglock_error err = {0};
     pglock_key_int64(&k, key);
-    int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, -1, &err);
+    int rc = pglock_xact_begin_lock(c->conn, &k, PGLOCK_EXCLUSIVE,
+                                    PGLOCK_WAIT_FOREVER, -1, &err);
     if (rc != 0)
         bench_die("pglock_xact_begin_lock: %s", err.message);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
@@ -244,7 +251,8 @@ static void pg_xact_lock(ctx *c, int64_t key)
     pglock_error err = {0};
     pglock_key_int64(&k, key);
     bench_exec(c->conn, "BEGIN", NULL, PGRES_COMMAND_OK);
-    int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER, -1, &err);
+    int rc = pglock_xact_lock(c->conn, &k, PGLOCK_EXCLUSIVE,
+                              PGLOCK_WAIT_FOREVER, -1, &err);
     if (rc != 0)
         bench_die("pglock_xact_lock: %s", err.message);
     bench_exec(c->conn, "COMMIT", NULL, PGRES_COMMAND_OK);
@@ -254,30 +262,40 @@ static void pg_xact_lock(ctx *c, int64_t key)
 static const op ops[] = {
     {"raw: SELECT 1", NULL, NULL, raw_select1},
     {"raw: pg_advisory_lock + pg_advisory_unlock", NULL, NULL, raw_lock_unlock},
-    {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, NULL, raw_try_unlock},
-    {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, NULL, raw_xact_3},
-    {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, NULL, raw_xact_pipelined},
+    {"raw: pg_try_advisory_lock + pg_advisory_unlock", NULL, NULL,
+     raw_try_unlock},
+    {"raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)", NULL, NULL,
+     raw_xact_3},
+    {"raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT", NULL, NULL,
+     raw_xact_pipelined},
 #ifdef BENCH_HAVE_PGLOCK
     {"same SQL: pglock_heartbeat's query", NULL, NULL, raw_heartbeat_sql},
     {"same SQL: pglock_lock's statement + unlock", NULL, NULL,
      raw_pglock_sql_lock_unlock},
     {"same SQL: pglock_lock's try statement + unlock", NULL, NULL,
      raw_pglock_sql_try_unlock},
-    {"same SQL: pglock_xact_begin_lock's query + COMMIT", NULL, NULL, raw_pglock_sql_begin_lock},
-    {"same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", NULL, NULL,
-     raw_pglock_sql_xact_lock},
+    {"same SQL: pglock_xact_begin_lock's query + COMMIT", NULL, NULL,
+     raw_pglock_sql_begin_lock},
+    {"same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", NULL,
+     NULL, raw_pglock_sql_xact_lock},
     {"pglock_heartbeat", "raw: SELECT 1", "same SQL: pglock_heartbeat's query",
      pg_heartbeat},
-    {"pglock_lock (wait) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
+    {"pglock_lock (wait) + pglock_unlock",
+     "raw: pg_advisory_lock + pg_advisory_unlock",
      "same SQL: pglock_lock's statement + unlock", pg_lock_unlock},
-    {"pglock_lock (5 s timeout) + pglock_unlock", "raw: pg_advisory_lock + pg_advisory_unlock",
+    {"pglock_lock (5 s timeout) + pglock_unlock",
+     "raw: pg_advisory_lock + pg_advisory_unlock",
      "same SQL: pglock_lock's statement + unlock", pg_lock_timeout_unlock},
-    {"pglock_lock (try) + pglock_unlock", "raw: pg_try_advisory_lock + pg_advisory_unlock",
+    {"pglock_lock (try) + pglock_unlock",
+     "raw: pg_try_advisory_lock + pg_advisory_unlock",
      "same SQL: pglock_lock's try statement + unlock", pg_try_unlock},
-    {"pglock_xact_begin_lock + COMMIT", "raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT",
+    {"pglock_xact_begin_lock + COMMIT",
+     "raw: BEGIN + pg_advisory_xact_lock pipelined; COMMIT",
      "same SQL: pglock_xact_begin_lock's query + COMMIT", pg_xact_begin_lock},
-    {"BEGIN; pglock_xact_lock; COMMIT", "raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)",
-     "same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT", pg_xact_lock},
+    {"BEGIN; pglock_xact_lock; COMMIT",
+     "raw: BEGIN; pg_advisory_xact_lock; COMMIT (3 statements)",
+     "same SQL: BEGIN; pglock_xact_lock's query (savepoint); COMMIT",
+     pg_xact_lock},
 #endif
 };
 enum { NOPS = sizeof ops / sizeof ops[0] };
@@ -308,7 +326,8 @@ static int find_op(const char *name)
 
 int main(int argc, char **argv)
 {
-    const char *conninfo = NULL, *label = "", *count_conninfo = NULL, *count_ctl = NULL;
+    const char *conninfo = NULL, *label = "", *count_conninfo = NULL,
+               *count_ctl = NULL;
     int reps = 7, iters = 1000;
     static const struct option longopts[] = {
         {"conninfo", required_argument, NULL, 'c'},
@@ -321,13 +340,26 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'c': conninfo = optarg; break;
-        case 'l': label = optarg; break;
-        case 'r': reps = atoi(optarg); break;
-        case 'n': iters = atoi(optarg); break;
-        case 'C': count_conninfo = optarg; break;
-        case 'X': count_ctl = optarg; break;
-        default: return 64;
+        case 'c':
+            conninfo = optarg;
+            break;
+        case 'l':
+            label = optarg;
+            break;
+        case 'r':
+            reps = atoi(optarg);
+            break;
+        case 'n':
+            iters = atoi(optarg);
+            break;
+        case 'C':
+            count_conninfo = optarg;
+            break;
+        case 'X':
+            count_ctl = optarg;
+            break;
+        default:
+            return 64;
         }
     }
     if (reps < 1 || iters < 1)
@@ -359,7 +391,7 @@ int main(int argc, char **argv)
     double *us = calloc((size_t)NOPS * reps, sizeof *us);
     if (!us)
         bench_die("out of memory");
-    for (int o = 0; o < NOPS; o++)  /* warm up: caches, plans, the backend */
+    for (int o = 0; o < NOPS; o++) /* warm up: caches, plans, the backend */
         for (int i = 0; i < iters / 10 + 1; i++)
             ops[o].run(&c, 8000 + o);
     for (int r = 0; r < reps; r++) {
@@ -374,8 +406,9 @@ int main(int argc, char **argv)
 
     printf("%s%s%d repetitions × %d operations each, µs per operation.\n\n",
            label, *label ? ": " : "", reps, iters);
-    printf("| operation | round trips | µs/op median (min–max) | ratio to the limit "
-           "| ratio to the same SQL by hand |\n");
+    printf(
+        "| operation | round trips | µs/op median (min–max) | ratio to the limit "
+        "| ratio to the same SQL by hand |\n");
     printf("|---|---:|---:|---|---|\n");
     for (int o = 0; o < NOPS; o++) {
         char rtbuf[32], spread[96], ratio[2][160];
@@ -402,7 +435,8 @@ int main(int argc, char **argv)
             else
                 snprintf(ratio[k], sizeof ratio[k], "%s", s);
         }
-        printf("| %s | %s | %s | %s | %s |\n", ops[o].name, rtbuf, spread, ratio[0], ratio[1]);
+        printf("| %s | %s | %s | %s | %s |\n", ops[o].name, rtbuf, spread,
+               ratio[0], ratio[1]);
     }
     printf("\n");
     free(us);

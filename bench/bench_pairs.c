@@ -42,14 +42,16 @@ static double run_once(char **argv)
     double ms = (double)(bench_now_ns() - t0) / 1e6;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         bench_die("%s exited with status %d", argv[0],
-                  WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                  WIFEXITED(status) ? WEXITSTATUS(status)
+                                    : 128 + WTERMSIG(status));
     return ms;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 9 || strcmp(argv[5], "--") != 0)
-        bench_die("usage: bench_pairs RUNS WARMUP NAME_A NAME_B -- A [ARG...] -- B [ARG...]");
+        bench_die(
+            "usage: bench_pairs RUNS WARMUP NAME_A NAME_B -- A [ARG...] -- B [ARG...]");
     int runs = atoi(argv[1]), warmup = atoi(argv[2]);
     const char *name_a = argv[3], *name_b = argv[4];
     char **a = argv + 6, **b = NULL;
@@ -60,13 +62,15 @@ int main(int argc, char **argv)
             break;
         }
     if (runs < 1 || warmup < 0 || !b || !*b || !*a)
-        bench_die("usage: bench_pairs RUNS WARMUP NAME_A NAME_B -- A [ARG...] -- B [ARG...]");
+        bench_die(
+            "usage: bench_pairs RUNS WARMUP NAME_A NAME_B -- A [ARG...] -- B [ARG...]");
 
     for (int i = 0; i < warmup; i++) {
         run_once(a);
         run_once(b);
     }
-    double *ta = calloc((size_t)runs, sizeof *ta), *tb = calloc((size_t)runs, sizeof *tb),
+    double *ta = calloc((size_t)runs, sizeof *ta),
+           *tb = calloc((size_t)runs, sizeof *tb),
            *ratio = calloc((size_t)runs, sizeof *ratio);
     if (!ta || !tb || !ratio)
         bench_die("out of memory");
@@ -83,12 +87,13 @@ int main(int argc, char **argv)
     char sa[64], sb[64];
     bench_spread(sa, sizeof sa, "%.2f", ta, (size_t)runs);
     bench_spread(sb, sizeof sb, "%.2f", tb, (size_t)runs);
-    double ma = bench_quantile(ta, (size_t)runs, 0.5), mb = bench_quantile(tb, (size_t)runs, 0.5);
+    double ma = bench_quantile(ta, (size_t)runs, 0.5),
+           mb = bench_quantile(tb, (size_t)runs, 0.5);
     double r50 = bench_quantile(ratio, (size_t)runs, 0.5);
     double r10 = bench_quantile(ratio, (size_t)runs, 0.1);
     double r90 = bench_quantile(ratio, (size_t)runs, 0.9);
-    printf("| %s ÷ %s, %d pairs | %s | %s | %.2f × | %.2f × (%.2f–%.2f) |\n", name_b, name_a,
-           runs, sa, sb, mb / ma, r50, r10, r90);
+    printf("| %s ÷ %s, %d pairs | %s | %s | %.2f × | %.2f × (%.2f–%.2f) |\n",
+           name_b, name_a, runs, sa, sb, mb / ma, r50, r10, r90);
     free(ta);
     free(tb);
     free(ratio);

@@ -25,7 +25,8 @@ static double raw_lock_unlock_us(PGconn *conn, int64_t key, int iters)
     int64_t t0 = bench_now_ns();
     for (int i = 0; i < iters; i++) {
         bench_exec(conn, "SELECT pg_advisory_lock($1)", &key, PGRES_TUPLES_OK);
-        bench_exec(conn, "SELECT pg_advisory_unlock($1)", &key, PGRES_TUPLES_OK);
+        bench_exec(conn, "SELECT pg_advisory_unlock($1)", &key,
+                   PGRES_TUPLES_OK);
     }
     return (double)(bench_now_ns() - t0) / iters / 1000.0;
 }
@@ -72,7 +73,8 @@ static double time_command(const char *cmd, int reps)
 static void check(pglock_client *c, int rc, const char *what)
 {
     if (rc != 0)
-        bench_die("%s: %s: %s", what, pglock_err_name(rc), pglock_client_error(c));
+        bench_die("%s: %s: %s", what, pglock_err_name(rc),
+                  pglock_client_error(c));
 }
 
 static double pglock_lock_unlock_us(pglock_client *c, int64_t key, int iters)
@@ -81,7 +83,8 @@ static double pglock_lock_unlock_us(pglock_client *c, int64_t key, int iters)
     pglock_key_int64(&k, key);
     int64_t t0 = bench_now_ns();
     for (int i = 0; i < iters; i++) {
-        check(c, pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), "pglock_lock");
+        check(c, pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER),
+              "pglock_lock");
         check(c, pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), "pglock_unlock");
     }
     return (double)(bench_now_ns() - t0) / iters / 1000.0;
@@ -110,12 +113,23 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'c': conninfo = optarg; break;
-        case 'n': counts_s = optarg; break;
-        case 'i': iters = atoi(optarg); break;
-        case 's': status_cmd = optarg; break;
-        case 'r': reps = atoi(optarg); break;
-        default: return 64;
+        case 'c':
+            conninfo = optarg;
+            break;
+        case 'n':
+            counts_s = optarg;
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 's':
+            status_cmd = optarg;
+            break;
+        case 'r':
+            reps = atoi(optarg);
+            break;
+        default:
+            return 64;
         }
     }
     long counts[8];
@@ -130,13 +144,16 @@ int main(int argc, char **argv)
     if (iters < 1)
         bench_die("bad --iters");
 
-    printf("One client holding N session locks (and, as the baseline, a raw libpq "
-           "connection holding N others); lock+unlock of one more key while they are held: "
-           "mean over %d operations, median (min–max) over %d repetitions, raw and pglock "
-           "in turn.\n\n", iters, reps);
-    printf("| locks held | raw libpq lock+unlock µs | pglock lock+unlock µs | ratio "
-           "| pglock_heartbeat µs | taking the N, µs/lock (pglock) | close (unlock all) ms "
-           "| client RSS KiB (growth while taking the N) |\n");
+    printf(
+        "One client holding N session locks (and, as the baseline, a raw libpq "
+        "connection holding N others); lock+unlock of one more key while they are held: "
+        "mean over %d operations, median (min–max) over %d repetitions, raw and pglock "
+        "in turn.\n\n",
+        iters, reps);
+    printf(
+        "| locks held | raw libpq lock+unlock µs | pglock lock+unlock µs | ratio "
+        "| pglock_heartbeat µs | taking the N, µs/lock (pglock) | close (unlock all) ms "
+        "| client RSS KiB (growth while taking the N) |\n");
     printf("|---:|---:|---:|---|---:|---:|---:|---:|\n");
     double status_ms = -1;
     long status_n = 0;
@@ -147,7 +164,8 @@ int main(int argc, char **argv)
         PGconn *raw = bench_connect(conninfo);
         for (long k = 0; k < n; k++) {
             int64_t key = 100000 + k;
-            bench_exec(raw, "SELECT pg_advisory_lock($1)", &key, PGRES_TUPLES_OK);
+            bench_exec(raw, "SELECT pg_advisory_lock($1)", &key,
+                       PGRES_TUPLES_OK);
         }
         double raw_us[16], pg_us[16], ratio[16];
         int nreps = reps < 16 ? reps : 16;
@@ -158,7 +176,9 @@ int main(int argc, char **argv)
         for (long k = 0; k < n; k++) {
             pglock_key key;
             pglock_key_int64(&key, 200000 + k);
-            check(c, pglock_lock(c, &key, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), "pglock_lock");
+            check(c,
+                  pglock_lock(c, &key, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER),
+                  "pglock_lock");
         }
         double take_us = ms_since(t0) * 1000.0 / (double)n;
         long rss1 = rss_kib();
@@ -169,7 +189,8 @@ int main(int argc, char **argv)
         }
         double hb_us = heartbeat_us(c, iters < 100 ? iters : 100);
         /* pglock status sees pglock's n locks only. */
-        bench_exec(raw, "SELECT pg_advisory_unlock_all()", NULL, PGRES_TUPLES_OK);
+        bench_exec(raw, "SELECT pg_advisory_unlock_all()", NULL,
+                   PGRES_TUPLES_OK);
         if (status_cmd && ci == ncounts - 1) {
             status_ms = time_command(status_cmd, reps);
             status_n = n;
@@ -181,8 +202,9 @@ int main(int argc, char **argv)
         bench_spread(a, sizeof a, "%.1f", raw_us, (size_t)nreps);
         bench_spread(b, sizeof b, "%.1f", pg_us, (size_t)nreps);
         bench_spread(q, sizeof q, "%.2f", ratio, (size_t)nreps);
-        printf("| %ld | %s | %s | %s × raw | %.1f | %.1f | %.1f | %ld (+%ld) |\n", n, a, b, q,
-               hb_us, take_us, close_ms, rss1, rss1 - rss0);
+        printf(
+            "| %ld | %s | %s | %s × raw | %.1f | %.1f | %.1f | %ld (+%ld) |\n",
+            n, a, b, q, hb_us, take_us, close_ms, rss1, rss1 - rss0);
 #else
         char a[96];
         for (int r = 0; r < nreps; r++)
@@ -197,10 +219,11 @@ int main(int argc, char **argv)
     }
     if (status_cmd) {
         if (status_ms >= 0)
-            printf("\n`%s` with %ld locks held: %.1f ms (median of %d).\n", status_cmd,
-                   status_n, status_ms, reps);
+            printf("\n`%s` with %ld locks held: %.1f ms (median of %d).\n",
+                   status_cmd, status_n, status_ms, reps);
         else
-            printf("\n`%s` did not run successfully; not measured.\n", status_cmd);
+            printf("\n`%s` did not run successfully; not measured.\n",
+                   status_cmd);
     }
     printf("\n");
     return 0;

@@ -23,14 +23,14 @@
 #include "pglock.h"
 
 #define MAX_REPS 32
-#define HEARTBEAT_MS 5000   /* the default lease (30 s) / 6, as pglock run */
-#define BEFORE_SQL                                                          \
-    "SELECT pg_backend_pid(), (SELECT count(*) FROM"                        \
-    " unnest('{0}'::oid[], '{777000}'::oid[], '{1}'::int2[],"               \
-    " '{ExclusiveLock}'::text[]) AS k(c, o, s, m)"                          \
-    " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"                           \
-    "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()"          \
-    "  AND l.granted AND l.classid = k.c AND l.objid = k.o"                 \
+#define HEARTBEAT_MS 5000 /* a 30 s lease / 6, as pglock run heartbeats */
+#define BEFORE_SQL \
+    "SELECT pg_backend_pid(), (SELECT count(*) FROM" \
+    " unnest('{0}'::oid[], '{777000}'::oid[], '{1}'::int2[]," \
+    " '{ExclusiveLock}'::text[]) AS k(c, o, s, m)" \
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_locks l" \
+    "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()" \
+    "  AND l.granted AND l.classid = k.c AND l.objid = k.o" \
     "  AND l.objsubid = k.s AND l.mode = k.m))"
 
 /* CPU time a process has run, in ns (/proc/PID/schedstat), or -1. */
@@ -49,13 +49,13 @@ static int64_t cpu_ns(int pid)
 }
 
 typedef struct sample {
-    double wall_us, cpu_us;   /* per operation; cpu_us < 0: unknown */
+    double wall_us, cpu_us; /* per operation; cpu_us < 0: unknown */
 } sample;
 
 /* One way to confirm possession, timed iters times on its backend. */
 typedef struct prover {
     const char *name;
-    PGconn *raw;          /* a raw query on it, or */
+    PGconn *raw; /* a raw query on it, or */
     const char *sql;
     pglock_client *client; /* a pglock heartbeat */
 } prover;
@@ -112,8 +112,10 @@ static void fill_to(PGconn *filler, long *held, long count)
     if (count <= *held)
         return;
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT count(pg_advisory_lock(777, g::int))"
-             " FROM generate_series(%ld, %ld) g", *held + 1, count);
+    snprintf(sql, sizeof sql,
+             "SELECT count(pg_advisory_lock(777, g::int))"
+             " FROM generate_series(%ld, %ld) g",
+             *held + 1, count);
     bench_exec(filler, sql, NULL, PGRES_TUPLES_OK);
     *held = count;
 }
@@ -243,8 +245,9 @@ static void fleet(const char *conninfo, int n, long ms, long settle_ms,
     const char *who = raw ? "raw libpq, `SELECT pg_backend_pid()` (the floor)"
                           : "pglock heartbeat";
     if (cpu0 < 0 || cpu1 < 0)
-        printf("| %d | %s | %ld | %.1f | n/a (the server is not on this machine) | n/a |\n",
-               n, who, others, (double)beats / secs);
+        printf(
+            "| %d | %s | %ld | %.1f | n/a (the server is not on this machine) | n/a |\n",
+            n, who, others, (double)beats / secs);
     else
         printf("| %d | %s | %ld | %.1f | %.3f %% | %.1f |\n", n, who, others,
                (double)beats / secs, (double)(cpu1 - cpu0) / 1e7 / secs,
@@ -281,15 +284,24 @@ int main(int argc, char **argv)
         {"settle-ms", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0}};
     for (int o; (o = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
-        if (o == 'd') conninfo = optarg;
-        else if (o == 'c') counts_arg = optarg;
-        else if (o == 'i') iters = atoi(optarg);
-        else if (o == 'r') reps = atoi(optarg);
-        else if (o == 'n') holders = atoi(optarg);
-        else if (o == 't') hold_ms = atol(optarg);
-        else if (o == 's') settle_ms = atol(optarg);
-        else bench_die("usage: bench_server --conninfo C [--counts L] "
-                       "[--iters N] [--reps N] [--holders N] [--hold-ms MS] [--settle-ms MS]");
+        if (o == 'd')
+            conninfo = optarg;
+        else if (o == 'c')
+            counts_arg = optarg;
+        else if (o == 'i')
+            iters = atoi(optarg);
+        else if (o == 'r')
+            reps = atoi(optarg);
+        else if (o == 'n')
+            holders = atoi(optarg);
+        else if (o == 't')
+            hold_ms = atol(optarg);
+        else if (o == 's')
+            settle_ms = atol(optarg);
+        else
+            bench_die(
+                "usage: bench_server --conninfo C [--counts L] "
+                "[--iters N] [--reps N] [--holders N] [--hold-ms MS] [--settle-ms MS]");
     }
     if (!conninfo || iters < 1 || reps < 1 || reps > MAX_REPS ||
         settle_ms < 0 || settle_ms > 600000)
@@ -301,7 +313,8 @@ int main(int argc, char **argv)
     PGconn *filler = bench_connect(conninfo), *raw = bench_connect(conninfo);
     PGconn *raw_again = bench_connect(conninfo);
     PGconn *before = bench_connect(conninfo);
-    bench_exec(before, "SELECT pg_advisory_lock(777000)", NULL, PGRES_TUPLES_OK);
+    bench_exec(before, "SELECT pg_advisory_lock(777000)", NULL,
+               PGRES_TUPLES_OK);
     /* The floor twice: the second, an A/A control, shows how far this
      * machine alone moves a ratio to the floor. */
     enum { NPROVERS = 5 }; /* <= MAX_PROVERS */
@@ -321,17 +334,19 @@ int main(int argc, char **argv)
     int pinned = bench_pin(0, 0) == 0;
     for (int i = 0; i < NPROVERS; i++)
         pinned = pinned && bench_pin(prover_pid(&pv[i]), 0) == 0;
-    printf("%s\n\n", pinned
-           ? "This program and the five backends it times share one CPU, so that"
-             " every row's round trips cross the same CPUs (on this 2-core machine"
-             " one CPU or two makes ~28 or ~39 µs, whichever the scheduler picks)."
-           : "The backends could not be pinned to one CPU (the server is elsewhere"
-             " or the bench may not move them): rows may differ by where the"
-             " scheduler put each backend.");
+    printf(
+        "%s\n\n",
+        pinned
+            ? "This program and the five backends it times share one CPU, so that"
+              " every row's round trips cross the same CPUs (on this 2-core machine"
+              " one CPU or two makes ~28 or ~39 µs, whichever the scheduler picks)."
+            : "The backends could not be pinned to one CPU (the server is elsewhere"
+              " or the bench may not move them): rows may differ by where the"
+              " scheduler put each backend.");
     printf("| other locks on the server | query | µs per heartbeat | × floor |"
            " server CPU µs per heartbeat |\n|---:|---|---:|---:|---:|\n");
     for (int i = 0; i < NPROVERS; i++)
-        run_prover(&pv[i], 20);  /* the backends' caches warm */
+        run_prover(&pv[i], 20); /* the backends' caches warm */
     long held = 0;
     for (int i = 0; i < ncounts; i++) {
         fill_to(filler, &held, counts[i]);
@@ -347,16 +362,18 @@ int main(int argc, char **argv)
     for (int i = 0; i < NPROVERS; i++)
         bench_unpin(prover_pid(&pv[i]));
     printf("\n%d library clients, each holding one lock and heartbeating "
-           "every %d ms (the default 30 s lease), for %.1f s each (after "
+           "every %d ms (a 30 s lease), for %.1f s each (after "
            "%.0f s for their backends' first statistics flush), with the "
            "largest count of other locks held, then none; then %d raw libpq "
            "connections each holding one lock and running the floor query "
            "at the same pace (at a fleet's pace a backend's caches have gone "
            "cold by its next turn: any query costs far more than in the loop "
-           "above):\n\n", holders, HEARTBEAT_MS,
-           (double)hold_ms / 1000.0, (double)settle_ms / 1000.0, holders);
-    printf("| clients | proving by | other locks | proofs/s | server CPU (%% of one core)"
-           " | server CPU µs per proof |\n|---:|---|---:|---:|---:|---:|\n");
+           "above):\n\n",
+           holders, HEARTBEAT_MS, (double)hold_ms / 1000.0,
+           (double)settle_ms / 1000.0, holders);
+    printf(
+        "| clients | proving by | other locks | proofs/s | server CPU (%% of one core)"
+        " | server CPU µs per proof |\n|---:|---|---:|---:|---:|---:|\n");
     fleet(conninfo, holders, hold_ms, settle_ms, held, 0);
     if (held > 0) {
         bench_exec(filler, "SELECT pg_advisory_unlock_all()", NULL,

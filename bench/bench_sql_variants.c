@@ -1,7 +1,7 @@
 /*
  * bench_sql_variants — what each form of the lock statement costs the
- * server (issue 31).  One connection, one key per variant, no contention:
- * each variant's statements (a lock and its unlock, or one heartbeat) are
+ * server, the figures behind the statement pglock sends.  One
+ * connection, one key per variant, no contention: each variant's statements (a lock and its unlock, or one heartbeat) are
  * sent N times in a row, and the backend's CPU time is read before and
  * after from /proc/PID/schedstat (ns) and /proc/PID/stat (utime + stime,
  * in clock ticks), beside the wall time.  Variants run in interleaved
@@ -34,20 +34,20 @@
 
 /* How a statement goes to the server. */
 typedef enum how {
-    EXT_TEXT,     /* PQexecParams, text parameter, type left to the server */
-    EXT_TYPED,    /* PQexecParams, text parameter declared int8 */
-    EXT_BINARY,   /* PQexecParams, binary int8 parameter */
-    EXT_NONE,     /* PQexecParams, no parameter */
-    SIMPLE,       /* PQexec, the key as a literal (%lld in sql) */
-    PREPARED      /* PQexecPrepared of a statement prepared once */
+    EXT_TEXT,   /* PQexecParams, text parameter, type left to the server */
+    EXT_TYPED,  /* PQexecParams, text parameter declared int8 */
+    EXT_BINARY, /* PQexecParams, binary int8 parameter */
+    EXT_NONE,   /* PQexecParams, no parameter */
+    SIMPLE,     /* PQexec, the key as a literal (%lld in sql) */
+    PREPARED    /* PQexecPrepared of a statement prepared once */
 } how;
 
 typedef struct stmt {
-    const char *sql;      /* NULL: no statement */
+    const char *sql; /* NULL: no statement */
     how how;
-    int expect_true;      /* column `col` must be 't' (try, unlock) */
+    int expect_true; /* column `col` must be 't' (try, unlock) */
     int col;
-    int lock_timeout;     /* $1 is lock_timeout ("0"), the key $2 */
+    int lock_timeout; /* $1 is lock_timeout ("0"), the key $2 */
 } stmt;
 
 typedef struct variant {
@@ -55,19 +55,24 @@ typedef struct variant {
     stmt s[2];
 } variant;
 
-#define EXT(sql, col) {sql, EXT_TEXT, 1, col, 0}
+#define EXT(sql, col) \
+    { \
+        sql, EXT_TEXT, 1, col, 0 \
+    }
 #define UNLOCK_RAW EXT("SELECT pg_advisory_unlock($1)", 0)
 #define UNLOCK_NOW EXT("SELECT pg_advisory_unlock($1::int8)", 0)
 
 static const variant variants[] = {
     {"raw libpq: `SELECT pg_advisory_lock($1)` + `…unlock($1)`",
      {{"SELECT pg_advisory_lock($1)", EXT_TEXT, 0, 0, 0}, UNLOCK_RAW}},
-    {"pglock before issue 31: `SELECT NULL, pg_advisory_lock($1::int8)` + `…unlock($1::int8)`",
-     {{"SELECT NULL, pg_advisory_lock($1::int8)", EXT_TEXT, 0, 0, 0}, UNLOCK_NOW}},
+    {"pglock before, a column more: `SELECT NULL, pg_advisory_lock($1::int8)` + `…unlock($1::int8)`",
+     {{"SELECT NULL, pg_advisory_lock($1::int8)", EXT_TEXT, 0, 0, 0},
+      UNLOCK_NOW}},
     {"pglock before, lock_timeout changing: `SELECT set_config('lock_timeout', $1, false), "
      "pg_advisory_lock($2::int8)` + unlock",
      {{"SELECT set_config('lock_timeout', $1, false), pg_advisory_lock($2::int8)",
-       EXT_TEXT, 0, 0, 1}, UNLOCK_NOW}},
+       EXT_TEXT, 0, 0, 1},
+      UNLOCK_NOW}},
     {"no NULL column: `SELECT pg_advisory_lock($1::int8)` + unlock",
      {{"SELECT pg_advisory_lock($1::int8)", EXT_TEXT, 0, 0, 0}, UNLOCK_NOW}},
     {"NULL column, no cast: `SELECT NULL, pg_advisory_lock($1)` + `…unlock($1)`",
@@ -105,6 +110,24 @@ static const variant variants[] = {
      {{"SELECT pg_backend_pid()", SIMPLE, 0, 0, 0}, {NULL, SIMPLE, 0, 0, 0}}},
     {"heartbeat, extended protocol: `SELECT pg_backend_pid()`, one",
      {{"SELECT pg_backend_pid()", EXT_NONE, 0, 0, 0}, {NULL, SIMPLE, 0, 0, 0}}},
+    /* A/A/B: the session heartbeat without and with the stop-request try
+     * that run's and lead's holds add (src/lib/stop_request.c); the same
+     * statement twice is the control. */
+    {"heartbeat, no stop request watched: `SELECT pg_backend_pid() WHERE "
+     "clock_timestamp() IS NOT NULL` (simple), one",
+     {{"SELECT pg_backend_pid() WHERE clock_timestamp() IS NOT NULL", SIMPLE, 0,
+       0, 0},
+      {NULL, SIMPLE, 0, 0, 0}}},
+    {"the same again (A/A control)",
+     {{"SELECT pg_backend_pid() WHERE clock_timestamp() IS NOT NULL", SIMPLE, 0,
+       0, 0},
+      {NULL, SIMPLE, 0, 0, 0}}},
+    {"heartbeat watching stop requests: `SELECT pg_backend_pid(), "
+     "pg_try_advisory_xact_lock('K'::int8) WHERE …` (simple), one",
+     {{"SELECT pg_backend_pid(), pg_try_advisory_xact_lock('%lld'::int8) "
+       "WHERE clock_timestamp() IS NOT NULL",
+       SIMPLE, 0, 0, 0},
+      {NULL, SIMPLE, 0, 0, 0}}},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -136,8 +159,10 @@ static cpu read_cpu(int pid)
          * 3rd field, utime the 14th, stime the 15th. */
         char *p = strrchr(buf, ')');
         unsigned long ut, st;
-        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                               "%lu %lu", &ut, &st) == 2)
+        if (p && sscanf(p + 2,
+                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                        "%lu %lu",
+                        &ut, &st) == 2)
             c.ticks = (long long)(ut + st);
     }
     return c;
@@ -153,7 +178,8 @@ static void check(PGconn *conn, PGresult *res, const stmt *s)
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
         bench_die("%s: %s", s->sql, PQerrorMessage(conn));
     if (s->expect_true && PQgetvalue(res, 0, s->col)[0] != 't')
-        bench_die("%s: answered %s, not true", s->sql, PQgetvalue(res, 0, s->col));
+        bench_die("%s: answered %s, not true", s->sql,
+                  PQgetvalue(res, 0, s->col));
     PQclear(res);
 }
 
@@ -163,7 +189,8 @@ static void statement_name(char *buf, size_t len, size_t v, int i)
 }
 
 /* Sends one statement of variant v with key, and checks its answer. */
-static void run_stmt(PGconn *conn, size_t v, int i, const stmt *s, long long key)
+static void run_stmt(PGconn *conn, size_t v, int i, const stmt *s,
+                     long long key)
 {
     char text[24], sql[160], name[32];
     unsigned char be[8];
@@ -187,7 +214,7 @@ static void run_stmt(PGconn *conn, size_t v, int i, const stmt *s, long long key
     case EXT_BINARY: {
         const Oid types[1] = {INT8OID};
         const int lengths[1] = {8}, formats[1] = {1};
-        for (int b = 0; b < 8; b++)   /* network byte order */
+        for (int b = 0; b < 8; b++) /* network byte order */
             be[b] = (unsigned char)((unsigned long long)key >> (8 * (7 - b)));
         const char *bin[1] = {(const char *)be};
         res = PQexecParams(conn, s->sql, 1, types, bin, lengths, formats, 0);
@@ -210,7 +237,7 @@ static void run_stmt(PGconn *conn, size_t v, int i, const stmt *s, long long key
 }
 
 typedef struct sample {
-    double cpu_us, tick_us, wall_us;   /* per iteration */
+    double cpu_us, tick_us, wall_us; /* per iteration */
 } sample;
 
 static sample run_variant(conn_state *cs, size_t v, int iters)
@@ -285,30 +312,40 @@ int main(int argc, char **argv)
         {"only", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0}};
     for (int o; (o = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
-        if (o == 'd') conninfo = optarg;
-        else if (o == 'i') iters = atoi(optarg);
-        else if (o == 'r') rounds = atoi(optarg);
-        else if (o == 'p') pin = 1;
+        if (o == 'd')
+            conninfo = optarg;
+        else if (o == 'i')
+            iters = atoi(optarg);
+        else if (o == 'r')
+            rounds = atoi(optarg);
+        else if (o == 'p')
+            pin = 1;
         else if (o == 'o') {
             nsel = 0;
             for (char *p = optarg; *p && nsel < NVARIANTS; p += *p == ',') {
                 char *end;
                 long v = strtol(p, &end, 10);
-                if (end == p || v < 0 || v >= (long)NVARIANTS || (*end && *end != ','))
+                if (end == p || v < 0 || v >= (long)NVARIANTS ||
+                    (*end && *end != ','))
                     bench_die("--only: invalid variant list %s", optarg);
                 sel[nsel++] = (size_t)v;
                 p = end;
             }
-        }
-        else bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
+        } else
+            bench_die(
+                "usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
     }
-    if (!conninfo || iters < 1 || rounds < 1 || rounds > MAX_ROUNDS || nsel == 0)
-        bench_die("usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
+    if (!conninfo || iters < 1 || rounds < 1 || rounds > MAX_ROUNDS ||
+        nsel == 0)
+        bench_die(
+            "usage: bench_sql_variants --conninfo C [--iters N] [--rounds N] [--pin] [--only I,J,...]");
 
     conn_state cs = {bench_connect(conninfo), 0};
     cs.pid = PQbackendPID(cs.conn);
     if (read_cpu(cs.pid).ns < 0)
-        bench_die("cannot read /proc/%d/schedstat: the server must run on this machine", cs.pid);
+        bench_die(
+            "cannot read /proc/%d/schedstat: the server must run on this machine",
+            cs.pid);
     if (pin && (bench_pin(0, 0) != 0 || bench_pin(cs.pid, 0) != 0))
         bench_die("could not pin the client and backend %d to one CPU", cs.pid);
     prepare_all(cs.conn);
@@ -331,18 +368,22 @@ int main(int argc, char **argv)
     }
     PQfinish(cs.conn);
 
-    printf("| variant | backend CPU µs per iteration, median (min–max) "
-           "| ÷ first row, median (10th–90th pct) of rounds "
-           "| utime+stime µs | wall µs per iteration |\n|---|---|---|---|---|\n");
+    printf(
+        "| variant | backend CPU µs per iteration, median (min–max) "
+        "| ÷ first row, median (10th–90th pct) of rounds "
+        "| utime+stime µs | wall µs per iteration |\n|---|---|---|---|---|\n");
     size_t base = sel[0];
     for (size_t k = 0; k < nsel; k++) {
         size_t v = sel[k];
-        double cpu[MAX_ROUNDS], tick[MAX_ROUNDS], wall[MAX_ROUNDS], ratio[MAX_ROUNDS];
+        double cpu[MAX_ROUNDS], tick[MAX_ROUNDS], wall[MAX_ROUNDS],
+            ratio[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) {
             cpu[r] = s[v][r].cpu_us;
             tick[r] = s[v][r].tick_us;
             wall[r] = s[v][r].wall_us;
-            ratio[r] = s[base][r].cpu_us > 0 ? s[v][r].cpu_us / s[base][r].cpu_us : -1;
+            ratio[r] = s[base][r].cpu_us > 0
+                           ? s[v][r].cpu_us / s[base][r].cpu_us
+                           : -1;
         }
         char a[64], b[64], c[64], d[80];
         spread(a, sizeof a, cpu, (size_t)rounds);
@@ -355,9 +396,11 @@ int main(int argc, char **argv)
             snprintf(d, sizeof d, "%.3f × (%.3f–%.3f)", rq, r10, r90);
         else
             snprintf(d, sizeof d, "n/a");
-        printf("| %zu. %s | %s | %s | %s | %s |\n", v, variants[v].name, a, d, b, c);
+        printf("| %zu. %s | %s | %s | %s | %s |\n", v, variants[v].name, a, d,
+               b, c);
     }
-    printf("\n%d rounds of %d iterations per variant%s; backend pid %d.\n", rounds, iters,
-           pin ? ", client and backend pinned to one CPU" : "", cs.pid);
+    printf("\n%d rounds of %d iterations per variant%s; backend pid %d.\n",
+           rounds, iters, pin ? ", client and backend pinned to one CPU" : "",
+           cs.pid);
     return 0;
 }

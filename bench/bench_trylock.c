@@ -22,7 +22,8 @@ int main(int argc, char **argv)
         argc -= 2;
     }
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_trylock [-d CONNINFO] KEY [COMMAND [ARG...]]\n");
+        fprintf(stderr,
+                "usage: bench_trylock [-d CONNINFO] KEY [COMMAND [ARG...]]\n");
         return 64;
     }
     PGconn *conn = PQconnectdb(conninfo);
@@ -31,9 +32,11 @@ int main(int argc, char **argv)
         return 69;
     }
     const char *values[1] = {argv[1]};
-    PGresult *res = PQexecParams(conn, "SELECT pg_try_advisory_lock($1::bigint)", 1, NULL,
-                                 values, NULL, NULL, 0);
-    int got = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT pg_try_advisory_lock($1::bigint)", 1,
+                                 NULL, values, NULL, NULL, 0);
+    int got = PQresultStatus(res) == PGRES_TUPLES_OK &&
+              strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
     int status = got ? 0 : 75;
     if (got && argc > 2) {
@@ -43,7 +46,9 @@ int main(int argc, char **argv)
             _exit(127);
         }
         int st;
-        status = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 70;
+        status = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st)
+                     ? WEXITSTATUS(st)
+                     : 70;
     }
     if (got) {
         res = PQexec(conn, "SELECT pg_advisory_unlock_all()");

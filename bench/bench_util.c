@@ -87,14 +87,15 @@ double bench_quantile(double *v, size_t n, double q)
     return v[i];
 }
 
-const char *bench_spread(char *buf, size_t len, const char *fmt, double *v, size_t n)
+const char *bench_spread(char *buf, size_t len, const char *fmt, double *v,
+                         size_t n)
 {
     char a[32], b[32], c[32];
     if (n == 0) {
         snprintf(buf, len, "n/a");
         return buf;
     }
-    double med = bench_quantile(v, n, 0.5);  /* also sorts */
+    double med = bench_quantile(v, n, 0.5); /* also sorts */
     snprintf(a, sizeof a, fmt, med);
     if (n == 1) {
         snprintf(buf, len, "%s", a);
@@ -114,7 +115,8 @@ PGconn *bench_connect(const char *conninfo)
     return conn;
 }
 
-void bench_exec(PGconn *conn, const char *sql, const int64_t *key, ExecStatusType expect)
+void bench_exec(PGconn *conn, const char *sql, const int64_t *key,
+                ExecStatusType expect)
 {
     char text[24];
     const char *values[1] = {text};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# capacity.sh — what one PostgreSQL carries (issue 30, part 2): many
+# capacity.sh — what one PostgreSQL carries: many
 # `pglock run` processes on this machine against one throwaway server.
 #
 #   bench/capacity.sh BUILD_DIR [--smoke] [N...]     (default N: 100 500 1000)
@@ -178,7 +178,7 @@ out ""
 out "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem:/ {print $2}') GiB; clients and server share the cores"
 out "- $(q 'select version()' | cut -d, -f1); max_connections $(q 'show max_connections'), shared_buffers $(q 'show shared_buffers'), max_locks_per_transaction $(q 'show max_locks_per_transaction'); fsync $(q 'show fsync') (the harness's)"
 out "- PgBouncer $("${PGLOCK_PGBOUNCER:-/usr/sbin/pgbouncer}" --version 2>/dev/null | head -1 | awk '{print $2}'), transaction pooling, max_client_conn $((MAXN + 100)), default_pool_size $POOL; Redis $(redis-server --version 2>/dev/null | awk '{print $3}' | sed 's/v=//')"
-out "- $("$PGLOCK" --version 2>/dev/null | head -1), default lease 30 s (a heartbeat every 5 s); windows of $WINDOW s, $WINDOWS of them"
+out "- $("$PGLOCK" --version 2>/dev/null | head -1), default lease 20 s (a heartbeat every 3.3 s); windows of $WINDOW s, $WINDOWS of them"
 out "- idle server: $IDLE % of one core, $((IDLE_PSS / 1024)) MiB PSS (all its processes)"
 out ""
 

@@ -178,7 +178,7 @@ echo ""
 echo "| holder, SIGKILLed | runs | waiter's command started after: median (min–max) ms | killed holder's command still running then |"
 echo "|---|---:|---:|---:|"
 say "etcd: takeover"
-takeover_row "pglock run K, lease 30 s (the default); waiter pglock run --wait=60s K" "$TAKEOVERS" pglock 0
+takeover_row "pglock run K, lease 20 s (the default); waiter pglock run --wait=60s K" "$TAKEOVERS" pglock 0
 takeover_row "etcdctl lock --ttl 1 (the flag's minimum)" "$TAKEOVERS" etcd 1
 if [ "$DEFAULT_TAKEOVERS" -gt 0 ]; then
     takeover_row "etcdctl lock (--ttl 10, the default)" "$DEFAULT_TAKEOVERS" etcd 10

@@ -11,7 +11,7 @@
 
 typedef struct pg_state {
     PGconn *conn;
-    long poll_us;   /* 0: wait on the server */
+    long poll_us; /* 0: wait on the server */
 } pg_state;
 
 static void *open_with(const char *conninfo, long poll_us)
@@ -24,9 +24,18 @@ static void *open_with(const char *conninfo, long poll_us)
     return s;
 }
 
-static void *open_wait(const char *conninfo) { return open_with(conninfo, 0); }
-static void *open_poll_10ms(const char *conninfo) { return open_with(conninfo, 10000); }
-static void *open_poll_1ms(const char *conninfo) { return open_with(conninfo, 1000); }
+static void *open_wait(const char *conninfo)
+{
+    return open_with(conninfo, 0);
+}
+static void *open_poll_10ms(const char *conninfo)
+{
+    return open_with(conninfo, 10000);
+}
+static void *open_poll_1ms(const char *conninfo)
+{
+    return open_with(conninfo, 1000);
+}
 
 static void sleep_us(long us)
 {
@@ -39,7 +48,8 @@ static void pg_lock(void *state, int64_t key, long *queries)
 {
     pg_state *s = state;
     if (s->poll_us == 0) {
-        bench_exec(s->conn, "SELECT pg_advisory_lock($1)", &key, PGRES_TUPLES_OK);
+        bench_exec(s->conn, "SELECT pg_advisory_lock($1)", &key,
+                   PGRES_TUPLES_OK);
         ++*queries;
         return;
     }
@@ -47,8 +57,8 @@ static void pg_lock(void *state, int64_t key, long *queries)
     const char *values[1] = {text};
     snprintf(text, sizeof text, "%lld", (long long)key);
     for (;;) {
-        PGresult *res = PQexecParams(s->conn, "SELECT pg_try_advisory_lock($1)", 1, NULL,
-                                     values, NULL, NULL, 0);
+        PGresult *res = PQexecParams(s->conn, "SELECT pg_try_advisory_lock($1)",
+                                     1, NULL, values, NULL, NULL, 0);
         ++*queries;
         if (PQresultStatus(res) != PGRES_TUPLES_OK)
             bench_die("pg_try_advisory_lock: %s", PQerrorMessage(s->conn));
@@ -80,11 +90,20 @@ static int pg_server_pid(void *state)
 }
 
 const bench_locker bench_locker_raw_wait = {
-    "raw libpq wait", "raw libpq `pg_advisory_lock` (the server wakes the waiter) — the limit",
-    open_wait, pg_lock, pg_unlock, pg_close, pg_server_pid};
+    "raw libpq wait",
+    "raw libpq `pg_advisory_lock` (the server wakes the waiter) — the limit",
+    open_wait,
+    pg_lock,
+    pg_unlock,
+    pg_close,
+    pg_server_pid};
 const bench_locker bench_locker_poll_10ms = {
-    "poll 10 ms", "libpq `pg_try_advisory_lock`, sleep 10 ms between tries",
-    open_poll_10ms, pg_lock, pg_unlock, pg_close, pg_server_pid};
+    "poll 10 ms",   "libpq `pg_try_advisory_lock`, sleep 10 ms between tries",
+    open_poll_10ms, pg_lock,
+    pg_unlock,      pg_close,
+    pg_server_pid};
 const bench_locker bench_locker_poll_1ms = {
-    "poll 1 ms", "libpq `pg_try_advisory_lock`, sleep 1 ms between tries",
-    open_poll_1ms, pg_lock, pg_unlock, pg_close, pg_server_pid};
+    "poll 1 ms",   "libpq `pg_try_advisory_lock`, sleep 1 ms between tries",
+    open_poll_1ms, pg_lock,
+    pg_unlock,     pg_close,
+    pg_server_pid};

@@ -53,6 +53,10 @@ static int pglock_server_pid(void *state)
 }
 
 const bench_locker bench_locker_pglock = {
-    "pglock", "pglock's library, `pglock_lock` waiting (the server wakes the waiter)",
-    pglock_open, pglock_lock_one, pglock_unlock_one, pglock_close_one,
+    "pglock",
+    "pglock's library, `pglock_lock` waiting (the server wakes the waiter)",
+    pglock_open,
+    pglock_lock_one,
+    pglock_unlock_one,
+    pglock_close_one,
     pglock_server_pid};

@@ -30,15 +30,23 @@ static void *open_with(const char *socket_path, long poll_us)
         bench_die("out of memory");
     s->rc = redisConnectUnix(socket_path);
     if (!s->rc || s->rc->err)
-        bench_die("redis connect %s: %s", socket_path, s->rc ? s->rc->errstr : "out of memory");
+        bench_die("redis connect %s: %s", socket_path,
+                  s->rc ? s->rc->errstr : "out of memory");
     s->poll_us = poll_us;
     /* Unique per holder: the unlock deletes only its own key. */
-    snprintf(s->token, sizeof s->token, "%d-%lld", (int)getpid(), (long long)bench_now_ns());
+    snprintf(s->token, sizeof s->token, "%d-%lld", (int)getpid(),
+             (long long)bench_now_ns());
     return s;
 }
 
-static void *open_10ms(const char *target) { return open_with(target, 10000); }
-static void *open_1ms(const char *target) { return open_with(target, 1000); }
+static void *open_10ms(const char *target)
+{
+    return open_with(target, 10000);
+}
+static void *open_1ms(const char *target)
+{
+    return open_with(target, 1000);
+}
 
 static void redis_lock(void *state, int64_t key, long *queries)
 {
@@ -46,11 +54,12 @@ static void redis_lock(void *state, int64_t key, long *queries)
     char name[32];
     snprintf(name, sizeof name, "lock:%lld", (long long)key);
     for (;;) {
-        redisReply *r = redisCommand(s->rc, "SET %s %s NX PX %d", name, s->token, 30000);
+        redisReply *r = redisCommand(s->rc, "SET %s %s NX PX %d", name,
+                                     s->token, 30000);
         ++*queries;
         if (!r)
             bench_die("redis SET: %s", s->rc->errstr);
-        int got = r->type == REDIS_REPLY_STATUS;   /* "OK"; nil when taken */
+        int got = r->type == REDIS_REPLY_STATUS; /* "OK"; nil when taken */
         if (r->type == REDIS_REPLY_ERROR)
             bench_die("redis SET: %s", r->str);
         freeReplyObject(r);
@@ -66,10 +75,12 @@ static void redis_unlock(void *state, int64_t key, long *queries)
     redis_state *s = state;
     char name[32];
     snprintf(name, sizeof name, "lock:%lld", (long long)key);
-    redisReply *r = redisCommand(s->rc, "EVAL %s 1 %s %s", unlock_script, name, s->token);
+    redisReply *r = redisCommand(s->rc, "EVAL %s 1 %s %s", unlock_script, name,
+                                 s->token);
     ++*queries;
     if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
-        bench_die("redis unlock failed: %s", r ? (r->str ? r->str : "not held") : s->rc->errstr);
+        bench_die("redis unlock failed: %s",
+                  r ? (r->str ? r->str : "not held") : s->rc->errstr);
     freeReplyObject(r);
 }
 
@@ -81,8 +92,18 @@ static void redis_close(void *state)
 }
 
 const bench_locker bench_locker_redis_10ms = {
-    "redis poll 10 ms", "Redis `SET NX PX` polled every 10 ms, `EVAL` compare-and-delete unlock",
-    open_10ms, redis_lock, redis_unlock, redis_close, NULL};
+    "redis poll 10 ms",
+    "Redis `SET NX PX` polled every 10 ms, `EVAL` compare-and-delete unlock",
+    open_10ms,
+    redis_lock,
+    redis_unlock,
+    redis_close,
+    NULL};
 const bench_locker bench_locker_redis_1ms = {
-    "redis poll 1 ms", "Redis `SET NX PX` polled every 1 ms, `EVAL` compare-and-delete unlock",
-    open_1ms, redis_lock, redis_unlock, redis_close, NULL};
+    "redis poll 1 ms",
+    "Redis `SET NX PX` polled every 1 ms, `EVAL` compare-and-delete unlock",
+    open_1ms,
+    redis_lock,
+    redis_unlock,
+    redis_close,
+    NULL};

@@ -112,8 +112,9 @@ if [ "$SMOKE" = 1 ]; then
 else
     OPS="--reps 11 --iters 1000"
     CONTEND="--procs 2,4,8 --gaps-us 0,1000 --duration-ms 1000 --reps 7 --slices 5 --pin"
-    # Issue 19's contention target is judged on repetitions of 3 s: in
-    # one of 1 s this machine moves raw libpq against itself by up to 15 %.
+    # The contention target (pglock at least 0.95x raw libpq) is judged
+    # on repetitions of 3 s: in one of 1 s this machine moves raw libpq
+    # against itself by up to 15 %.
     TARGET="--procs 2,4,8 --gaps-us 0 --duration-ms 3000 --reps 7 --slices 15 --pin"
     DISTINCT="--procs 1,2,4,8 --duration-ms 3000 --reps 7 --slices 15 --pin"
     SCALE="--iters 100 --reps 9"
@@ -190,7 +191,7 @@ say "contention"
 if [ "$HAVE_LIB" = 1 ]; then
     out "### pglock against raw libpq alone, in longer repetitions"
     out ""
-    out "The lockers of issue 19's contention target (at least 0.95× raw libpq as a median, no"
+    out "The lockers of the contention target (at least 0.95× raw libpq as a median, no"
     out "repetition below 0.90×), with no gap, in repetitions three times as long: in the 1 s"
     out "repetitions above this 2-core machine alone moves raw libpq against itself by up to 15 %."
     out ""
@@ -352,7 +353,7 @@ say "semaphore handoff"
 "$ROOT/bench/slots_handoff.sh" "$BUILD" "$HANDOFF_RUNS" >>"$REPORT"
 out ""
 
-out "## 11. What each form of the lock statement costs the server (issue 31)"
+out "## 11. What each form of the lock statement costs the server (why pglock sends the one it does)"
 out ""
 out "One connection, no contention, raw libpq sending each form by hand: per iteration (a lock and"
 out "its unlock, or one heartbeat) the backend's CPU time (/proc/PID/schedstat; utime+stime from"

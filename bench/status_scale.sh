@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # status_scale.sh — what `pglock status` costs as the server's lock count
-# grows (issue 19, goal 2), next to reading pg_locks bare.
+# grows, next to reading pg_locks bare.
 #
 #   bench/status_scale.sh BUILD_DIR [COUNTS...]    (default 1000 10000 50000)
 #

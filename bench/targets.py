@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """targets.py REPORT: the report's last section, a table that says for each
-goal whether this run met it (issues 19, 25 and 31), read from the tables
-the report already holds, so that every run shows the truth and nobody has
-to pick one.
+goal whether this run met it (the goals of docs/performance.md), read
+from the tables the report already holds, so that every run shows the
+truth and nobody has to pick one.
 
 Each ratio is judged beside the same run's A/A control (raw libpq, or the
 floor, against itself): what the machine alone moves a ratio by.
@@ -58,7 +58,8 @@ def main(path):
         goals.append((name, figure, control,
                       'n/a' if met is None else 'met' if met else '**missed**'))
 
-    # §1: lock + unlock against raw libpq's (issue 31: at most 1.03x).
+    # §1: lock + unlock against raw libpq's (at most 1.03x: the library
+    # adds no round trip and next to no work to the raw statement).
     for where in ('Unix socket', 'TCP loopback'):
         for r in rows(find(secs, '1–2. One client', ' / ' + where)):
             if r[0] == 'pglock_lock (wait) + pglock_unlock':
@@ -67,8 +68,8 @@ def main(path):
                      '%.3f× (%.3f–%.3f)' % s if s else r[3], '–',
                      s[0] <= 1.03 if s else None)
 
-    # §3 and §4: throughput against raw libpq (issue 31: medians at least
-    # 0.97x, no repetition below 0.90x); under contention (§3, issue 25)
+    # §3 and §4: throughput against raw libpq (medians at least 0.97x, no
+    # repetition below 0.90x); under contention (§3)
     # also no lower than the A/A control's worst repetition, what the
     # machine alone does to raw libpq.
     for title, prefix, ncol, aa_bound in (
@@ -91,7 +92,8 @@ def main(path):
                  '%.2f× (%.2f–%.2f)' % s if s else r[-1],
                  '%.2f× (%.2f–%.2f)' % c if c else '–', met)
 
-    # §5: run --try against the minimal libpq program (issue 25: 1.15x).
+    # §5: run --try against the minimal libpq program (at most 1.15x: the
+    # command adds its fork and the lease's settings, no round trip more).
     for r in rows(find(secs, '5. The command line')):
         for label, where in (('pglock run --try K -- true ÷', 'Unix socket'),
                              ('pglock run --try K -- true over TCP loopback ÷',
@@ -104,7 +106,7 @@ def main(path):
                      r[-1], '–', v <= 1.15 if v is not None else None)
 
     # §7: a heartbeat costs what the floor does, within the floor's own A/A
-    # spread (issue 25).
+    # spread: a holder costs the server no more than an idle ping.
     table = rows(find(secs, '7. Server cost per holder'))
     for r in table:
         if len(r) < 4 or not r[1].startswith('pglock heartbeat,'):

@@ -26,10 +26,13 @@
  *   as the key is used.
  *
  * Threads
- *   The library keeps no global state.  No two threads may use one
- *   pglock_client (or one PGconn) at the same time; different clients may be
- *   used from different threads freely.  A managed hold (pglock_hold_*)
- *   owns its client while it runs: see "Managed hold" below.
+ *   The library keeps no global state, and leaves no thread running
+ *   behind a call but a managed hold's own, which pglock_hold_stop()
+ *   joins (a cancel's thread is joined before its call returns).  No
+ *   two threads may use one pglock_client (or one PGconn) at the same
+ *   time; different clients may be used from different threads freely.
+ *   A managed hold (pglock_hold_*) owns its client while it runs: see
+ *   "Managed hold" below.
  *
  * fork()
  *   A child's copy of a client shares the parent's socket, session and
@@ -127,32 +130,69 @@ extern "C" {
 /* pglock_hold_deadline(), pglock_hold_stop_by(), and the hold options'
  * stop_budget_ms (PGLOCK_HOLD_OPTIONS_VERSION 2). */
 #define PGLOCK_HAS_HOLD_CLOCK 1
+/* The options' connect_timeout_ms (PGLOCK_OPTIONS_VERSION 2). */
+#define PGLOCK_HAS_CONNECT_TIMEOUT 1
+/* pglock_client_holders() and pglock_client_key_resolve(): reads on the
+ * client's own connection. */
+#define PGLOCK_HAS_CLIENT_READS 1
+/* Stop requests: pglock_key_stop_request(), pglock_hold_stop_request()
+ * and the hold options' watch_stop_requests (PGLOCK_HOLD_OPTIONS_VERSION
+ * 3). */
+#define PGLOCK_HAS_STOP_REQUESTS 1
 
 /* Returns PGLOCK_VERSION of the library actually linked. */
 PGLOCK_EXPORT const char *pglock_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
-enum {
-    PGLOCK_OK = 0,
-    PGLOCK_EBUSY = -1,       /* held elsewhere and the call was a try */
-    PGLOCK_ETIMEDOUT = -2,   /* the wait reached its timeout; not held */
-    PGLOCK_EINTR = -3,       /* the wait was interrupted; not held */
-    PGLOCK_ENOTHELD = -4,    /* unlock of a lock this client does not hold */
-    PGLOCK_ECONNLOST = -5,   /* the connection or its backend is gone:
-                                every session lock of the client is lost */
-    PGLOCK_ECONNECT = -6,    /* could not connect or authenticate */
-    PGLOCK_EPOOLER = -7,     /* a pooler is in the path: session locks refused */
-    PGLOCK_ESTANDBY = -8,    /* the server is a standby (in recovery) */
-    PGLOCK_ELOCKTABLE = -9,  /* the server's lock table is full (53200) */
-    PGLOCK_EINVAL = -10,     /* invalid argument (key, mode, timeout, ...) */
-    PGLOCK_ENOMEM = -11,     /* out of memory in the client */
-    PGLOCK_ESERVER = -12,    /* any other error reported by the server */
-    PGLOCK_ESTATE = -13,     /* wrong state: e.g. no transaction open, or
-                                an operation already in progress */
-    PGLOCK_EVERSION = -14,   /* the server is too old for what was asked */
-    PGLOCK_EAGAIN = -15      /* non-blocking call: not finished yet */
-};
+/*
+ * Every error code, with its value and its words: the one list that the
+ * enum below, pglock_strerror() and pglock_err_name() are all made from
+ * (as libuv's UV_ERRNO_MAP).  XX(NAME, VALUE, TEXT) names PGLOCK_NAME.
+ * Values never change and codes are only appended (the ABI test checks
+ * each value).
+ */
+/* (one code a line, with what it means: clang-format would join them) */
+/* clang-format off */
+#define PGLOCK_ERRNO_MAP(XX)                                                  \
+    XX(OK, 0, "success")                                                      \
+    /* held elsewhere and the call was a try */                               \
+    XX(EBUSY, -1, "lock is held by another session")                          \
+    /* the wait reached its timeout; not held */                              \
+    XX(ETIMEDOUT, -2, "timed out waiting for the lock")                       \
+    /* the wait was interrupted; not held */                                  \
+    XX(EINTR, -3, "wait for the lock was interrupted")                        \
+    /* unlock of a lock this client does not hold */                          \
+    XX(ENOTHELD, -4, "lock is not held by this client")                       \
+    /* the connection or its backend is gone: every session lock of the      \
+     * client is lost */                                                      \
+    XX(ECONNLOST, -5, "connection to the server was lost")                    \
+    /* could not connect or authenticate */                                   \
+    XX(ECONNECT, -6, "could not connect to the server")                       \
+    /* a pooler is in the path: session locks refused */                      \
+    XX(EPOOLER, -7, "a connection pooler is in the path")                     \
+    /* the server is a standby (in recovery) */                               \
+    XX(ESTANDBY, -8, "server is a standby")                                   \
+    /* the server's lock table is full (53200) */                             \
+    XX(ELOCKTABLE, -9, "server's lock table is full")                         \
+    /* invalid argument (key, mode, timeout, ...) */                          \
+    XX(EINVAL, -10, "invalid argument")                                       \
+    /* out of memory in the client */                                         \
+    XX(ENOMEM, -11, "out of memory")                                          \
+    /* any other error reported by the server */                              \
+    XX(ESERVER, -12, "server reported an error")                              \
+    /* wrong state: e.g. no transaction open, or an operation already in     \
+     * progress */                                                            \
+    XX(ESTATE, -13, "operation not allowed in this state")                    \
+    /* the server is too old for what was asked */                            \
+    XX(EVERSION, -14, "server version is too old")                            \
+    /* non-blocking call: not finished yet */                                 \
+    XX(EAGAIN, -15, "operation still in progress")
+
+#define PGLOCK_ERRNO_GEN_(name, value, text) PGLOCK_##name = (value),
+enum { PGLOCK_ERRNO_MAP(PGLOCK_ERRNO_GEN_) };
+#undef PGLOCK_ERRNO_GEN_
+/* clang-format on */
 
 /* A short description of code, never NULL ("unknown error" for others). */
 PGLOCK_EXPORT const char *pglock_strerror(int code);
@@ -165,19 +205,20 @@ PGLOCK_EXPORT const char *pglock_err_name(int code);
  * writes it, and always whole, so it has no version (a later release that
  * tells more will do so through a new function, not a larger struct). */
 typedef struct pglock_error {
-    int code;            /* the same code the function returned */
-    char sqlstate[6];    /* server SQLSTATE, "" when there is none */
-    char message[512];   /* one line, PostgreSQL message style */
+    int code;          /* the same code the function returned */
+    char sqlstate[6];  /* server SQLSTATE, "" when there is none */
+    char message[512]; /* one line, PostgreSQL message style */
 } pglock_error;
 
 /* ------------------------------------------------------------------ keys */
 
 typedef enum pglock_key_kind {
-    PGLOCK_KEY_INT64 = 1,           /* pg_advisory_lock(bigint) */
-    PGLOCK_KEY_PAIR = 2,            /* pg_advisory_lock(int, int) */
-    PGLOCK_KEY_TEXT = 3,            /* a name, hashed by the SHA-256 rule */
-    PGLOCK_KEY_HASHTEXT = 4,        /* pg_advisory_lock(hashtext(name)) */
-    PGLOCK_KEY_HASHTEXTEXTENDED = 5 /* pg_advisory_lock(hashtextextended(name, seed)) */
+    PGLOCK_KEY_INT64 = 1,    /* pg_advisory_lock(bigint) */
+    PGLOCK_KEY_PAIR = 2,     /* pg_advisory_lock(int, int) */
+    PGLOCK_KEY_TEXT = 3,     /* a name, hashed by the SHA-256 rule */
+    PGLOCK_KEY_HASHTEXT = 4, /* pg_advisory_lock(hashtext(name)) */
+    PGLOCK_KEY_HASHTEXTEXTENDED =
+        5 /* pg_advisory_lock(hashtextextended(name, seed)) */
 } pglock_key_kind;
 
 /*
@@ -198,14 +239,14 @@ typedef enum pglock_key_kind {
  */
 typedef struct pglock_key {
     pglock_key_kind kind;
-    int64_t id;        /* INT64 and TEXT: the bigint.  Legacy forms: the
+    int64_t id;           /* INT64 and TEXT: the bigint.  Legacy forms: the
                           bigint once resolved (see resolved), else 0 */
-    int32_t ns;        /* PAIR: the namespace (first int) */
-    int32_t nsid;      /* PAIR: the id (second int) */
-    int64_t seed;      /* HASHTEXTEXTENDED: the seed */
-    const char *name;  /* TEXT and legacy forms: borrowed, NUL-terminated */
-    size_t name_len;   /* bytes in name, without the NUL */
-    int resolved;      /* legacy forms: id holds the server's value */
+    int32_t ns;           /* PAIR: the namespace (first int) */
+    int32_t nsid;         /* PAIR: the id (second int) */
+    int64_t seed;         /* HASHTEXTEXTENDED: the seed */
+    const char *name;     /* TEXT and legacy forms: borrowed, NUL-terminated */
+    size_t name_len;      /* bytes in name, without the NUL */
+    int resolved;         /* legacy forms: id holds the server's value */
     uint64_t reserved[4]; /* zero; see the rule above */
 } pglock_key;
 
@@ -215,8 +256,8 @@ PGLOCK_EXPORT int pglock_key_int64(pglock_key *out, int64_t id);
 PGLOCK_EXPORT int pglock_key_pair(pglock_key *out, int32_t ns, int32_t id);
 PGLOCK_EXPORT int pglock_key_text(pglock_key *out, const char *name);
 PGLOCK_EXPORT int pglock_key_hashtext(pglock_key *out, const char *name);
-PGLOCK_EXPORT int pglock_key_hashtextextended(pglock_key *out,
-                                              const char *name, int64_t seed);
+PGLOCK_EXPORT int pglock_key_hashtextextended(pglock_key *out, const char *name,
+                                              int64_t seed);
 
 /* The bigint of a name by the SHA-256 rule; len bytes at name. */
 PGLOCK_EXPORT int64_t pglock_name_to_int64(const char *name, size_t len);
@@ -263,10 +304,7 @@ typedef enum pglock_mode {
     PGLOCK_SHARED = 1
 } pglock_mode;
 
-typedef enum pglock_scope {
-    PGLOCK_SESSION = 0,
-    PGLOCK_XACT = 1
-} pglock_scope;
+typedef enum pglock_scope { PGLOCK_SESSION = 0, PGLOCK_XACT = 1 } pglock_scope;
 
 /* The SQL any client can run to take the same lock, e.g.
  * "SELECT pg_advisory_lock(42, 9);".  Returns the length it needed (as
@@ -276,7 +314,7 @@ PGLOCK_EXPORT int pglock_key_sql(const pglock_key *key, pglock_mode mode,
 
 /* ------------------------------------------------------ waiting: timeouts */
 
-#define PGLOCK_TRY 0L           /* timeout_ms: do not wait */
+#define PGLOCK_TRY 0L             /* timeout_ms: do not wait */
 #define PGLOCK_WAIT_FOREVER (-1L) /* timeout_ms: wait as long as it takes */
 
 /* ---------------------------------------------------------- the client */
@@ -315,7 +353,9 @@ typedef enum pglock_lifetime {
     PGLOCK_LIFETIME_AUTO = 2
 } pglock_lifetime;
 
-#define PGLOCK_OPTIONS_VERSION 1
+/* Version 2 added connect_timeout_ms; version 1 (without it) is still
+ * accepted, and means connect_timeout_ms = 0. */
+#define PGLOCK_OPTIONS_VERSION 2
 typedef struct pglock_options {
     /* PGLOCK_OPTIONS_VERSION, set by pglock_options_init(). */
     unsigned int version;
@@ -351,18 +391,29 @@ typedef struct pglock_options {
      * and lead (--mode=auto): PGLOCK_LIFETIME_SESSION insists on session
      * locks and refuses a pooler with PGLOCK_EPOOLER. */
     pglock_lifetime lifetime;
+    /* Version 2.  The connect's bound, in ms, when the conninfo (or the
+     * keywords) set no connect_timeout of their own: it takes the place
+     * of PGCONNECT_TIMEOUT and PGLOCK_CONNECT_TIMEOUT_S.  libpq counts
+     * whole seconds, at least 2: rounded up to that.  0 (the default):
+     * no bound of the caller's (PGCONNECT_TIMEOUT, else
+     * PGLOCK_CONNECT_TIMEOUT_S); PGLOCK_WAIT_FOREVER: no bound at all
+     * (connect_timeout=0). */
+    long connect_timeout_ms;
 } pglock_options;
 
 /* The defaults of PGLOCK_OPTIONS_VERSION, as an initialiser:
  *   pglock_options opts = PGLOCK_OPTIONS_INIT;
  * gives what pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) does. */
+/* (clang-format would lay out this braced initializer as a block) */
+/* clang-format off */
 #define PGLOCK_OPTIONS_INIT \
     {PGLOCK_OPTIONS_VERSION, 0L, NULL, -1, 2000L, 10000L, \
-     PGLOCK_LIFETIME_AUTO}
+     PGLOCK_LIFETIME_AUTO, 0L}
+/* clang-format on */
 
-/* Fills opts with the defaults for version (PGLOCK_OPTIONS_VERSION).
- * Returns 0, or PGLOCK_EINVAL for a version this library does not know
- * (opts is then left alone). */
+/* Fills opts with the defaults for version (1 to 3: the fields that
+ * version has, and no byte beyond them).  Returns 0, or PGLOCK_EINVAL for
+ * a version this library does not know (opts is then left alone). */
 PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
                                       unsigned int version);
 
@@ -383,8 +434,9 @@ PGLOCK_EXPORT int pglock_options_init(pglock_options *opts,
  *
  * Bounded: the connect, and then its first query (which, through a full
  * pooler, is what waits for a server connection), each within
- * connect_timeout (the conninfo's, else PGCONNECT_TIMEOUT, else
- * PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever); PGLOCK_EINTR as soon as
+ * connect_timeout (the conninfo's, else opts->connect_timeout_ms, else
+ * PGCONNECT_TIMEOUT, else PGLOCK_CONNECT_TIMEOUT_S; "0" waits forever),
+ * for each host address tried; PGLOCK_EINTR as soon as
  * opts->interrupt_fd is readable.  A refused connection's
  * SQLSTATE, when the server gave one, is pglock_client_sqlstate()'s.
  *
@@ -421,8 +473,11 @@ PGLOCK_EXPORT const char *pglock_client_sqlstate(const pglock_client *client);
 
 /* The lifetime in effect: PGLOCK_LIFETIME_SESSION or PGLOCK_LIFETIME_XACT
  * (AUTO is settled when the client opens). */
+/* (one line from PGLOCK_EXPORT to the name: the export test reads it) */
+/* clang-format off */
 PGLOCK_EXPORT pglock_lifetime pglock_client_lifetime(
     const pglock_client *client);
+/* clang-format on */
 
 /* The server backend's pid (with the xact lifetime: the backend of the holding
  * transaction, 0 while none is open), the database name, the server version
@@ -457,6 +512,15 @@ PGLOCK_EXPORT PGconn *pglock_client_conn(const pglock_client *client);
  * held other locks, because they are all gone with the connection.  A
  * cancel never reaches a later statement: the next query is sent only
  * after the cancel request has finished.
+ *
+ * A wait longer than T_s (opts.lease_ms, else opts.dead_peer_ms) goes in
+ * slices of T_s, each ended by the server's lock_timeout and asked for
+ * again at once (queued anew; the timeout counts, and names, the whole
+ * wait).  So a server that stops answering while its kernel keeps the
+ * connection up (a frozen primary: no keepalive fails) ends even a
+ * PGLOCK_WAIT_FOREVER wait: the slice and its cancel go unanswered, and
+ * the call returns PGLOCK_ECONNLOST about T_s + cancel_timeout_ms after
+ * the server fell silent.
  *
  * Any PGLOCK_ECONNLOST a call returns closes the client's connection:
  * every later call returns PGLOCK_ECONNLOST and pglock_lock_count() counts
@@ -494,9 +558,8 @@ PGLOCK_EXPORT int pglock_lock(pglock_client *client, const pglock_key *key,
  */
 #define PGLOCK_HAS_LOCK_ANY 1
 #define PGLOCK_LOCK_ANY_MAX 1024
-PGLOCK_EXPORT int pglock_lock_any(pglock_client *client,
-                                  const pglock_key *keys, int nkeys,
-                                  pglock_mode mode, int *index_out);
+PGLOCK_EXPORT int pglock_lock_any(pglock_client *client, const pglock_key *keys,
+                                  int nkeys, pglock_mode mode, int *index_out);
 /* Counts key in mode down by one (each pglock_lock() needs its unlock);
  * PGLOCK_ENOTHELD if this client does not hold it.  With the xact
  * lifetime a lock is released only with its transaction: an unlock that
@@ -595,11 +658,12 @@ PGLOCK_EXPORT int64_t pglock_now_ms(void);
  * end.  The caller has T_s/6 (5 s of a 30 s lease) from the notice to
  * stop its work, or the longer stop_budget_ms it asked for (hold options
  * version 2, at most T_s/2, for which T_c comes sooner: T_s - budget -
- * T_s/6); after that, another holder may get the lock.  A loss the server causes (pg_terminate_backend, a restart, a
- * failover, an aborted holding transaction with the xact lifetime) has already
- * freed the lock: it is told at once, when the heartbeat's answer or the
- * socket's close reaches the client (within T_s/6 plus a round trip), and
- * the work should stop at once.
+ * T_s/6); after that, another holder may get the lock.  A loss the
+ * server causes (pg_terminate_backend, a restart, a failover, an aborted
+ * holding transaction with the xact lifetime) has already freed the lock:
+ * it is told at once, when the heartbeat's answer or the socket's close
+ * reaches the client (within T_s/6 plus a round trip), and the work
+ * should stop at once.
  *
  * Notice.  On loss, in this order: the loss fd becomes readable (and stays
  * readable), and on_lost is called once, with the code (PGLOCK_ECONNLOST)
@@ -668,15 +732,15 @@ typedef enum pglock_hold_drive {
  * (PGLOCK_ECONNLOST), message one line, borrowed for the call. */
 typedef void (*pglock_hold_lost_fn)(void *arg, int code, const char *message);
 
-/* Version 2 added stop_budget_ms; version 1 (without it) is still
- * accepted, and means stop_budget_ms = 0. */
-#define PGLOCK_HOLD_OPTIONS_VERSION 2
+/* Version 2 added stop_budget_ms, version 3 watch_stop_requests; the
+ * earlier versions are still accepted, and mean 0 for what they lack. */
+#define PGLOCK_HOLD_OPTIONS_VERSION 3
 typedef struct pglock_hold_options {
     /* PGLOCK_HOLD_OPTIONS_VERSION, set by pglock_hold_options_init(). */
     unsigned int version;
-    pglock_hold_drive drive;  /* PGLOCK_HOLD_THREAD by default */
+    pglock_hold_drive drive;     /* PGLOCK_HOLD_THREAD by default */
     pglock_hold_lost_fn on_lost; /* NULL: none (use the fd) */
-    void *arg;                /* on_lost's first argument */
+    void *arg;                   /* on_lost's first argument */
     /* Version 2.  The caller's stop budget after a client-side loss
      * notice, in ms: 0 (the default) for T_s/6; at most T_s/2 (else
      * pglock_hold_start() returns PGLOCK_EINVAL).  A longer budget brings
@@ -685,15 +749,23 @@ typedef struct pglock_hold_options {
      * 20 s to stop cleanly asks for them here rather than a six times
      * longer lease. */
     long stop_budget_ms;
+    /* Version 3.  1: the heartbeats also look for a stop request on each
+     * lock the client holds (pglock_key_stop_request()), and
+     * pglock_hold_stop_request() tells one made by a role allowed to
+     * make it.  0 (the default): they do not. */
+    int watch_stop_requests;
 } pglock_hold_options;
 
 /* The defaults of PGLOCK_HOLD_OPTIONS_VERSION, as an initialiser:
  *   pglock_hold_options opts = PGLOCK_HOLD_OPTIONS_INIT;
  * gives what pglock_hold_options_init() does. */
+/* (clang-format would lay out this braced initializer as a block) */
+/* clang-format off */
 #define PGLOCK_HOLD_OPTIONS_INIT \
-    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL, 0L}
+    {PGLOCK_HOLD_OPTIONS_VERSION, PGLOCK_HOLD_THREAD, NULL, NULL, 0L, 0}
+/* clang-format on */
 
-/* Fills opts with the defaults for version (1 or 2: the fields that
+/* Fills opts with the defaults for version (1 to 3: the fields that
  * version has, and no byte beyond them); PGLOCK_EINVAL for a version
  * this library does not know (opts is then left alone). */
 PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
@@ -706,8 +778,9 @@ PGLOCK_EXPORT int pglock_hold_options_init(pglock_hold_options *opts,
  * busy, or holds nothing), PGLOCK_ENOMEM, with the message on the client
  * and *out NULL.  A client that a hold already runs on gets PGLOCK_ESTATE
  * with no message (the client, its message included, is that hold's
- * until pglock_hold_stop()); the running hold goes on.  If the lease already ran out before the call, the hold
- * starts lost (the notice is given at once).
+ * until pglock_hold_stop()); the running hold goes on.  If the lease
+ * already ran out before the call, the hold starts lost (the notice is
+ * given at once).
  */
 PGLOCK_EXPORT int pglock_hold_start(pglock_hold **out, pglock_client *client,
                                     const pglock_hold_options *opts);
@@ -736,6 +809,39 @@ PGLOCK_EXPORT const char *pglock_hold_error(const pglock_hold *hold);
  * itself. */
 PGLOCK_EXPORT int64_t pglock_hold_deadline(const pglock_hold *hold);
 PGLOCK_EXPORT int64_t pglock_hold_stop_by(const pglock_hold *hold);
+
+/*
+ * Stop requests: how one holder asks another, on any host, to stop its
+ * work and let the lock go (`pglock run --replace`).  The requester holds
+ * pglock_key_stop_request(key) in shared mode, as long as it wants the
+ * holders of key gone; a hold started with watch_stop_requests tries
+ * each of its locks' stop-request keys in exclusive mode in every
+ * heartbeat, in the same round trip (a transaction lock, given back at
+ * once: with the xact lifetime the heartbeat's savepoint is rolled back
+ * to in the same message), so a request costs the holder no query of its
+ * own until one is there.  Then the next heartbeat, sent at once, finds
+ * who asks (pg_locks, pg_stat_activity) and whether that role may: the
+ * server's rule for pg_terminate_backend() on this session, i.e. a
+ * superuser, or, for a session of a role that is not, a role with the
+ * privileges of the holder's role or of pg_signal_backend.  So a stop
+ * request gives no role a power it lacks: it could end the session
+ * instead.  A request by any other role is ignored.
+ *
+ * pglock_hold_stop_request() returns NULL until a request by an allowed
+ * role has been seen, then a one-line description of the requester
+ * (backend pid, user, application_name), borrowed from the hold, fixed
+ * from then on, for any thread.  The hold goes on as before: stopping
+ * the work and then stopping or releasing the hold is the caller's to do,
+ * which the requester waits for (its wait for the lock).
+ */
+PGLOCK_EXPORT const char *pglock_hold_stop_request(const pglock_hold *hold);
+
+/* The key whose shared holders ask key's holders to stop: the bigint of
+ * the name "pglock stop request " + key's identity (pglock_key_format()),
+ * by the SHA-256 rule.  Legacy forms need resolving first (else
+ * PGLOCK_EINVAL). */
+PGLOCK_EXPORT int pglock_key_stop_request(pglock_key *out,
+                                          const pglock_key *key);
 
 /* Loop mode: the fd to watch for reading (the lock connection's socket;
  * -1 once lost). */
@@ -892,21 +998,21 @@ typedef struct pglock_holders pglock_holders;
 
 /* One advisory lock request: a row of pg_locks and its session. */
 typedef struct pglock_holder {
-    pglock_key key;          /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
-    const char *database;    /* NULL if the database is gone */
-    int pid;                 /* the backend pid; 0: no backend (a
+    pglock_key key;               /* PGLOCK_KEY_INT64 or PGLOCK_KEY_PAIR */
+    const char *database;         /* NULL if the database is gone */
+    int pid;                      /* the backend pid; 0: no backend (a
                                 prepared transaction) */
-    pglock_mode mode;        /* held, or asked for by a waiter */
-    int granted;             /* 1: holds, 0: waits */
-    int has_session;         /* a pg_stat_activity row was found */
-    int hidden;              /* pg_stat_activity hides this session's
+    pglock_mode mode;             /* held, or asked for by a waiter */
+    int granted;                  /* 1: holds, 0: waits */
+    int has_session;              /* a pg_stat_activity row was found */
+    int hidden;                   /* pg_stat_activity hides this session's
                                 client, state and times from our role */
-    const char *user;              /* NULL when unknown; "unknown
+    const char *user;             /* NULL when unknown; "unknown
                                       (OID=n)": a dropped role */
-    const char *application_name;  /* "" when unset; NULL when unknown */
-    const char *client_addr;       /* NULL: Unix socket, hidden, unknown */
-    int client_port;               /* -1: Unix socket; 0: unknown */
-    const char *state;             /* "idle", "active", ...; NULL: hidden */
+    const char *application_name; /* "" when unset; NULL when unknown */
+    const char *client_addr;      /* NULL: Unix socket, hidden, unknown */
+    int client_port;              /* -1: Unix socket; 0: unknown */
+    const char *state;            /* "idle", "active", ...; NULL: hidden */
     /* Holders: how long the lock has been held, in seconds.  The server
      * records no acquisition time, so this is a range: at least
      * held_min_s (from state_change, when the session is idle: the lock
@@ -952,6 +1058,29 @@ PGLOCK_EXPORT int pglock_holders_list(pglock_holders **out, PGconn *conn,
                                       const pglock_key *keys, int nkeys,
                                       unsigned flags, long timeout_ms,
                                       pglock_error *err);
+/*
+ * pglock_holders_list() on the client's own connection, for a program
+ * that has no other (pglock run's busy line and its slots): the same
+ * list, statement and bound (timeout_ms as there), the message and
+ * SQLSTATE on the client.  Read-only, so it leaves the client's locks as
+ * they are; in a holding transaction (xact lifetime) a failed read (a
+ * timeout's cancel) costs only the savepoint of the last lock statement,
+ * as a cancelled heartbeat does: until pglock_heartbeat() confirms the
+ * lease again, this call, pglock_lock() and pglock_lock_any() return
+ * PGLOCK_ESTATE.  PGLOCK_ESTATE also while a managed hold runs or a
+ * heartbeat is in flight; PGLOCK_ECONNLOST closes the connection, as
+ * for every call on the client.  *out is NULL on failure.
+ */
+PGLOCK_EXPORT int pglock_client_holders(pglock_holders **out,
+                                        pglock_client *client,
+                                        const pglock_key *keys, int nkeys,
+                                        unsigned flags, long timeout_ms);
+/* pglock_key_resolve() on the client's own connection: the same query and
+ * bounds, the message on the client, the client's state as for
+ * pglock_client_holders().  A key that needs no resolving returns 0 at
+ * once, whatever the client's state. */
+PGLOCK_EXPORT int pglock_client_key_resolve(pglock_client *client,
+                                            pglock_key *key);
 /* How many entries; 0 for NULL. */
 PGLOCK_EXPORT int pglock_holders_count(const pglock_holders *list);
 /* Entry i (0 <= i < count), borrowed from the list; NULL when out of

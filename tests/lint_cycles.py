@@ -34,6 +34,18 @@ def objects(build, source):
     return found
 
 
+def build_args(argv, name):
+    """(source, build) from "[--source DIR] BUILD", or None after the usage
+    line: the arguments of the checks that read the build's objects."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    if len(argv) >= 2 and argv[0] == "--source":
+        source, argv = argv[1], argv[2:]
+    if len(argv) != 1:
+        print(f"usage: {name} [--source DIR] BUILD", file=sys.stderr)
+        return None
+    return source, argv[0]
+
+
 def symbols(obj):
     """(defined, undefined): the object's global symbols, from nm."""
     out = subprocess.run(["nm", "-P", obj], check=True, capture_output=True,

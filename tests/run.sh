@@ -61,10 +61,9 @@ TIMEOUT=${PGLOCK_TEST_TIMEOUT:-300}
 ASAN_SKIP='^(harness|library_install|examples|examples_docs|lint_checks|lead_bad_input|run_bad_input|run_group_signals|failover_tokens|run_hostile_settings|run_key_forms|run_round_trips|status_round_trips|run_verbose)\.bats$'
 
 # The TLS pass: the suites of the lock connection (heartbeats, the managed
-# hold, waits and cancels, leases, release) and tls.bats, which only that
-# pass runs.  The partition suites are not in it: the partition server
-# has no TLS.
-TLS_SUITES='^(test_heartbeat|test_hold|test_hold_xact|test_session_lock|test_xact_lock|test_wait|test_run_lease|run|run_cancel|run_lease|lead|tls)(\.bats)?$'
+# hold, waits and cancels, leases, the partition, release, answers that
+# come in several TLS records) and tls.bats, which only that pass runs.
+TLS_SUITES='^(test_answer_in_pieces|test_heartbeat|test_hold|test_hold_xact|test_partition|test_session_lock|test_xact_lock|test_wait|test_run_lease|run|run_cancel|run_lease|lead|partition|tls)(\.bats)?$'
 
 # is_asan BUILD: whether BUILD was configured with PGLOCK_SANITIZE.
 is_asan() { grep -q '^PGLOCK_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null; }
@@ -179,7 +178,7 @@ run_suite() {
             --leak-check=full --errors-for-leak-kinds=definite)
         cmd+=("$path") ;;
     bats) cmd=(env PGLOCK_BIN="$build/pglock" PGLOCK_BUILD="$build" bats --tap "$path") ;;
-    chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s "$build") ;;
+    chaos) cmd=("$SRC/tests/chaos/chaos.sh" --tap --duration 60s --scenes "direct pooler partition" "$build") ;;
     esac
     [ "$pass" != tls ] || cmd=("$SRC/tests/harness/harness.sh" run --tls --build "$build" -- "${cmd[@]}")
     local cpu0

@@ -122,8 +122,8 @@ static void *work(void *arg)
     pglock_key key;
     pglock_error err = {0};
     pglock_key_pair(&key, 42, w->customer); /* 42 = "recalculate invoices" */
-    w->rc = pglock_xact_begin_lock(w->conn, &key, PGLOCK_EXCLUSIVE, 10000,
-                                   -1, &err);
+    w->rc = pglock_xact_begin_lock(w->conn, &key, PGLOCK_EXCLUSIVE, 10000, -1,
+                                   &err);
     if (w->rc == 0)
         printf("  %s: recalculating customer %d\n", w->name, w->customer);
     else
@@ -135,8 +135,10 @@ static void *work(void *arg)
 static int waiting(PGconn *obs, PGconn *who)
 {
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_locks WHERE pid = %d"
-             " AND NOT granted", PQbackendPID(who));
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_locks WHERE pid = %d"
+             " AND NOT granted",
+             PQbackendPID(who));
     PGresult *r = PQexec(obs, sql);
     int n = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0))
                                                  : 0;
@@ -184,12 +186,14 @@ static int string_key_and_pg_locks(void)
     pglock_key_sql(&key, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, sql, sizeof sql);
     printf("3. A string key: '%s' is the bigint %" PRId64 "\n", name, key.id);
     printf("  (first 8 bytes of SHA-256, big-endian); any SQL client takes "
-           "the same lock:\n  %s\n", sql);
+           "the same lock:\n  %s\n",
+           sql);
 
     PGconn *obs = connect_or_die();
-    PGresult *r = PQexec(obs, "SELECT ('x' || substr(encode(sha256("
-        "convert_to('nightly-billing', 'UTF8')), 'hex'), 1, 16))"
-        "::bit(64)::bigint");
+    PGresult *r = PQexec(
+        obs, "SELECT ('x' || substr(encode(sha256("
+             "convert_to('nightly-billing', 'UTF8')), 'hex'), 1, 16))"
+             "::bit(64)::bigint");
     int same = PQresultStatus(r) == PGRES_TUPLES_OK &&
                strtoll(PQgetvalue(r, 0, 0), NULL, 10) == key.id;
     printf("  the server computes %s => %s\n\n", PQgetvalue(r, 0, 0),
@@ -200,7 +204,8 @@ static int string_key_and_pg_locks(void)
     pglock_client *c = open_or_die();
     pglock_lock(c, &key, PGLOCK_EXCLUSIVE, PGLOCK_TRY);
     char q[300];
-    snprintf(q, sizeof q, "SELECT classid, objid, objsubid, mode, granted"
+    snprintf(q, sizeof q,
+             "SELECT classid, objid, objsubid, mode, granted"
              " FROM pg_locks WHERE locktype = 'advisory' AND pid = %d",
              pglock_client_backend_pid(c));
     r = PQexec(obs, q);
@@ -213,8 +218,8 @@ static int string_key_and_pg_locks(void)
     int objsubid;
     pglock_key_locktag(&key, &classid, &objid, &objsubid);
     printf("  = (classid << 32 | objid) with objsubid %d: the bigint %" PRId64
-           ", '%s'\n", objsubid,
-           (int64_t)(((uint64_t)classid << 32) | objid), name);
+           ", '%s'\n",
+           objsubid, (int64_t)(((uint64_t)classid << 32) | objid), name);
     pglock_client_close(c);
     PQfinish(obs);
     return same ? 0 : 1;

@@ -9,50 +9,75 @@
 #include "cli.h"
 #include "json.h"
 
-enum { OPT_SQL = 256, OPT_SHARED, OPT_XACT };
+typedef struct key_opts {
+    cli_common common; /* first: the shared options' fields */
+    int sql;
+    pglock_mode mode;
+    pglock_scope scope;
+    const cli_registry *reg;
+} key_opts;
+CLI_COMMON_FIRST(key_opts);
+/* (--shared and --xact set them as ints) */
+_Static_assert(sizeof(pglock_mode) == sizeof(int) &&
+                   sizeof(pglock_scope) == sizeof(int),
+               "enum fields are ints");
 
 static const cli_opt key_opts_table[] = {
-    {0, 0, NULL, 0, NULL, "Options:"},
-    {OPT_SQL, 0, "sql", CLI_OPT_NO_VALUE, NULL,
-     "also print the SQL that takes the same lock"},
-    {OPT_SHARED, 0, "shared", CLI_OPT_NO_VALUE, NULL,
-     "the SQL takes a shared lock"},
-    {OPT_XACT, 0, "xact", CLI_OPT_NO_VALUE, NULL,
-     "the SQL takes a transaction-level lock"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "Options:"},
+    {.type = CLI_OPT_FLAG,
+     .long_name = "sql",
+     .field = offsetof(key_opts, sql),
+     .help = "also print the SQL that takes the same lock"},
+    {.type = CLI_OPT_SET,
+     .long_name = "shared",
+     .field = offsetof(key_opts, mode),
+     .set = PGLOCK_SHARED,
+     .help = "the SQL takes a shared lock"},
+    {.type = CLI_OPT_SET,
+     .long_name = "xact",
+     .field = offsetof(key_opts, scope),
+     .set = PGLOCK_XACT,
+     .help = "the SQL takes a transaction-level lock"},
+    {.type = CLI_OPT_END}};
 
 /* A note before the connection options: a heading alone. */
 static const cli_opt key_server_note[] = {
-    {0, 0, NULL, 0, NULL, "(only hashtext keys need a server)"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "(only hashtext keys need a server)"},
+    {.type = CLI_OPT_END}};
 
-static const cli_opt *const key_tables[] = {
-    key_opts_table, cli_output_heading, cli_json_opts, cli_keys_opts,
-    key_server_note, cli_conn_opts, cli_help_opts, NULL};
+static const cli_opt *const key_tables[] = {key_opts_table,  cli_output_heading,
+                                            cli_json_opts,   cli_keys_opts,
+                                            key_server_note, cli_conn_opts,
+                                            cli_help_opts,   NULL};
 
-static void usage(FILE *to)
+static void usage(const cli_common *target)
 {
-    fputs("pglock key shows how each KEY maps to a bigint or pair, to pg_locks,\n"
-          "and to SQL.\n"
-          "\n"
-          "Usage:\n"
-          "  pglock key [OPTION]... KEY...\n"
-          "\n"
-          "Keys:\n"
-          "  123, int:-5              a 64-bit integer\n"
-          "  42:9, pair:42:9          a pair (namespace, id) of 32-bit integers\n"
-          "  nightly-billing, text:7  a name, hashed by the SHA-256 rule\n"
-          "  hashtext:NAME            the server's hashtext(NAME)\n"
-          "  hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)\n"
-          "  @NAME                    NAME looked up in the registry\n"
-          "A key that starts with a digit, '-', '+' or ':' must be an integer or\n"
-          "NS:ID; write text:KEY for such a name.  The syntax in full:\n"
-          "pglock(1), KEYS, and docs/keys.md.\n"
-          "\n", to);
+    FILE *to = stdout;
+    (void)target;
+    fputs(
+        "pglock key shows how each KEY maps to a bigint or pair, to pg_locks,\n"
+        "and to SQL.\n"
+        "\n"
+        "Usage:\n"
+        "  pglock key [OPTION]... KEY...\n"
+        "\n"
+        "Keys:\n"
+        "  123, int:-5              a 64-bit integer\n"
+        "  42:9, pair:42:9          a pair (namespace, id) of 32-bit integers\n"
+        "  nightly-billing, text:7  a name, hashed by the SHA-256 rule\n"
+        "  hashtext:NAME            the server's hashtext(NAME)\n"
+        "  hashtextextended:SEED:NAME  the server's hashtextextended(NAME, SEED)\n"
+        "  @NAME                    NAME looked up in the registry\n"
+        "A key that starts with a digit, '-', '+' or ':' must be an integer or\n"
+        "NS:ID; write text:KEY for such a name.  The syntax in full:\n"
+        "pglock(1), KEYS, and docs/keys.md.\n"
+        "\n",
+        to);
     cli_opt_help(to, key_tables);
     fputs("\nExit status: 0 ok, 64 bad key or option, 69 server needed but\n"
           "unavailable.\n"
-          "See pglock-key(1).\n", to);
+          "See pglock-key(1).\n",
+          to);
 }
 
 /* Prints s with control characters escaped, so one key stays one line. */
@@ -84,14 +109,6 @@ static const char *kind_words(pglock_key_kind kind)
     return "unknown";
 }
 
-typedef struct key_opts {
-    int sql;
-    int json;
-    pglock_mode mode;
-    pglock_scope scope;
-    const cli_registry *reg;
-} key_opts;
-
 /* The SQL that takes the same lock (pglock_key_sql()), malloc'd; NULL
  * when out of memory. */
 static char *key_sql(const pglock_key *key, const key_opts *o)
@@ -108,8 +125,8 @@ static char *key_sql(const pglock_key *key, const key_opts *o)
  * by its bigint, the form to type at a psql prompt, else it is NULL (the
  * SQL already is that form).  0, or CLI_EXIT_SOFTWARE having said "out of
  * memory" (nothing to free). */
-static int key_sql_forms(const pglock_key *key, const key_opts *o,
-                         char **sql, char **bigint)
+static int key_sql_forms(const pglock_key *key, const key_opts *o, char **sql,
+                         char **bigint)
 {
     *sql = key_sql(key, o);
     *bigint = NULL;
@@ -121,6 +138,7 @@ static int key_sql_forms(const pglock_key *key, const key_opts *o,
     }
     if (!*sql || (named && !*bigint)) {
         free(*sql);
+        *sql = NULL; /* nothing left for the caller to use or free */
         return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
     }
     return 0;
@@ -131,6 +149,10 @@ static int key_sql_forms(const pglock_key *key, const key_opts *o,
 static int key_coordinates(const pglock_key *key, char *id, uint32_t *classid,
                            uint32_t *objid, int *objsubid)
 {
+    /* Set on every path: the callers read them when this returns 0, and
+     * the analyzer cannot see that cli_error() never does. */
+    *classid = *objid = 0;
+    *objsubid = 0;
     if (pglock_key_format(key, id, 64) < 0 ||
         pglock_key_locktag(key, classid, objid, objsubid) != PGLOCK_OK)
         return cli_error(CLI_EXIT_SOFTWARE, "cannot show an unresolved key");
@@ -182,11 +204,16 @@ static int print_key(const char *written, const pglock_key *key,
 static const char *kind_name(pglock_key_kind kind)
 {
     switch (kind) {
-    case PGLOCK_KEY_INT64: return "int64";
-    case PGLOCK_KEY_PAIR: return "pair";
-    case PGLOCK_KEY_TEXT: return "text";
-    case PGLOCK_KEY_HASHTEXT: return "hashtext";
-    case PGLOCK_KEY_HASHTEXTEXTENDED: return "hashtextextended";
+    case PGLOCK_KEY_INT64:
+        return "int64";
+    case PGLOCK_KEY_PAIR:
+        return "pair";
+    case PGLOCK_KEY_TEXT:
+        return "text";
+    case PGLOCK_KEY_HASHTEXT:
+        return "hashtext";
+    case PGLOCK_KEY_HASHTEXTEXTENDED:
+        return "hashtextextended";
     }
     return "unknown";
 }
@@ -264,46 +291,34 @@ static int resolve_all(pglock_key *keys, int n, const cli_conn *conn)
     return rc;
 }
 
+static const cli_opt_command key_command = {"key", key_tables, usage, 0};
+
 int cmd_key(int argc, char **argv)
 {
-    key_opts o = {0, 0, PGLOCK_EXCLUSIVE, PGLOCK_SESSION, NULL};
-    cli_conn conn = {NULL, NULL, NULL, NULL};
-    const char *keys_file = NULL, *value;
-    int id, rc;
-
-    if (cli_help_asked(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    /* "-5" would be an unknown option: say what was meant. */
+    key_opts o = {.mode = PGLOCK_EXCLUSIVE, .scope = PGLOCK_SESSION};
+    /* "-5" would be an unknown option: say what was meant (unless help
+     * is asked for, which cli_opt_parse() answers first). */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9')
-            return cli_usage_error("key", "unrecognized option \"%s\" (for a "
-                                   "negative key write int:-N)", argv[i]);
-    cli_opt_parser p;
-    cli_opt_init(&p, "key", argc, argv, key_tables, 0);
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        switch (id) {
-        case OPT_SQL: o.sql = 1; break;
-        case CLI_OPT_JSON: o.json = 1; break;
-        case OPT_SHARED: o.mode = PGLOCK_SHARED; break;
-        case OPT_XACT: o.scope = PGLOCK_XACT; break;
-        case CLI_OPT_KEYS: keys_file = value; break;
-        default:
-            if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
-                return rc;
-        }
-    }
-    if (optind >= argc)
+        if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
+            !cli_opt_help_asked(argc, argv))
+            return cli_usage_error("key",
+                                   "unrecognized option \"%s\" (for a "
+                                   "negative key write int:-N)",
+                                   argv[i]);
+    int operand;
+    int rc = cli_opt_parse(&key_command, argc, argv, &o.common, &operand);
+    if (rc != CLI_GO_ON)
+        return rc;
+    if (operand >= argc)
         return cli_usage_error("key", "no key given");
 
     cli_registry *reg = NULL;
     char err[512];
-    if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
+    if (cli_registry_load(&reg, o.common.keys_file, err, sizeof err) < 0)
         return cli_error(CLI_EXIT_USAGE, "%s", err);
     o.reg = reg;
 
-    int n = argc - optind;
+    int n = argc - operand;
     rc = 0;
     pglock_key *keys = calloc((size_t)n, sizeof *keys);
     if (!keys) {
@@ -312,23 +327,23 @@ int cmd_key(int argc, char **argv)
     }
     /* Every key is checked before anything is printed or connected. */
     for (int i = 0; i < n && !rc; i++)
-        if (cli_parse_key(argv[optind + i], reg, &keys[i], err, sizeof err))
+        if (cli_parse_key(argv[operand + i], reg, &keys[i], err, sizeof err))
             rc = cli_error(CLI_EXIT_USAGE, "%s", err);
     if (!rc)
-        rc = resolve_all(keys, n, &conn);
-    if (!rc && o.json) {
+        rc = resolve_all(keys, n, &o.common.conn);
+    if (!rc && o.common.json) {
         json_writer w;
         json_init(&w, stdout);
         json_array_begin(&w, NULL);
         for (int i = 0; i < n && !rc; i++)
-            rc = print_key_json(&w, argv[optind + i], &keys[i], &o);
+            rc = print_key_json(&w, argv[operand + i], &keys[i], &o);
         json_array_end(&w);
         json_end(&w);
     }
-    for (int i = 0; i < n && !rc && !o.json; i++) {
+    for (int i = 0; i < n && !rc && !o.common.json; i++) {
         if (i)
             putchar('\n');
-        rc = print_key(argv[optind + i], &keys[i], &o);
+        rc = print_key(argv[operand + i], &keys[i], &o);
     }
     free(keys);
     cli_registry_free(reg);

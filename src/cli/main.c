@@ -33,8 +33,8 @@ static const command commands[] = {
      "[OPTION]... KEY --within=AGE"},
     {"metrics", cmd_metrics, "locks and runs as Prometheus metrics",
      "[OPTION]..."},
-    {"terminate", cmd_terminate, "end the session holding a lock, after saying who",
-     "[OPTION]... KEY"},
+    {"terminate", cmd_terminate,
+     "end the session holding a lock, after saying who", "[OPTION]... KEY"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -58,11 +58,12 @@ static void print_help(void)
     printf("\nCommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         printf("  %-*s  %s\n", width, commands[i].name, commands[i].summary);
-    printf("\nOptions:\n"
-           "  -V, --version  output version information, then exit\n"
-           "  -?, --help     show this help, then exit\n\n"
-           "\"pglock COMMAND --help\" describes each command, pglock-COMMAND(1)\n"
-           "in full.  See pglock(1) for keys, durations, exit codes and guarantees.\n");
+    printf(
+        "\nOptions:\n"
+        "  -V, --version  output version information, then exit\n"
+        "  -?, --help     show this help, then exit\n\n"
+        "\"pglock COMMAND --help\" describes each command, pglock-COMMAND(1)\n"
+        "in full.  See pglock(1) for keys, durations, exit codes and guarantees.\n");
 }
 
 /* stdout must really have been written: a full disk is an error.  And a
@@ -72,9 +73,11 @@ static void print_help(void)
 static int finish_stdout(int code)
 {
     if (code < 0 || code > 255)
-        return cli_error(CLI_EXIT_SOFTWARE, "internal error: exit status %d", code);
+        return cli_error(CLI_EXIT_SOFTWARE, "internal error: exit status %d",
+                         code);
     if (fflush(stdout) != 0 || ferror(stdout))
-        return cli_error(CLI_EXIT_SOFTWARE, "could not write to standard output");
+        return cli_error(CLI_EXIT_SOFTWARE,
+                         "could not write to standard output");
     return code;
 }
 
@@ -100,7 +103,8 @@ int main(int argc, char **argv)
     const char *names[N_COMMANDS];
     for (size_t i = 0; i < N_COMMANDS; i++)
         names[i] = commands[i].name;
-    const char *near = cli_did_you_mean(arg, names, sizeof names / sizeof names[0]);
+    const char *near = cli_did_you_mean(arg, names,
+                                        sizeof names / sizeof names[0]);
     cli_error(CLI_EXIT_USAGE, "unrecognized command \"%s\"", arg);
     if (near)
         cli_hint("Did you mean \"pglock %s\"?", near);

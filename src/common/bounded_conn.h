@@ -1,12 +1,14 @@
 /*
- * The library's own connections and queries, bounded, and its safe
- * message for a failed connection: what pglock's one-shot commands
- * (status, doctor, key, history, terminate) need beside the public API.
- * Internal: declared here, not in pglock.h, and hidden from libpglock.so
- * (as every pglock__ name); the command line reaches them through the
- * static archive pglock_static, which holds the library's objects and is
- * never installed.  A library user has libpq for its own connections;
- * pglock's promise to it is about locks, not about a second connection.
+ * Connections and queries that never wait past a deadline or an
+ * interrupt, and a failed connection's message made safe to print: one
+ * compiled module of src/common (bounded_connect.c, bounded_query.c,
+ * conn_error.c) that the library and the command line both link.  The
+ * library waits for every query of its own here; pglock's one-shot
+ * commands (status, doctor, key, history, terminate) connect and query
+ * with it.  Internal: hidden from libpglock.so, as every pglock__ name.
+ * A library user has libpq for its own connections; pglock's promise to
+ * it is about locks, not about a second connection, so none of this is
+ * in pglock.h.
  */
 #ifndef PGLOCK_BOUNDED_CONN_H
 #define PGLOCK_BOUNDED_CONN_H
@@ -15,6 +17,10 @@
 #include <stdint.h>
 #include <libpq-fe.h>
 #include "pglock.h"
+
+/* How long a cancel may take before the connection is given up, when the
+ * caller gave no other bound. */
+#define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 
 /*
  * libpq's message for a failed connection (message: PQerrorMessage(), or
@@ -66,5 +72,69 @@ PGconn *pglock__connect_params(const char *const *keywords,
 PGresult *pglock__exec_params(PGconn *conn, const char *sql, int nparams,
                               const char *const *params, long timeout_ms,
                               pglock_error *err);
+
+/* ---- waiting for a query (bounded_query.c) */
+
+typedef struct pglock__wait {
+    int64_t deadline; /* pglock_now_ms() value, or -1: none */
+    int interrupt_fd; /* readable: interrupted; -1: none */
+    long cancel_timeout_ms;
+} pglock__wait;
+
+typedef enum pglock__wait_end {
+    PGLOCK__WAIT_DONE = 0, /* every result is in */
+    PGLOCK__WAIT_CONNLOST, /* the connection failed */
+    PGLOCK__WAIT_ABANDONED /* cancel not confirmed in time: the
+                                   connection must not be used again */
+} pglock__wait_end;
+
+#define PGLOCK__MAX_RESULTS 8
+
+/* Collects the results of the query already sent on conn.  Waits until
+ * they are all in, the deadline passes or the interrupt fires; in the last
+ * two cases cancels the query on the server (in a thread joined before
+ * the return) and keeps collecting until the cancel is confirmed or cancel_timeout_ms has
+ * passed.  *cancelled tells why a cancel was sent (0, PGLOCK_ETIMEDOUT or
+ * PGLOCK_EINTR).  Results go to res[] (caller PQclear()s each), at most
+ * PGLOCK__MAX_RESULTS (the rest are cleared), count in *nres.  When DONE
+ * is returned no cancel is pending: the next query is safe to send. */
+pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
+                               PGresult **res, int *nres, int *cancelled);
+void pglock__clear_results(PGresult **res, int nres);
+
+/* Waits for the answer to the query already sent on conn until deadline
+ * (a pglock_now_ms() value, -1: none), with no interrupt and no cancel:
+ * at the deadline the query is left running and *end is ABANDONED (wait
+ * again, or close conn).  Returns the last result (caller clears); after a
+ * failure the server's last words if any came (*end CONNLOST), or NULL.
+ * The one wait of every query with a deadline and no cancel, the
+ * library's and the command line's. */
+PGresult *pglock__answer_until(PGconn *conn, int64_t deadline,
+                               pglock__wait_end *end);
+/* Sends one parameterised query (types NULL: inferred) and waits for it
+ * as pglock__answer_until(); a failed send is CONNLOST, with NULL. */
+PGresult *pglock__exec_until(PGconn *conn, const char *sql, int nparams,
+                             const Oid *types, const char *const *params,
+                             int64_t deadline, pglock__wait_end *end);
+/* pglock__exec_until() within timeout_ms from now (-1: forever). */
+PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
+                               const char *const *params, long timeout_ms,
+                               pglock__wait_end *end);
+/* The same with the parameters' types declared (NULL: inferred). */
+PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql, int nparams,
+                                     const Oid *types,
+                                     const char *const *params, long timeout_ms,
+                                     pglock__wait_end *end);
+
+/* ---- connecting (bounded_connect.c) */
+
+/* pglock__connect_params() with w's deadline (-1: none) on top of the
+ * per-host connect_timeout; its PGLOCK_ETIMEDOUT is that deadline's. */
+PGconn *pglock__connect(const char *const *keywords, const char *const *values,
+                        int expand_dbname, const pglock__wait *w,
+                        pglock_error *err);
+
+/* Deadline for a wait of timeout_ms starting now (-1 for forever). */
+int64_t pglock__deadline(long timeout_ms, long grace_ms);
 
 #endif

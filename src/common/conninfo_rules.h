@@ -1,9 +1,9 @@
 /*
- * libpq's conninfo rules that both the library and the command line
- * apply to a connection's effective options (PQconninfo): the comma
- * lists of host, hostaddr and port, and connect_timeout.  Internal,
- * header-only; the only other private code the two sides share is
- * bounded_conn.h's.
+ * libpq's conninfo rules, applied to a connection's effective options
+ * (PQconninfo): the comma lists of host, hostaddr and port (read by
+ * bounded_connect.c and by doctor's host list) and connect_timeout (by
+ * bounded_connect.c, the library's client.c and the CLI's
+ * connection.c).  Internal, header-only.
  */
 #ifndef PGLOCK_CONNINFO_RULES_H
 #define PGLOCK_CONNINFO_RULES_H

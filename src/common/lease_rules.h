@@ -134,6 +134,18 @@ static inline int lease_too_close(int64_t confirmed_until, int64_t now,
     return confirmed_until - now < margin_ms;
 }
 
+/* How long after the last confirmed heartbeat was sent the work may
+ * still run, plus the margin: T_c + the stop budget + margin, never more
+ * than T_s.  Nobody else may be granted the lock sooner: on one server
+ * T_s guarantees it; behind an HA manager the earliest promotion after a
+ * silent primary death must not come sooner either (pglock doctor
+ * --promotion-after, docs/guarantees.md). */
+static inline long lease_work_bound_ms(long lease_ms, long stop_ms)
+{
+    return lease_client_deadline_for(lease_ms, stop_ms) + stop_ms +
+           lease_margin_ms(lease_ms);
+}
+
 /* The stop budget in effect: the one asked for, else (0) T_s/6. */
 static inline long lease_stop_budget_for(long lease_ms, long stop_ms)
 {
@@ -145,7 +157,8 @@ static inline long lease_stop_budget_for(long lease_ms, long stop_ms)
  * end it only after T_s, never before: the client stops its work by T_c +
  * the stop budget after the last confirmed heartbeat was sent, which is
  * the margin before T_s, and the server must not free the lock inside
- * that window (issue 25, hole 0).
+ * that window: the job may still run there (a partitioned holder's
+ * server hears nothing, yet the job stops only by T_c + the stop budget).
  *
  * - tcp_user_timeout = T_s (ms).  Linux ends a connection whose data
  *   stays unacknowledged that long, and, once keepalive probes went
@@ -192,6 +205,18 @@ static inline long lease_keepalive_count(long lease_ms)
 static inline long lease_check_interval_ms(long lease_ms)
 {
     return lease_ms / 3 < 1000 ? 1000 : lease_ms / 3;
+}
+
+/* A wait for a lock goes in slices of T_s, each ended by the server's
+ * answer: the lock, or lock_timeout's error at the slice's end.  A server
+ * whose processes stopped while its kernel still answers TCP (a frozen
+ * primary: keepalives and ACKs keep coming) sends nothing else, so no
+ * socket error ends a wait on it; an unanswered slice does (its client
+ * deadline, then the cancel's bound), about T_s after the server fell
+ * silent, as keepalives end a wait on a dead network. */
+static inline long lease_wait_slice_ms(long lease_ms)
+{
+    return lease_ms;
 }
 
 /* An acquisition whose wait took longer than T_s/8 is confirmed at once

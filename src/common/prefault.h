@@ -19,7 +19,7 @@
 static inline void prefault(void *p, size_t len)
 {
 #ifdef MADV_POPULATE_WRITE
-    if (!p || len < 64 * 1024)
+    if (!p || len < (size_t)64 * 1024)
         return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p & ~(page - 1);

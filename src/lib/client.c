@@ -24,11 +24,26 @@ static void version_text(char *buf, size_t len, int num)
 
 /* ------------------------------------------------------------ options */
 
+/* The bytes of the options a version has: a program built against an
+ * older header passes a smaller struct. */
+static size_t options_size(unsigned int version)
+{
+    switch (version) {
+    case 1:
+        return offsetof(pglock_options, connect_timeout_ms);
+    case 2:
+        return sizeof(pglock_options);
+    default:
+        return 0;
+    }
+}
+
 int pglock_options_init(pglock_options *opts, unsigned int version)
 {
-    if (!opts || version != PGLOCK_OPTIONS_VERSION)
+    size_t size = options_size(version);
+    if (!opts || size == 0)
         return PGLOCK_EINVAL;
-    memset(opts, 0, sizeof *opts);
+    memset(opts, 0, size);
     opts->version = version;
     opts->interrupt_fd = -1;
     opts->cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
@@ -49,8 +64,7 @@ int pglock_options_init(pglock_options *opts, unsigned int version)
  * lifetime only turns idle_session_timeout off here, so that a default the
  * DBA set does not end the session before its first lock: on a busy
  * machine even the gap before run's first lock passed 100 ms.) */
-static int open_sql(char *buf, size_t len, const pglock_options *o,
-                    int version)
+static int open_sql(char *buf, size_t len, const pglock_options *o, int version)
 {
     char settings[2048];
     if (pglock__settings_sql(settings, sizeof settings, o, 0, version) != 0)
@@ -62,7 +76,8 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
     if (pglock__setting_since(idle_off, sizeof idle_off, version, 140000,
                               "idle_session_timeout", "0", "false") < 0)
         return PGLOCK_EINVAL;
-    int n = snprintf(buf, len,
+    int n = snprintf(
+        buf, len,
         "SELECT pg_backend_pid(), pg_is_in_recovery(), current_database(),"
         " current_setting('server_version_num'),"
         " CASE WHEN pg_backend_pid() = $1::int AND NOT pg_is_in_recovery()"
@@ -73,6 +88,58 @@ static int open_sql(char *buf, size_t len, const pglock_options *o,
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
 
+/* What the open query's answer means for c, now that c->backend_pid and
+ * c->server_version hold it: the lifetime, through a pooler or not, and
+ * whether the server can keep this client's locks and lease (standby:
+ * it is in recovery; settings_applied: the session's settings were).
+ * 0, or a PGLOCK_E* code with the message on c. */
+static int judge_open_answer(pglock_client *c, int standby,
+                             int settings_applied)
+{
+    int pooled = PQbackendPID(c->conn) != c->backend_pid;
+    c->lifetime = c->opts.lifetime == PGLOCK_LIFETIME_XACT ||
+                          (c->opts.lifetime == PGLOCK_LIFETIME_AUTO && pooled)
+                      ? PGLOCK_LIFETIME_XACT
+                      : PGLOCK_LIFETIME_SESSION;
+    if (standby)
+        return pglock__fail(
+            c, PGLOCK_ESTANDBY,
+            "the server is a standby (in recovery): advisory locks are not "
+            "replicated, so a lock taken there excludes nobody");
+    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
+        /* Through a pooler this backend was only lent for one query. */
+        c->backend_pid = 0;
+        return 0;
+    }
+    if (pooled)
+        return pglock__fail(
+            c, PGLOCK_EPOOLER,
+            "session locks need a direct connection, but a connection pooler "
+            "is in the path (libpq's backend pid %u differs from the "
+            "server's pg_backend_pid() %d); hold the locks in a transaction "
+            "(xact lifetime mode) through a pooler, or connect to the server "
+            "directly",
+            (unsigned)PQbackendPID(c->conn), c->backend_pid);
+    if (!settings_applied)
+        return pglock__fail(c, PGLOCK_ESERVER,
+                            "could not apply the lock connection's settings");
+    c->lock_timeout_ms = 0; /* the settings set it to 0 */
+    /* Only a session lease needs 14: the xact lifetime returned above, and its
+     * lease, idle_in_transaction_session_timeout, exists since 9.6. */
+    if (c->opts.lease_ms > 0 && c->server_version < 140000) {
+        char version[32];
+        version_text(version, sizeof version, c->server_version);
+        return pglock__fail(
+            c, PGLOCK_EVERSION,
+            "a lease on session locks needs PostgreSQL 14 or newer "
+            "(idle_session_timeout); the server is %s: hold the locks in a "
+            "transaction instead (--mode=xact, PGLOCK_LIFETIME_XACT: its lease "
+            "is idle_in_transaction_session_timeout)",
+            version);
+    }
+    return 0;
+}
+
 static int run_open_query(pglock_client *c)
 {
     char sql[2560];
@@ -80,8 +147,9 @@ static int run_open_query(pglock_client *c)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid options");
     char pid[16];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(c->conn));
-    const char *params[2] = {pid,
-                             c->opts.lifetime == PGLOCK_LIFETIME_XACT ? "f" : "t"};
+    const char *params[2] = {pid, c->opts.lifetime == PGLOCK_LIFETIME_XACT
+                                      ? "f"
+                                      : "t"};
     /* As long as the connect may take: the connection's connect_timeout
      * (PGLOCK_CONNECT_TIMEOUT_S if unset; -1 for libpq's 0, forever).
      * Through a pooler whose pool is full, this query is the one that
@@ -92,8 +160,9 @@ static int run_open_query(pglock_client *c)
                             "could not set up the lock connection: %s",
                             PQerrorMessage(c->conn));
     /* Interruptible, as the connect: a stop signal ends it at once. */
-    pglock__wait w = {.deadline = timeout_ms < 0 ? -1
-                                                 : pglock__deadline(timeout_ms, 0),
+    pglock__wait w = {.deadline = timeout_ms < 0
+                                      ? -1
+                                      : pglock__deadline(timeout_ms, 0),
                       .interrupt_fd = c->opts.interrupt_fd,
                       .cancel_timeout_ms = -1};
     PGresult *all[PGLOCK__MAX_RESULTS];
@@ -108,11 +177,13 @@ static int run_open_query(pglock_client *c)
     }
     if (cancelled == PGLOCK_ETIMEDOUT) {
         PQclear(res);
-        return pglock__fail(c, PGLOCK_ECONNECT,
+        return pglock__fail(
+            c, PGLOCK_ECONNECT,
             "connected, but the server did not answer within %ld s "
             "(connect_timeout): through a pooler, its pool may have no free "
             "server connection (raise its pool size: default_pool_size in "
-            "PgBouncer)", timeout_ms / 1000);
+            "PgBouncer)",
+            timeout_ms / 1000);
     }
     if (end == PGLOCK__WAIT_DONE && nres == 0)
         end = PGLOCK__WAIT_CONNLOST;
@@ -133,47 +204,9 @@ static int run_open_query(pglock_client *c)
     PQclear(res);
     if (!c->database)
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
-
-    int pooled = PQbackendPID(c->conn) != c->backend_pid;
-    c->lifetime = c->opts.lifetime == PGLOCK_LIFETIME_XACT ||
-                      (c->opts.lifetime == PGLOCK_LIFETIME_AUTO && pooled)
-                  ? PGLOCK_LIFETIME_XACT
-                  : PGLOCK_LIFETIME_SESSION;
-    if (standby)
-        return pglock__fail(c, PGLOCK_ESTANDBY,
-            "the server is a standby (in recovery): advisory locks are not "
-            "replicated, so a lock taken there excludes nobody");
-    if (c->lifetime == PGLOCK_LIFETIME_XACT) {
-        /* Through a pooler this backend was only lent for one query. */
-        c->backend_pid = 0;
-        return 0;
-    }
-    if (pooled)
-        return pglock__fail(c, PGLOCK_EPOOLER,
-            "session locks need a direct connection, but a connection pooler "
-            "is in the path (libpq's backend pid %u differs from the "
-            "server's pg_backend_pid() %d); hold the locks in a transaction "
-            "(xact lifetime mode) through a pooler, or connect to the server "
-            "directly",
-            (unsigned)PQbackendPID(c->conn), c->backend_pid);
-    if (!settings_applied)
-        return pglock__fail(c, PGLOCK_ESERVER,
-                            "could not apply the lock connection's settings");
-    c->lock_timeout_ms = 0; /* the settings set it to 0 */
-    /* Only a session lease needs 14: the xact lifetime returned above, and its
-     * lease, idle_in_transaction_session_timeout, exists since 9.6. */
-    if (c->opts.lease_ms > 0 && c->server_version < 140000) {
-        char version[32];
-        version_text(version, sizeof version, c->server_version);
-        return pglock__fail(c, PGLOCK_EVERSION,
-            "a lease on session locks needs PostgreSQL 14 or newer "
-            "(idle_session_timeout); the server is %s: hold the locks in a "
-            "transaction instead (--mode=xact, PGLOCK_LIFETIME_XACT: its lease "
-            "is idle_in_transaction_session_timeout)",
-            version);
-    }
-    return 0;
+    return judge_open_answer(c, standby, settings_applied);
 }
+
 
 /* Copies the NULL-terminated keyword/value arrays into the client (a NULL
  * value stays NULL: libpq ignores it), for later connections. */
@@ -195,12 +228,57 @@ static int keep_params(pglock_client *c, const char **k, const char **v)
     return 0;
 }
 
+/* connect_timeout_ms as libpq's connect_timeout: whole seconds rounded
+ * up, at least 2 (libpq's least); "0" (forever) for PGLOCK_WAIT_FOREVER. */
+static const char *connect_seconds(char *buf, size_t len, long ms)
+{
+    long s = ms == PGLOCK_WAIT_FOREVER ? 0 : (ms + 999) / 1000;
+    snprintf(buf, len, "%ld", s != 0 && s < 2 ? 2 : s);
+    return buf;
+}
+
 static int count_params(const char *const *keywords)
 {
     int n = 0;
     while (keywords && keywords[n])
         n++;
     return n;
+}
+
+/* Copies opts (NULL: the defaults) into c->opts, the fields of its
+ * version only, with the defaults of what it leaves 0, and checks them.
+ * 0, or PGLOCK_EINVAL with the message on c. */
+static int take_options(pglock_client *c, const pglock_options *opts)
+{
+    /* Only the fields of a version we know are read: an older program's
+     * struct is smaller, and what it lacks keeps its default. */
+    size_t size = opts ? options_size(opts->version) : 0;
+    if (opts && size == 0)
+        return pglock__fail(
+            c, PGLOCK_EINVAL,
+            "invalid options: version %u is not one this library knows (1 to"
+            " %u); call pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) first",
+            opts->version, (unsigned)PGLOCK_OPTIONS_VERSION);
+    pglock_options_init(&c->opts, PGLOCK_OPTIONS_VERSION);
+    if (opts) {
+        memcpy(&c->opts, opts, size);
+        c->opts.version = PGLOCK_OPTIONS_VERSION;
+    }
+    if (c->opts.cancel_timeout_ms == 0)
+        c->opts.cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
+    if (c->opts.dead_peer_ms == 0)
+        c->opts.dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
+    if (c->opts.lease_ms < 0 || c->opts.cancel_timeout_ms < 0 ||
+        c->opts.dead_peer_ms < 0 || c->opts.lease_ms > 2147483647L ||
+        c->opts.connect_timeout_ms < PGLOCK_WAIT_FOREVER)
+        return pglock__fail(c, PGLOCK_EINVAL,
+                            "invalid options: negative or too large duration");
+    if (c->opts.lifetime != PGLOCK_LIFETIME_SESSION &&
+        c->opts.lifetime != PGLOCK_LIFETIME_XACT &&
+        c->opts.lifetime != PGLOCK_LIFETIME_AUTO)
+        return pglock__fail(c, PGLOCK_EINVAL, "invalid lifetime %d",
+                            (int)c->opts.lifetime);
+    return 0;
 }
 
 int pglock_client_open_params(pglock_client **out, const char *const *keywords,
@@ -212,28 +290,9 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     if (!c)
         return PGLOCK_ENOMEM;
     c->owner_pid = (int)getpid();
-    /* Only the fields of a version we know are read (there is one). */
-    if (opts && opts->version != PGLOCK_OPTIONS_VERSION)
-        return pglock__fail(c, PGLOCK_EINVAL,
-            "invalid options: version %u is not one this library knows (%u);"
-            " call pglock_options_init(&opts, PGLOCK_OPTIONS_VERSION) first",
-            opts->version, (unsigned)PGLOCK_OPTIONS_VERSION);
-    if (opts)
-        c->opts = *opts;
-    else
-        pglock_options_init(&c->opts, PGLOCK_OPTIONS_VERSION);
-    if (c->opts.cancel_timeout_ms == 0)
-        c->opts.cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS;
-    if (c->opts.dead_peer_ms == 0)
-        c->opts.dead_peer_ms = PGLOCK__DEFAULT_DEAD_PEER_MS;
-    if (c->opts.lease_ms < 0 || c->opts.cancel_timeout_ms < 0 ||
-        c->opts.dead_peer_ms < 0 || c->opts.lease_ms > 2147483647L)
-        return pglock__fail(c, PGLOCK_EINVAL,
-                            "invalid options: negative or too large duration");
-    if (c->opts.lifetime != PGLOCK_LIFETIME_SESSION &&
-        c->opts.lifetime != PGLOCK_LIFETIME_XACT && c->opts.lifetime != PGLOCK_LIFETIME_AUTO)
-        return pglock__fail(c, PGLOCK_EINVAL, "invalid lifetime %d",
-                            (int)c->opts.lifetime);
+    int rc = take_options(c, opts);
+    if (rc != 0)
+        return rc;
 
     /* Our defaults come first: with expand_dbname, the caller's conninfo
      * (and keywords) that follow override whatever they set themselves. */
@@ -241,15 +300,29 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
     pglock__settings_derive(&c->opts, &d);
     const char *app = c->opts.application_name ? c->opts.application_name
                                                : "pglock";
-    const char *ours_k[] = {"fallback_application_name", "keepalives",
-                            "keepalives_idle", "keepalives_interval",
-                            "keepalives_count", "tcp_user_timeout"};
-    const char *ours_v[] = {app, "1", d.ka_idle, d.ka_interval, d.ka_count,
-                            d.user_timeout};
-    int nours = (int)(sizeof ours_k / sizeof ours_k[0]);
+    char connect_s[24];
+    const char *ours_k[] = {"fallback_application_name",
+                            "keepalives",
+                            "keepalives_idle",
+                            "keepalives_interval",
+                            "keepalives_count",
+                            "tcp_user_timeout",
+                            "connect_timeout"};
+    const char *ours_v[] = {app,
+                            "1",
+                            d.ka_idle,
+                            d.ka_interval,
+                            d.ka_count,
+                            d.user_timeout,
+                            connect_seconds(connect_s, sizeof connect_s,
+                                            c->opts.connect_timeout_ms)};
+    /* without a bound of the caller's, connect_timeout is left out: libpq
+     * reads PGCONNECT_TIMEOUT then */
+    int nours = (int)(sizeof ours_k / sizeof ours_k[0]) -
+                (c->opts.connect_timeout_ms == 0);
     int ntheirs = count_params(keywords);
-    const char **k = calloc((size_t)(nours + ntheirs + 1), sizeof *k);
-    const char **v = calloc((size_t)(nours + ntheirs + 1), sizeof *v);
+    const char **k = calloc((size_t)nours + (size_t)ntheirs + 1, sizeof *k);
+    const char **v = calloc((size_t)nours + (size_t)ntheirs + 1, sizeof *v);
     if (!k || !v) {
         free(k);
         free(v);
@@ -280,7 +353,7 @@ int pglock_client_open_params(pglock_client **out, const char *const *keywords,
         return pglock__fail_error(c, &err);
     }
 
-    int rc = run_open_query(c);
+    rc = run_open_query(c);
     if (rc != 0) {
         /* Not ours to use: never send pg_advisory_unlock_all() through a
          * pooler (it would free a stranger's locks). */
@@ -354,13 +427,16 @@ static void release_all(pglock_client *c)
         /* Never unlock_all through a pooler: that would free a
          * stranger's session locks.  Ending the transaction frees
          * ours, now. */
-        pglock__holding_xact_end(c, left);
+        pglock_error err = {0};
+        if (pglock__holding_xact_end(c, left, &err) != 0)
+            pglock__client_failed(c, &err);
     } else if (!c->released || c->nlocks != 0) {
         /* A bare PQfinish frees the locks a moment later, when the
          * backend notices; waiting for this answer frees them now.
          * (Not needed when pglock_hold_release() just did so.) */
-        PGresult *res = pglock__exec_bounded(
-            c->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, left, &end);
+        PGresult *res = pglock__exec_bounded(c->conn,
+                                             "SELECT pg_advisory_unlock_all()",
+                                             0, NULL, left, &end);
         PQclear(res);
     }
 }

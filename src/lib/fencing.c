@@ -111,13 +111,13 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
     pglock__clear_results(res, nres);
 
     if (cancelled || (w->deadline >= 0 && pglock_now_ms() > w->deadline))
-        return pglock__error_set(err, cancelled == PGLOCK_EINTR ? PGLOCK_EINTR
-                                                              : PGLOCK_ETIMEDOUT,
-                               NULL, cancelled == PGLOCK_EINTR
-                                   ? "interrupted (a token that came back "
-                                     "anyway is discarded)"
-                                   : "no answer in time (a token that came "
-                                     "back late is discarded)");
+        return pglock__error_set(
+            err, cancelled == PGLOCK_EINTR ? PGLOCK_EINTR : PGLOCK_ETIMEDOUT,
+            NULL,
+            cancelled == PGLOCK_EINTR ? "interrupted (a token that came back "
+                                        "anyway is discarded)"
+                                      : "no answer in time (a token that came "
+                                        "back late is discarded)");
     if (end != PGLOCK__WAIT_DONE || PQstatus(conn) != CONNECTION_OK) {
         char line[400];
         pglock__first_line(line, sizeof line, PQerrorMessage(conn));
@@ -127,15 +127,16 @@ static int collect(PGconn *conn, const pglock__wait *w, int64_t *out,
         return rc;
     if (PQtransactionStatus(conn) != PQTRANS_IDLE || !have_token)
         return pglock__error_set(err, PGLOCK_ESERVER, NULL,
-                               "could not commit the fencing token's "
-                               "transaction");
+                                 "could not commit the fencing token's "
+                                 "transaction");
     /* Past the budget a token would wrap below earlier ones: none. */
     if (pglock__token_make(xid8, walfile, &token) < 0)
         return pglock__error_set(err, PGLOCK_ESERVER, NULL,
-                               "the fencing token is out of range "
-                               "(transaction id %s, WAL file %s): tokens "
-                               "hold timelines 1 to 32767 and transaction "
-                               "ids below 2^48", xid8, walfile);
+                                 "the fencing token is out of range "
+                                 "(transaction id %s, WAL file %s): tokens "
+                                 "hold timelines 1 to 32767 and transaction "
+                                 "ids below 2^48",
+                                 xid8, walfile);
     *out = token;
     return PGLOCK_OK;
 }
@@ -164,11 +165,11 @@ static int token_on(PGconn *conn, const pglock__wait *w, int64_t *out,
     *abandoned = 0;
     if (PQstatus(conn) != CONNECTION_OK)
         return pglock__error_set(err, PGLOCK_ECONNLOST, NULL,
-                               "the connection is not open");
+                                 "the connection is not open");
     if (PQtransactionStatus(conn) != PQTRANS_IDLE)
         return pglock__error_set(err, PGLOCK_ESTATE, NULL,
-                               "cannot take a fencing token inside an open "
-                               "transaction");
+                                 "cannot take a fencing token inside an open "
+                                 "transaction");
     /* One round trip: the statements go in one Query message. */
     if (!PQsendQuery(conn, token_sql)) {
         char line[400];
@@ -213,8 +214,7 @@ static PGconn *connect_bounded(const pglock_client *c, const pglock__wait *w,
                            (const char *const *)c->conn_values, 1, w, err);
 }
 
-int pglock_client_fencing_token(pglock_client *c, int64_t *out,
-                                long timeout_ms)
+int pglock_client_fencing_token(pglock_client *c, int64_t *out, long timeout_ms)
 {
     if (c && pglock__client_held(c))
         return PGLOCK_ESTATE; /* the hold's client: nothing of it touched */
@@ -253,8 +253,7 @@ int pglock_client_fencing_token(pglock_client *c, int64_t *out,
             rc = PGLOCK_ESERVER; /* the lock connection is fine */
     }
     if (rc) {
-        pglock__fail(c, rc, "could not take a fencing token: %s",
-                     err.message);
+        pglock__fail(c, rc, "could not take a fencing token: %s", err.message);
         snprintf(c->sqlstate, sizeof c->sqlstate, "%s", err.sqlstate);
         return rc;
     }

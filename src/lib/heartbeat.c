@@ -53,13 +53,19 @@
 #include <string.h>
 #include "internal.h"
 
+/* The checks call a volatile function (clock_timestamp()), which costs
+ * nothing here: pgpool-II with load balancing sends a SELECT with none to
+ * a standby, whose backend is not the holder (the heartbeat would report
+ * the lock lost), and one with a volatile function to the primary. */
+#define BEAT_WHERE " WHERE clock_timestamp() IS NOT NULL"
 /* The xact check, and what comes before and after it (heartbeat.c's
  * opening comment says why). */
-#define BEAT_XACT_SQL \
+#define BEAT_XACT_COLUMNS \
     "SELECT pg_backend_pid(), current_setting('" PGLOCK__LOCKS_SETTING \
     "', true)"
+#define BEAT_XACT_SQL BEAT_XACT_COLUMNS BEAT_WHERE
 #define BEAT_RECOVER "ROLLBACK TO SAVEPOINT " PGLOCK__BEAT_SAVEPOINT "; "
-static const char beat_sql[] = "SELECT pg_backend_pid()";
+static const char beat_sql[] = "SELECT pg_backend_pid()" BEAT_WHERE;
 static const char release_sql[] =
     "SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() = $1::int"
     " THEN pg_advisory_unlock_all() END";
@@ -68,9 +74,31 @@ static const char *const xact_sql[2][2] = {
     {BEAT_XACT_SQL, BEAT_XACT_SQL "; ROLLBACK"},
     {BEAT_RECOVER BEAT_XACT_SQL, BEAT_RECOVER BEAT_XACT_SQL "; ROLLBACK"}};
 
+/* A watching hold's heartbeat (stop_request.c): the usual check and the
+ * stop column; with the xact lifetime, in the heartbeat's savepoint,
+ * which the same message then rolls back to, giving back the tries'
+ * locks (and any catalog lock the requester's query took). */
+static int send_watching(pglock_client *c, const char *column)
+{
+    if (c->in_xact)
+        snprintf(c->stop_sql, c->stop_sql_len,
+                 "%s" BEAT_XACT_COLUMNS ", %s" BEAT_WHERE
+                 "; ROLLBACK TO SAVEPOINT " PGLOCK__BEAT_SAVEPOINT,
+                 c->beat_aborted ? BEAT_RECOVER : "", column);
+    else
+        snprintf(c->stop_sql, c->stop_sql_len,
+                 "SELECT pg_backend_pid(), %s" BEAT_WHERE, column);
+    return PQsendQuery(c->conn, c->stop_sql);
+}
+
 /* Sends the heartbeat's query (release: the release's). */
 static int send_query(pglock_client *c, int release)
 {
+    const char *column = release ? NULL : pglock__stop_column(c);
+    if (release)
+        c->beat_stop = PGLOCK__BEAT_STOP_NONE;
+    if (column)
+        return send_watching(c, column);
     if (c->in_xact)
         return PQsendQuery(c->conn, xact_sql[c->beat_aborted][release]);
     if (!release)
@@ -78,8 +106,8 @@ static int send_query(pglock_client *c, int release)
     char pid[16];
     snprintf(pid, sizeof pid, "%d", c->backend_pid);
     const char *params[1] = {pid};
-    return PQsendQueryParams(c->conn, release_sql, 1, NULL, params, NULL,
-                             NULL, 0);
+    return PQsendQueryParams(c->conn, release_sql, 1, NULL, params, NULL, NULL,
+                             0);
 }
 
 static int send_beat(pglock_client *c, int release)
@@ -89,8 +117,9 @@ static int send_beat(pglock_client *c, int release)
         return ready;
     int64_t now = pglock_now_ms();
     if (!send_query(c, release)) {
-        pglock__fail_result(c, NULL, release ? "could not send the release"
-                                             : "could not send the heartbeat");
+        pglock__fail_result(c, NULL,
+                            release ? "could not send the release"
+                                    : "could not send the heartbeat");
         if (PQstatus(c->conn) == CONNECTION_OK)
             return PGLOCK_ESERVER; /* the session may hold on: see below */
         pglock__client_drop(c);
@@ -98,6 +127,8 @@ static int send_beat(pglock_client *c, int release)
     }
     c->heartbeat_busy = 1;
     c->heartbeat_error = 0;
+    c->beat_confirmed = c->beat_ended = 0;
+    c->beat_taken = -1;
     c->releasing = release;
     c->heartbeat_sent_at = now;
     return 0;
@@ -176,8 +207,10 @@ static int statement_failed(pglock_client *c)
     if (c->in_xact && PQtransactionStatus(c->conn) != PQTRANS_INTRANS) {
         char why[sizeof c->message];
         snprintf(why, sizeof why, "%s", c->message);
-        pglock__fail(c, PGLOCK_ECONNLOST, "the holding transaction failed, "
-                     "which frees its locks: %s", why);
+        pglock__fail(c, PGLOCK_ECONNLOST,
+                     "the holding transaction failed, "
+                     "which frees its locks: %s",
+                     why);
         return lost(c);
     }
     return PGLOCK_ESERVER;
@@ -189,7 +222,7 @@ static int statement_failed(pglock_client *c)
 static int check_answer(pglock_client *c, const PGresult *r, long *taken)
 {
     int pid = atoi(PQgetvalue(r, 0, 0));
-    *taken = c->in_xact && PQnfields(r) == 2 && !PQgetisnull(r, 0, 1) &&
+    *taken = c->in_xact && PQnfields(r) >= 2 && !PQgetisnull(r, 0, 1) &&
                      *PQgetvalue(r, 0, 1)
                  ? strtol(PQgetvalue(r, 0, 1), NULL, 10)
                  : -1;
@@ -201,6 +234,7 @@ static int check_answer(pglock_client *c, const PGresult *r, long *taken)
                             "the lock connection reached backend %d instead "
                             "of %d: the session (and its locks) is gone",
                             pid, c->backend_pid);
+    pglock__stop_answer(c, r, c->in_xact ? 2 : 1);
     return 0;
 }
 
@@ -221,14 +255,15 @@ static int check_xact(pglock_client *c, long taken, int ended)
     if (!c->releasing && ts != PQTRANS_INTRANS)
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the holding transaction %s, which freed its "
-                            "locks", ts == PQTRANS_INERROR ? "failed"
-                                                           : "ended");
+                            "locks",
+                            ts == PQTRANS_INERROR ? "failed" : "ended");
     if (taken != c->xact_locks)
         return pglock__fail(c, PGLOCK_ECONNLOST,
                             "the holding transaction no longer has every "
                             "lock it took: it counts %ld of our %ld lock "
                             "statements (a rollback to a savepoint undid "
-                            "the others)", taken, c->xact_locks);
+                            "the others)",
+                            taken, c->xact_locks);
     return 0;
 }
 
@@ -265,8 +300,6 @@ int pglock__heartbeat_poll(pglock_client *c)
             return PGLOCK_ESERVER;
         return lost(c);
     }
-    int confirmed = 0, ended = 0;
-    long taken = -1;
     while (!PQisBusy(c->conn)) {
         PGresult *r = PQgetResult(c->conn);
         if (!r) {
@@ -274,9 +307,9 @@ int pglock__heartbeat_poll(pglock_client *c)
             break;
         }
         if (c->in_xact && PQresultStatus(r) == PGRES_COMMAND_OK) {
-            if (confirmed && c->releasing)
-                ended = 1; /* the release's ROLLBACK, after the check */
-            PQclear(r);    /* (else a recovery's ROLLBACK TO SAVEPOINT) */
+            if (c->beat_confirmed && c->releasing)
+                c->beat_ended = 1; /* the release's ROLLBACK, after the check */
+            PQclear(r); /* (else a recovery's ROLLBACK TO SAVEPOINT) */
             continue;
         }
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
@@ -284,13 +317,13 @@ int pglock__heartbeat_poll(pglock_client *c)
             PQclear(r);
             continue;
         }
-        int rc = check_answer(c, r, &taken);
+        int rc = check_answer(c, r, &c->beat_taken);
         PQclear(r);
         if (rc) {
             c->heartbeat_busy = 0;
             return lost(c);
         }
-        confirmed = 1;  /* keep reading until the end of the answer */
+        c->beat_confirmed = 1; /* keep reading until the end of the answer */
     }
     if (PQstatus(c->conn) != CONNECTION_OK) {
         if (!c->heartbeat_error)
@@ -301,9 +334,9 @@ int pglock__heartbeat_poll(pglock_client *c)
         return PGLOCK_EAGAIN;
     if (c->heartbeat_error)
         return statement_failed(c);
-    if (!confirmed)
+    if (!c->beat_confirmed)
         return pglock__fail(c, PGLOCK_ESERVER, "heartbeat got no answer");
-    if (c->in_xact && check_xact(c, taken, ended) != 0)
+    if (c->in_xact && check_xact(c, c->beat_taken, c->beat_ended) != 0)
         return lost(c);
     c->message[0] = '\0';
     c->sqlstate[0] = '\0';

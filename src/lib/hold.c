@@ -27,27 +27,30 @@
 #include "lease_rules.h"
 
 struct pglock_hold {
-    pglock_client *c;       /* the hold's while it runs */
+    pglock_client *c; /* the hold's while it runs */
     pglock_hold_options opts;
-    long lease_ms;          /* T_s: the client's lease, else dead_peer_ms */
-    long heartbeat_ms;      /* T_s / 6 */
-    long deadline_ms;       /* T_c = 2 T_s / 3 */
-    long budget_ms;         /* the caller's stop budget after a notice */
-    int64_t next_beat;      /* when the next heartbeat is due */
-    int failures;           /* heartbeats in a row failed on a live session */
-    int proved;             /* pglock_hold_confirm() proved it, no step since */
-    int64_t proved_at;      /* when */
-    int loss_pipe[2];       /* [0] the caller's loss fd; [1] written once */
-    int wake_pipe[2];       /* thread mode: stop wakes the thread */
+    long lease_ms;     /* T_s: the client's lease, else dead_peer_ms */
+    long heartbeat_ms; /* T_s / 6 */
+    long deadline_ms;  /* T_c = 2 T_s / 3 */
+    long budget_ms;    /* the caller's stop budget after a notice */
+    int64_t next_beat; /* when the next heartbeat is due */
+    int failures;      /* heartbeats in a row failed on a live session */
+    int proved;        /* pglock_hold_confirm() proved it, no step since */
+    int64_t proved_at; /* when */
+    int loss_pipe[2];  /* [0] the caller's loss fd; [1] written once */
+    int wake_pipe[2];  /* thread mode: stop wakes the thread */
     pthread_t thread;
     int has_thread;
-    int pid;                /* the process whose hold it is (not a fork's) */
-    pthread_mutex_t mu;     /* guards stopping, code and message */
+    int pid;            /* the process whose hold it is (not a fork's) */
+    pthread_mutex_t mu; /* guards stopping, code and message */
     int stopping;
-    int64_t until;          /* confirmed until: the last confirmed
+    int64_t until; /* confirmed until: the last confirmed
                                heartbeat's send + T_c */
-    int code;               /* 0 while held, else the loss code */
+    int code;      /* 0 while held, else the loss code */
     char message[512];
+    /* who asked the work to stop (stop requests), once an allowed role
+     * did: written once, under the mutex, then fixed */
+    char request[256];
 };
 
 /* ------------------------------------------------------------ options */
@@ -60,6 +63,8 @@ static size_t hold_options_size(unsigned int version)
     case 1:
         return offsetof(pglock_hold_options, stop_budget_ms);
     case 2:
+        return offsetof(pglock_hold_options, watch_stop_requests);
+    case 3:
         return sizeof(pglock_hold_options);
     default:
         return 0;
@@ -110,6 +115,28 @@ static void note_confirmed(pglock_hold *h)
     pthread_mutex_lock(&h->mu);
     h->until = until;
     pthread_mutex_unlock(&h->mu);
+}
+
+/* A stop request by an allowed role, seen by the last heartbeat, is
+ * told from here on (the first one). */
+static void note_request(pglock_hold *h)
+{
+    if (!h->c->stop_request[0] || h->request[0])
+        return;
+    pthread_mutex_lock(&h->mu);
+    snprintf(h->request, sizeof h->request, "%s", h->c->stop_request);
+    pthread_mutex_unlock(&h->mu);
+}
+
+const char *pglock_hold_stop_request(const pglock_hold *hold)
+{
+    if (!hold)
+        return NULL;
+    pglock_hold *h = (pglock_hold *)hold; /* the mutex, not the state */
+    pthread_mutex_lock(&h->mu);
+    int seen = h->request[0] != '\0';
+    pthread_mutex_unlock(&h->mu);
+    return seen ? hold->request : NULL;
 }
 
 int64_t pglock_hold_deadline(const pglock_hold *hold)
@@ -175,9 +202,13 @@ static int advance(pglock_hold *h, long *timeout_ms)
     if (c->heartbeat_busy) {
         int rc = pglock__heartbeat_poll(c);
         if (rc == 0) {
-            h->next_beat = c->heartbeat_sent_at + h->heartbeat_ms;
+            /* a stop request seen: who asks is the next heartbeat's, now */
+            h->next_beat = c->stop_seen
+                               ? pglock_now_ms()
+                               : c->heartbeat_sent_at + h->heartbeat_ms;
             h->failures = 0;
             note_confirmed(h);
+            note_request(h);
         } else if (rc == PGLOCK_ESERVER) {
             /* not confirmed: again at once, paced if it persists */
             h->failures++;
@@ -194,8 +225,8 @@ static int advance(pglock_hold *h, long *timeout_ms)
         pglock__fail(c, PGLOCK_ECONNLOST,
                      "the lease could not be confirmed within %ld ms (the "
                      "client deadline of a %ld ms lease): the lock may be "
-                     "lost, stop the work within %ld ms", h->deadline_ms,
-                     h->lease_ms, h->budget_ms);
+                     "lost, stop the work within %ld ms",
+                     h->deadline_ms, h->lease_ms, h->budget_ms);
         return declare_lost(h, c->message, 1);
     }
     if (!c->heartbeat_busy && now >= h->next_beat) {
@@ -279,7 +310,8 @@ static int thread_start(pglock_hold *h)
 static int check_start(pglock_client *c, const pglock_hold_options *opts)
 {
     if (opts && hold_options_size(opts->version) == 0)
-        return pglock__fail(c, PGLOCK_EINVAL,
+        return pglock__fail(
+            c, PGLOCK_EINVAL,
             "invalid hold options: version %u is not one this library knows"
             " (1 to %u); call pglock_hold_options_init(&opts, "
             "PGLOCK_HOLD_OPTIONS_VERSION) first",
@@ -294,7 +326,8 @@ static int check_start(pglock_client *c, const pglock_hold_options *opts)
          opts->stop_budget_ms > lease_stop_budget_max_ms(ts)))
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid hold stop budget %ld ms: more than half "
-                            "the lease (%ld ms)", opts->stop_budget_ms, ts);
+                            "the lease (%ld ms)",
+                            opts->stop_budget_ms, ts);
     int rc = pglock__client_ready(c);
     if (rc)
         return rc == PGLOCK_ECONNLOST ? PGLOCK_ESTATE : rc;
@@ -339,13 +372,20 @@ int pglock_hold_start(pglock_hold **out, pglock_client *c,
     h->budget_ms = lease_stop_budget_for(lease, stop);
     h->next_beat = c->confirmed_at + h->heartbeat_ms;
     note_confirmed(h);
+    c->stop_request[0] = '\0';
+    if (h->opts.watch_stop_requests && pglock__stop_watch_begin(c) != 0) {
+        hold_free(h);
+        return PGLOCK_ENOMEM;
+    }
     int thread = h->opts.drive == PGLOCK_HOLD_THREAD;
     if (pipe_nonblocking(h->loss_pipe) != 0 ||
         (thread && pipe_nonblocking(h->wake_pipe) != 0)) {
+        pglock__stop_watch_end(c);
         hold_free(h);
         return pglock__fail(c, PGLOCK_ENOMEM, "could not create a pipe");
     }
     if (thread && thread_start(h) != 0) {
+        pglock__stop_watch_end(c);
         hold_free(h);
         return pglock__fail(c, PGLOCK_ENOMEM, "could not start a thread");
     }
@@ -417,7 +457,7 @@ static int prove(pglock_hold *h, long bound_ms, const char *when, int release)
 {
     pglock_client *c = h->c;
     int64_t deadline = pglock_now_ms() + (bound_ms > 0 ? bound_ms : 0);
-    int sent = 0;         /* this call's heartbeat is the one in flight */
+    int sent = 0; /* this call's heartbeat is the one in flight */
     int failures = 0;
     int64_t next_send = 0;
     for (;;) {
@@ -437,9 +477,10 @@ static int prove(pglock_hold *h, long bound_ms, const char *when, int release)
         if (now >= deadline)
             return pglock__fail(c, PGLOCK_ECONNLOST,
                                 "the lease could not be confirmed %s: no "
-                                "answer within %ld ms", when, bound_ms);
-        int64_t until = c->heartbeat_busy || next_send > deadline
-                            ? deadline : next_send;
+                                "answer within %ld ms",
+                                when, bound_ms);
+        int64_t until = c->heartbeat_busy || next_send > deadline ? deadline
+                                                                  : next_send;
         struct pollfd p = {.fd = c->heartbeat_busy ? PQsocket(c->conn) : -1,
                            .events = POLLIN};
         long wait = (long)(until - now);
@@ -488,8 +529,7 @@ static int proved_just_now(pglock_hold *h)
 {
     pglock_client *c = h->c;
     if (!h->proved || pglock_now_ms() - h->proved_at >= h->heartbeat_ms ||
-        !c->conn || c->heartbeat_busy || read_idle(c) != 0 ||
-        PQisBusy(c->conn))
+        !c->conn || c->heartbeat_busy || read_idle(c) != 0 || PQisBusy(c->conn))
         return 0;
     PGresult *stray = PQgetResult(c->conn); /* an error sent since */
     int quiet = stray == NULL;
@@ -516,8 +556,10 @@ static void thread_stop(pglock_hold *h)
 void pglock__hold_client_closing(pglock_hold *h)
 {
     thread_stop(h);
-    declare_lost(h, "the client was closed while the hold ran, which "
-                    "released its locks", 1);
+    declare_lost(h,
+                 "the client was closed while the hold ran, which "
+                 "released its locks",
+                 1);
 }
 
 /* The caller has stopped the work: a lease that holds gives the client
@@ -545,10 +587,13 @@ static int hold_end(pglock_hold *h, int release, long bound_ms)
      * just now, with no step since, is that word already, unless the
      * release must travel (it is the last word then). */
     if (rc == 0) {
-        int proved = release ? prove(h, bound_ms, "when the locks were "
-                                     "released", 1)
-                     : proved_just_now(h) ? 0
-                     : prove(h, bound_ms, "when the hold stopped", 0);
+        int proved = release ? prove(h, bound_ms,
+                                     "when the locks were "
+                                     "released",
+                                     1)
+                     : proved_just_now(h)
+                         ? 0
+                         : prove(h, bound_ms, "when the hold stopped", 0);
         if (proved != 0)
             rc = declare_lost(h, h->c->message, 0);
     }
@@ -556,6 +601,7 @@ static int hold_end(pglock_hold *h, int release, long bound_ms)
         pglock__client_drop(h->c);
         pglock__fail(h->c, rc, "%s", h->message);
     }
+    pglock__stop_watch_end(c);
     hold_free(h);
     if (c->closed)
         pglock__client_free(c); /* closed while the hold ran */

@@ -105,11 +105,27 @@ enum { R_IN_RECOVERY = C_1 };
 /* 'd' */
 enum { D_OID = C_1, D_NAME = C_2 };
 /* 's' */
-enum { S_USER = C_1, S_APPNAME, S_ADDR, S_PORT, S_STATE, S_HIDDEN, S_IDLE,
-       S_AGE, S_QUERY_AGE };
+enum {
+    S_USER = C_1,
+    S_APPNAME,
+    S_ADDR,
+    S_PORT,
+    S_STATE,
+    S_HIDDEN,
+    S_IDLE,
+    S_AGE,
+    S_QUERY_AGE
+};
 /* 'l' */
-enum { L_LOCKTAGS = C_1, L_OBJSUBID = C_3, L_EXCLUSIVE, L_GRANTED,
-       L_DATABASE, L_WAITSTART_AGE, L_BLOCKED_BY };
+enum {
+    L_LOCKTAGS = C_1,
+    L_OBJSUBID = C_3,
+    L_EXCLUSIVE,
+    L_GRANTED,
+    L_DATABASE,
+    L_WAITSTART_AGE,
+    L_BLOCKED_BY
+};
 
 /* A row of a session or a database, found by pid or oid. */
 typedef struct row_ref {
@@ -127,10 +143,10 @@ typedef struct session_ref {
 } session_ref;
 
 struct pglock_holders {
-    PGresult *res;         /* the strings of the entries point into it */
+    PGresult *res; /* the strings of the entries point into it */
     pglock_holder *entries;
     int n;
-    int *pids;             /* storage for every blocked_by */
+    int *pids; /* storage for every blocked_by */
 };
 
 int pglock__key_from_locktag(uint32_t classid, uint32_t objid, int objsubid,
@@ -267,7 +283,8 @@ static int compare_sessions(const void *pa, const void *pb)
 static int find_row(const row_ref *refs, size_t n, uint32_t id)
 {
     row_ref key = {id, 0};
-    const row_ref *hit = n ? bsearch(&key, refs, n, sizeof *refs, compare_refs) : NULL;
+    const row_ref *hit = n ? bsearch(&key, refs, n, sizeof *refs, compare_refs)
+                           : NULL;
     return hit ? hit->row : -1;
 }
 
@@ -298,7 +315,9 @@ static session_ref parse_session(const PGresult *res, int r, uint32_t pid)
 {
     session_ref s = {pid, r, 0, 0, -1, -1, -1};
     s.hidden = is_true(res, r, S_HIDDEN);
-    s.client_port = PQgetisnull(res, r, S_PORT) ? 0 : atoi(PQgetvalue(res, r, S_PORT));
+    s.client_port = PQgetisnull(res, r, S_PORT)
+                        ? 0
+                        : atoi(PQgetvalue(res, r, S_PORT));
     s.idle_s = seconds_or_unknown(res, r, S_IDLE);
     s.age_s = seconds_or_unknown(res, r, S_AGE);
     s.query_age_s = seconds_or_unknown(res, r, S_QUERY_AGE);
@@ -324,8 +343,8 @@ static int index_rows(const PGresult *res, row_index *ix)
         char kind = PQgetvalue(res, r, C_KIND)[0];
         uint32_t id;
         if (kind == 's' && !PQgetisnull(res, r, C_PID))
-            ix->sessions[ix->ns++] = parse_session(res, r,
-                                                   (uint32_t)atoi(PQgetvalue(res, r, C_PID)));
+            ix->sessions[ix->ns++] = parse_session(
+                res, r, (uint32_t)atoi(PQgetvalue(res, r, C_PID)));
         else if (kind == 'd' && parse_u32(PQgetvalue(res, r, D_OID), &id) == 0)
             ix->databases[ix->nd++] = (row_ref){id, r};
     }
@@ -403,7 +422,8 @@ static void decode_request(const PGresult *res, int r, row_index *ix,
     uint32_t db;
     memset(e, 0, sizeof *e);
     int d = parse_u32(PQgetvalue(res, r, L_DATABASE), &db) == 0
-                ? find_row(ix->databases, ix->nd, db) : -1;
+                ? find_row(ix->databases, ix->nd, db)
+                : -1;
     e->database = d < 0 ? NULL : PQgetvalue(res, d, D_NAME);
     e->mode = is_true(res, r, L_EXCLUSIVE) ? PGLOCK_EXCLUSIVE : PGLOCK_SHARED;
     e->granted = is_true(res, r, L_GRANTED);
@@ -512,12 +532,16 @@ static int key_arrays(const pglock_key *keys, int nkeys, char **cls,
             free(a[2]);
             return pglock__error_set(err, PGLOCK_EINVAL, NULL,
                                      "key %d has no value yet: resolve "
-                                     "legacy keys first", i + 1);
+                                     "legacy keys first",
+                                     i + 1);
         }
         const char *sep = i ? "," : "";
-        len[0] += (size_t)snprintf(a[0] + len[0], cap - len[0], "%s%" PRIu32, sep, classid);
-        len[1] += (size_t)snprintf(a[1] + len[1], cap - len[1], "%s%" PRIu32, sep, objid);
-        len[2] += (size_t)snprintf(a[2] + len[2], cap - len[2], "%s%d", sep, sub);
+        len[0] += (size_t)snprintf(a[0] + len[0], cap - len[0], "%s%" PRIu32,
+                                   sep, classid);
+        len[1] += (size_t)snprintf(a[1] + len[1], cap - len[1], "%s%" PRIu32,
+                                   sep, objid);
+        len[2] += (size_t)snprintf(a[2] + len[2], cap - len[2], "%s%d", sep,
+                                   sub);
     }
     for (int k = 0; k < 3; k++)
         snprintf(a[k] + len[k], cap - len[k], "}");
@@ -530,18 +554,21 @@ static int key_arrays(const pglock_key *keys, int nkeys, char **cls,
 /* Sends the statement and waits for its answer, bounded by timeout_ms
  * (pglock__exec_params()); the answer (PGRES_TUPLES_OK) in *out, or an
  * error code. */
-static int run_query(PGconn *conn, const char *const params[4],
-                     long timeout_ms, PGresult **out, pglock_error *err)
+static int run_query(PGconn *conn, const char *const params[4], long timeout_ms,
+                     PGresult **out, pglock_error *err)
 {
     const char *waitstart = PQserverVersion(conn) >= 140000
-                                ? "l.waitstart" : "NULL::timestamptz";
+                                ? "l.waitstart"
+                                : "NULL::timestamptz";
     char sql[sizeof query_template + 32];
     snprintf(sql, sizeof sql, query_template, waitstart);
     pglock_error qerr = {0};
-    PGresult *res = pglock__exec_params(conn, sql, 4, params, timeout_ms, &qerr);
+    PGresult *res = pglock__exec_params(conn, sql, 4, params, timeout_ms,
+                                        &qerr);
     int rc = PGLOCK_OK;
     if (!res)
-        rc = pglock__error_set(err, qerr.code, qerr.sqlstate[0] ? qerr.sqlstate : NULL,
+        rc = pglock__error_set(err, qerr.code,
+                               qerr.sqlstate[0] ? qerr.sqlstate : NULL,
                                "could not read pg_locks: %s", qerr.message);
     else if (PQresultStatus(res) != PGRES_TUPLES_OK)
         rc = pglock__error_result(err, res, conn, "could not read pg_locks");
@@ -584,8 +611,9 @@ int pglock_holders_list(pglock_holders **out, PGconn *conn,
         if (rc)
             return rc;
     }
-    const char *params[4] = {
-        flags & PGLOCK_HOLDERS_ALL_DATABASES ? "true" : "false", cls, objs, subs};
+    const char *params[4] = {flags & PGLOCK_HOLDERS_ALL_DATABASES ? "true"
+                                                                  : "false",
+                             cls, objs, subs};
     PGresult *res = NULL;
     int rc = run_query(conn, params, timeout_ms, &res, err);
     free(cls);
@@ -621,4 +649,19 @@ void pglock_holders_free(pglock_holders *list)
     free(list->entries);
     free(list->pids);
     free(list);
+}
+
+int pglock_client_holders(pglock_holders **out, pglock_client *client,
+                          const pglock_key *keys, int nkeys, unsigned flags,
+                          long timeout_ms)
+{
+    if (out)
+        *out = NULL;
+    int rc = pglock__client_read_begin(client);
+    if (rc)
+        return rc;
+    pglock_error err;
+    rc = pglock_holders_list(out, client->conn, keys, nkeys, flags, timeout_ms,
+                             &err);
+    return pglock__client_read_end(client, rc, &err);
 }

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include "pglock.h"
 #include "bounded_conn.h"
+#include "error_text.h"
 
-#define PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS 2000L
 #define PGLOCK__DEFAULT_DEAD_PEER_MS 10000L
 /* How long after the server's lock_timeout the client deadline fires: the
  * server normally answers first, so a timeout needs no cancel. */
@@ -40,38 +40,46 @@ typedef struct pglock__lock_entry {
 } pglock__lock_entry;
 
 struct pglock_client {
-    PGconn *conn;          /* NULL once closed or lost */
+    PGconn *conn;             /* NULL once closed or lost */
     pglock_lifetime lifetime; /* in effect: SESSION or XACT */
-    int in_xact;           /* xact lifetime: the holding transaction is open */
+    int in_xact; /* xact lifetime: the holding transaction is open */
     /* Xact lifetime: the lock statements the holding transaction has kept (its
      * PGLOCK__LOCKS_SETTING, which the heartbeat reads back). */
     long xact_locks;
     /* The connection parameters (our defaults, then the caller's), owned,
      * NULL-terminated: for the fencing token's second connection. */
     char **conn_keywords, **conn_values;
-    int backend_pid;       /* xact lifetime: the holding transaction's, or 0 */
+    int backend_pid; /* xact lifetime: the holding transaction's, or 0 */
     int server_version;
     char *database;
     pglock_options opts;
     pglock__lock_entry *locks;
     size_t nlocks, caplocks;
     int64_t confirmed_at;
-    int heartbeat_busy;    /* a heartbeat query is in flight */
+    int heartbeat_busy; /* a heartbeat query is in flight */
     /* The heartbeat in flight got an error: 1, or 2 when it ends the
      * session (FATAL); decided on once its answer is complete. */
     int heartbeat_error;
+    /* What the answer of the heartbeat in flight has shown so far: it can
+     * come in several reads (over TLS, one record each; a notice the
+     * server flushes between CommandComplete and ReadyForQuery splits it),
+     * so it is kept here, not in one poll's locals.  confirmed: the
+     * holding backend answered; taken: the xact check's count of lock
+     * statements (-1: none); ended: the release's ROLLBACK after it. */
+    int beat_confirmed, beat_ended;
+    long beat_taken;
     /* The heartbeat in flight is the release (pglock__release_send()). */
     int releasing;
     /* Session lifetime: the release answered, so the session holds nothing,
      * and no call has been made on the client since (close then sends
      * no pg_advisory_unlock_all()). */
     int released;
-    int hold_running;      /* a managed hold owns the client (hold.c) */
+    int hold_running;         /* a managed hold owns the client (hold.c) */
     struct pglock_hold *hold; /* that hold, which close must stop first */
     /* pglock_client_close() ran while a hold was on the client: the
      * struct stays, connectionless, for the hold, whose stop frees it. */
     int closed;
-    int owner_pid;         /* the process that opened the connection */
+    int owner_pid; /* the process that opened the connection */
     /* Xact lifetime: a heartbeat failed inside its savepoint (a cancel),
      * so the holding transaction waits for ROLLBACK TO SAVEPOINT. */
     int beat_aborted;
@@ -82,26 +90,44 @@ struct pglock_client {
     int64_t heartbeat_sent_at;
     char sqlstate[6];
     char message[512];
+    /* Stop requests (stop_request.c), while a hold watches for them: the
+     * heartbeat's two columns, owned (NULL: not watching), and a buffer
+     * for the heartbeat's text; stop_seen: the last try failed, so the
+     * next heartbeat asks who; beat_stop: which column the heartbeat in
+     * flight carries; stop_request: who asked, once an allowed role did
+     * ("" until then). */
+    char *stop_try, *stop_who, *stop_sql;
+    size_t stop_sql_len;
+    int stop_seen;
+    int beat_stop;
+    char stop_request[256];
 };
 
-/* ---- errors (error.c): the one place errors are written
+/* ---- stop requests (stop_request.c) */
+
+enum {
+    PGLOCK__BEAT_STOP_NONE = 0, /* the heartbeat carries no stop column */
+    PGLOCK__BEAT_STOP_TRY = 1,  /* the stop-request keys tried */
+    PGLOCK__BEAT_STOP_WHO = 2   /* who asks, and whether that role may */
+};
+/* Starts watching the client's counted locks' stop requests: 0, or
+ * PGLOCK_ENOMEM with the message set. */
+int pglock__stop_watch_begin(pglock_client *c);
+/* Stops watching (nothing to free is fine); stop_request is kept. */
+void pglock__stop_watch_end(pglock_client *c);
+/* The column the next heartbeat carries, or NULL when not watching;
+ * notes which in beat_stop. */
+const char *pglock__stop_column(pglock_client *c);
+/* Reads a confirmed heartbeat's stop column (its index in r). */
+void pglock__stop_answer(pglock_client *c, const PGresult *r, int column);
+
+/* ---- a client's errors (client_state.c)
  *
  * A function on the caller's PGconn fills a pglock_error (err may be
- * NULL); a client keeps a copy of its last error.  Messages are one line:
- * whatever a format or the server adds after a newline is cut. */
+ * NULL) with src/common/error_text.h's writers; a client keeps a copy of
+ * its last error.  Messages are one line: whatever a format or the
+ * server adds after a newline is cut. */
 
-/* Sets *err to code, sqlstate (NULL: none) and the printf-style message;
- * returns code. */
-int pglock__error_set(pglock_error *err, int code, const char *sqlstate,
-                      const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Sets *err from a failed query: "what: <the server's primary message>
- * (SQLSTATE xxxxx)", the code pglock__code_for_sqlstate() gives, except
- * PGLOCK_ECONNLOST when there is no SQLSTATE (res NULL, or libpq's own
- * error: the message is then conn's) or conn is no longer CONNECTION_OK.
- * Returns the code. */
-int pglock__error_result(pglock_error *err, const PGresult *res,
-                         const PGconn *conn, const char *what);
 /* The client variants: the same error, kept on c (message and SQLSTATE)
  * instead; each returns the code.  pglock__fail_error() copies an error
  * made by the two above onto the client. */
@@ -110,30 +136,17 @@ int pglock__fail(pglock_client *c, int code, const char *fmt, ...)
 int pglock__fail_result(pglock_client *c, const PGresult *res,
                         const char *what);
 int pglock__fail_error(pglock_client *c, const pglock_error *err);
-/* At the start of a public function given err (may be NULL): empties it
- * (code 0, no SQLSTATE, no message). */
-void pglock__error_begin(pglock_error *err);
 /* NULL when key is one the pglock_key rule accepts (a known kind, reserved
  * bytes zero), else why not, for "invalid key: %s".  key may be NULL. */
 const char *pglock__key_invalid(const pglock_key *key);
 /* The message of a key pglock__key_invalid() refuses (%s: its reason). */
 #define PGLOCK__INVALID_KEY_FMT \
     "invalid key: %s; make keys with the pglock_key_*() constructors"
-/* Maps a SQLSTATE to a PGLOCK_E* code (ESERVER when nothing fits). */
-int pglock__code_for_sqlstate(const char *sqlstate);
-/* Copies the first line of msg into buf, without the trailing newline. */
-void pglock__first_line(char *buf, size_t len, const char *msg);
 /* A fencing token from the text of its transaction's xid8 and the name of
  * the WAL file being written (its first 8 hex digits: the timeline):
  * timeline << 48 | xid8 (fencing.c).  0, or -1 when either is malformed
  * or past the budget (timeline 1..32767, xid8 below 2^48). */
 int pglock__token_make(const char *xid8, const char *walfile, int64_t *out);
-/* For an error that a server or pooler limit caused (too many clients,
- * a full lock table, PgBouncer's max_client_conn): the words that name
- * the setting to raise, as " (...)" to append to the message's one line;
- * NULL for any other error.  msg: the message (libpq's or the server's);
- * sqlstate: its SQLSTATE or "" / NULL. */
-const char *pglock__limit_advice(const char *msg, const char *sqlstate);
 
 /* ---- heartbeats (heartbeat.c): pglock_heartbeat() in two halves, for
  * the managed hold, which must never block */
@@ -165,6 +178,11 @@ int pglock__release_send(pglock_client *c);
 
 /* The connection is gone (or abandoned): finish it, forget every hold. */
 void pglock__client_drop(pglock_client *c);
+/* A lock call's failure, decided once, by the public call: err onto the
+ * client (its message and SQLSTATE), and on PGLOCK_ECONNLOST the
+ * connection closed with every count (pglock.h: any PGLOCK_ECONNLOST
+ * closes the client's connection).  Returns err->code. */
+int pglock__client_failed(pglock_client *c, const pglock_error *err);
 /* 0 when the client can start a query; else PGLOCK_ECONNLOST (the
  * connection was lost earlier) or PGLOCK_ESTATE (a heartbeat is in
  * flight, or this is a forked child's copy of the client), with the
@@ -178,6 +196,17 @@ int pglock__client_enter(pglock_client *c);
 /* 1 when the hold owns the client (its message too): a call refused for
  * that must not write on the client. */
 int pglock__client_held(const pglock_client *c);
+/* Before a read-only query of the client's own (pglock_client_holders(),
+ * pglock_client_key_resolve()): 0, or why it cannot run now (a managed
+ * hold, a heartbeat in flight, a lost connection, a holding transaction
+ * that waits for its heartbeat's ROLLBACK TO SAVEPOINT), the message on
+ * the client except under a hold.  c may be NULL (PGLOCK_EINVAL). */
+int pglock__client_read_begin(pglock_client *c);
+/* After it, with the query's code rc (0: done) and its error: the message onto
+ * the client, the client dropped on PGLOCK_ECONNLOST, and in a holding
+ * transaction a failure costs the last lock statement's savepoint only
+ * (beat_aborted).  Returns rc. */
+int pglock__client_read_end(pglock_client *c, int rc, const pglock_error *err);
 /* Frees the client's memory (the connection is gone already). */
 void pglock__client_free(pglock_client *c);
 
@@ -199,31 +228,38 @@ pglock__lock_entry *pglock__lock_find(const pglock_client *c,
  * the connection closed (a lock nobody could unlock or verify must go). */
 int pglock__lock_granted(pglock_client *c, const pglock_key *key,
                          pglock_mode mode, int64_t sent_at);
+/* The answer of a session-lock statement: its results (the caller
+ * PQclear()s each) and whether the wait was cancelled by us
+ * (pglock__await()'s *cancelled). */
+typedef struct pglock__answer {
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres;
+    int cancelled;
+} pglock__answer;
 /* Sends a session-lock statement, sql with its nparams params, on the
  * client's connection and waits for its answer until deadline (a
  * pglock_now_ms() value, -1: none) or the client's interrupt
- * (lock.c, lock_any.c).  0 with the results in res[] (at least
- * one; the caller PQclear()s each), their count in *nres and *cancelled
- * as pglock__await() sets it; else PGLOCK_ECONNLOST with the results
- * cleared, the message set and the client dropped: the statement could not
- * be sent, the connection failed, or a cancel was not confirmed within
- * cancel_timeout_ms. */
+ * (lock.c, lock_any.c).  0 with at least one result in *a; else
+ * PGLOCK_ECONNLOST with no result kept and the error in *err (the
+ * statement could not be sent, the connection failed, or a cancel was
+ * not confirmed within cancel_timeout_ms), for the caller to close the
+ * client. */
 int pglock__session_statement(pglock_client *c, const char *sql, int nparams,
                               const Oid *types, const char *const *params,
-                              int64_t deadline, PGresult **res, int *nres,
-                              int *cancelled);
+                              int64_t deadline, pglock__answer *a,
+                              pglock_error *err);
 /* After a failed session-lock statement (lock.c): which key of a
- * set this backend was granted anyway, in mode (pg_locks has the last
- * word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
+ * set the backend of conn was granted anyway, in mode (pg_locks has the
+ * last word).  The set: ids, its bigints as an int8[] literal ("{1,2,3}"),
  * all of one objsubid (1 bigints, 2 int4 pairs); or a set of one
  * unresolved legacy key, resolve (ids unused), whose bigint the same
  * statement computes and writes into it.  Returns the index of the first
- * key held or -1 for none, the caller's message and SQLSTATE kept; else
- * PGLOCK_ECONNLOST with the client dropped and the message "could not
- * check pg_locks after a failed <failed>; ...". */
-int pglock__granted_among(pglock_client *c, const char *ids, int objsubid,
+ * key held or -1 for none, *err untouched (the failed statement's error
+ * stands); else PGLOCK_ECONNLOST with *err "could not check pg_locks
+ * after a failed <failed>; ...", for the caller to close the client. */
+int pglock__granted_among(PGconn *conn, const char *ids, int objsubid,
                           pglock_mode mode, pglock_key *resolve,
-                          const char *failed);
+                          const char *failed, pglock_error *err);
 
 /* ---- keys (pg_locks coordinates: pglock_key_locktag() in key.c) */
 
@@ -245,9 +281,9 @@ int pglock__locktag_next(const char **list, uint32_t *classid, uint32_t *objid);
 /* ---- SQL for a lock call (xact_lock.c) */
 
 typedef enum pglock__op {
-    PGLOCK__OP_LOCK,    /* pg_advisory_lock */
-    PGLOCK__OP_TRY,     /* pg_try_advisory_lock */
-    PGLOCK__OP_UNLOCK   /* pg_advisory_unlock */
+    PGLOCK__OP_LOCK,  /* pg_advisory_lock */
+    PGLOCK__OP_TRY,   /* pg_try_advisory_lock */
+    PGLOCK__OP_UNLOCK /* pg_advisory_unlock */
 } pglock__op;
 
 /* pglock__call_make() fills it: the function call for key with
@@ -258,14 +294,14 @@ typedef enum pglock__op {
  * that the answer can resolve it ("" for every other key).  A number key's
  * parameters are declared int8 or int4 (types) rather than cast in the
  * SQL: the same exact match of the catalog's function, for less of the
- * server's parsing (issue 31, bench section 11). */
+ * server's parsing (make bench's section 11 measures it). */
 #define PGLOCK__INT8OID 20
 #define PGLOCK__INT4OID 23
 typedef struct pglock__call {
     char fn[160];
-    char value_expr[96];   /* "" unless legacy */
+    char value_expr[96]; /* "" unless legacy */
     const char *params[2];
-    Oid types[2];          /* 0: the server infers it (a legacy key's) */
+    Oid types[2]; /* 0: the server infers it (a legacy key's) */
     char vbuf[2][24];
     int nparams;
 } pglock__call;
@@ -276,8 +312,8 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
  * multi-statement query (transaction locks); names are escaped with
  * PQescapeLiteral.  Returns 0 or PGLOCK_ENOMEM / PGLOCK_EINVAL. */
 int pglock__call_literal(char *buf, size_t len, PGconn *conn,
-                         const pglock_key *key, pglock_mode mode,
-                         pglock__op op, int xact);
+                         const pglock_key *key, pglock_mode mode, pglock__op op,
+                         int xact);
 
 /* A legacy key's bigint as a SQL expression with literals, for a
  * simple-protocol query: "hashtext('name')::int8" (the name escaped with
@@ -353,85 +389,29 @@ typedef struct pglock__xact_req {
 
 /* pglock_xact_begin_lock() (begin) or pglock_xact_lock() (!begin), with
  * req's additions; same contract. */
-int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
-                          pglock_mode mode, long timeout_ms, int begin,
+int pglock__xact_lock_req(PGconn *conn, const pglock_key *key, pglock_mode mode,
+                          long timeout_ms, int begin,
                           const pglock__xact_req *req, pglock_error *err);
 /* The same attempt with the lock statement given: stmt, one SELECT whose
  * last column is true when the lock was taken (a try, timeout_ms
  * PGLOCK_TRY) or any row (a wait).  Opens the transaction (begin) or puts
  * stmt under a savepoint, and undoes it when it fails. */
-int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
-                     long timeout_ms, const pglock__xact_req *req,
-                     pglock_error *err);
+int pglock__xact_run(PGconn *conn, const char *stmt, int begin, long timeout_ms,
+                     const pglock__xact_req *req, pglock_error *err);
 
 /* ---- the client's xact lifetime (lock.c) */
 
-/* pglock_lock() with the xact lifetime, after the arguments were checked: 0 when
- * held (key resolved, not yet counted), else a code with the message on
- * the client (the client is dropped on PGLOCK_ECONNLOST). */
-int pglock__holding_xact_lock(pglock_client *c, pglock_key *key,
-                              pglock_mode mode, long timeout_ms);
-/* pglock_lock_any() with the xact lifetime: stmt (a try of a set of transaction
- * locks, see lock_any.c) in the holding transaction, with the same
- * bookkeeping; 0 with the index taken in *index_out (not yet counted),
- * PGLOCK_EBUSY with no message when none was free, else as above. */
-int pglock__holding_xact_any(pglock_client *c, const char *stmt,
-                             int *index_out);
+/* pglock_lock_any() with the xact lifetime: stmt (a try of a set of
+ * transaction locks, see lock_any.c) in the holding transaction, with
+ * pglock_lock()'s bookkeeping; 0 with the index taken in *index_out (not
+ * yet counted), PGLOCK_EBUSY when none was free, else a code with its
+ * error in *err, for the caller to decide (pglock__client_failed()). */
+int pglock__holding_xact_any(pglock_client *c, const char *stmt, int *index_out,
+                             pglock_error *err);
 /* Ends the holding transaction, if one is open (ROLLBACK: it wrote
  * nothing), bounded by timeout_ms (-1: none).  0, or PGLOCK_ECONNLOST
- * with the client dropped. */
-int pglock__holding_xact_end(pglock_client *c, long timeout_ms);
-
-/* ---- waiting (wait.c) */
-
-typedef struct pglock__wait {
-    int64_t deadline;        /* pglock_now_ms() value, or -1: none */
-    int interrupt_fd;        /* readable: interrupted; -1: none */
-    long cancel_timeout_ms;
-} pglock__wait;
-
-typedef enum pglock__wait_end {
-    PGLOCK__WAIT_DONE = 0,      /* every result is in */
-    PGLOCK__WAIT_CONNLOST,      /* the connection failed */
-    PGLOCK__WAIT_ABANDONED      /* cancel not confirmed in time: the
-                                   connection must not be used again */
-} pglock__wait_end;
-
-#define PGLOCK__MAX_RESULTS 8
-
-/* Collects the results of the query already sent on conn.  Waits until
- * they are all in, the deadline passes or the interrupt fires; in the last
- * two cases cancels the query on the server (in a detached thread) and
- * keeps collecting until the cancel is confirmed or cancel_timeout_ms has
- * passed.  *cancelled tells why a cancel was sent (0, PGLOCK_ETIMEDOUT or
- * PGLOCK_EINTR).  Results go to res[] (caller PQclear()s each), at most
- * PGLOCK__MAX_RESULTS (the rest are cleared), count in *nres.  When DONE
- * is returned no cancel is pending: the next query is safe to send. */
-pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
-                               PGresult **res, int *nres, int *cancelled);
-void pglock__clear_results(PGresult **res, int nres);
-
-/* Runs one parameterised query and waits for it (no interrupt), until
- * timeout_ms.  Returns the single result (caller clears) or NULL with
- * *end set when the connection failed or the deadline passed. */
-PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
-                               const char *const *params, long timeout_ms,
-                               pglock__wait_end *end);
-/* The same with the parameters' types declared (NULL or 0: inferred). */
-PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
-                                     int nparams, const Oid *types,
-                                     const char *const *params,
-                                     long timeout_ms, pglock__wait_end *end);
-
-/* ---- connecting (connect.c) */
-
-/* pglock__connect_params() with w's deadline (-1: none) on top of the
- * per-host connect_timeout; its PGLOCK_ETIMEDOUT is that deadline's. */
-PGconn *pglock__connect(const char *const *keywords, const char *const *values,
-                        int expand_dbname, const pglock__wait *w,
-                        pglock_error *err);
-
-/* Deadline for a wait of timeout_ms starting now (-1 for forever). */
-int64_t pglock__deadline(long timeout_ms, long grace_ms);
+ * with its error in *err, for the caller to close the client. */
+int pglock__holding_xact_end(pglock_client *c, long timeout_ms,
+                             pglock_error *err);
 
 #endif

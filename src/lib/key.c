@@ -69,8 +69,7 @@ const char *pglock__key_invalid(const pglock_key *key)
 {
     if (!key)
         return "no key given";
-    if (key->kind < PGLOCK_KEY_INT64 ||
-        key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
+    if (key->kind < PGLOCK_KEY_INT64 || key->kind > PGLOCK_KEY_HASHTEXTEXTENDED)
         return "its kind is not a pglock_key_kind";
     for (size_t i = 0; i < sizeof key->reserved / sizeof key->reserved[0]; i++)
         if (key->reserved[i])
@@ -124,8 +123,7 @@ int pglock_key_hashtext(pglock_key *out, const char *name)
     return key_named(out, PGLOCK_KEY_HASHTEXT, name);
 }
 
-int pglock_key_hashtextextended(pglock_key *out, const char *name,
-                                int64_t seed)
+int pglock_key_hashtextextended(pglock_key *out, const char *name, int64_t seed)
 {
     int rc = key_named(out, PGLOCK_KEY_HASHTEXTEXTENDED, name);
     if (rc == PGLOCK_OK)
@@ -144,7 +142,8 @@ int64_t pglock_name_to_int64(const char *name, size_t len)
      * exhaustion inside OpenSSL; there is no error channel here, so abort
      * rather than hand out a wrong key. */
     if (!EVP_Digest(name ? name : empty, name ? len : 0, md, &mdlen,
-                    EVP_sha256(), NULL) || mdlen < 8)
+                    EVP_sha256(), NULL) ||
+        mdlen < 8)
         abort();
     uint64_t u = 0;
     for (int i = 0; i < 8; i++)
@@ -212,8 +211,8 @@ int pglock_key_format(const pglock_key *key, char *buf, size_t len)
     if (pglock__key_invalid(key) || (!buf && len))
         return PGLOCK_EINVAL;
     if (key->kind == PGLOCK_KEY_PAIR)
-        return printed(snprintf(buf, len, "%" PRId32 ":%" PRId32, key->ns,
-                                key->nsid));
+        return printed(
+            snprintf(buf, len, "%" PRId32 ":%" PRId32, key->ns, key->nsid));
     if (key_has_bigint(key))
         return printed(snprintf(buf, len, "%" PRId64, key->id));
     return PGLOCK_EINVAL;
@@ -224,8 +223,8 @@ int pglock_key_format(const pglock_key *key, char *buf, size_t len)
 /* A buffer that counts what would have been written (as snprintf). */
 typedef struct sqlbuf {
     char *buf;
-    size_t len;   /* capacity of buf */
-    size_t used;  /* bytes that would have been written */
+    size_t len;  /* capacity of buf */
+    size_t used; /* bytes that would have been written */
 } sqlbuf;
 
 static void sb_putc(sqlbuf *sb, char c)
@@ -268,8 +267,8 @@ static const char *lock_function(pglock_mode mode, pglock_scope scope)
                                  : "pg_advisory_lock";
 }
 
-int pglock_key_sql(const pglock_key *key, pglock_mode mode,
-                   pglock_scope scope, char *buf, size_t len)
+int pglock_key_sql(const pglock_key *key, pglock_mode mode, pglock_scope scope,
+                   char *buf, size_t len)
 {
     char num[64];
     if (pglock__key_invalid(key) || (!buf && len))
@@ -277,7 +276,8 @@ int pglock_key_sql(const pglock_key *key, pglock_mode mode,
     if ((mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED) ||
         (scope != PGLOCK_SESSION && scope != PGLOCK_XACT))
         return PGLOCK_EINVAL;
-    if ((key->kind == PGLOCK_KEY_TEXT || pglock__key_is_legacy(key)) && !key->name)
+    if ((key->kind == PGLOCK_KEY_TEXT || pglock__key_is_legacy(key)) &&
+        !key->name)
         return PGLOCK_EINVAL;
 
     sqlbuf sb = {buf, len, 0};

@@ -48,12 +48,10 @@ static void echo_key(const char *text, char *out, size_t outlen)
 
 /* Sets *err (may be NULL) to PGLOCK_EINVAL and 'invalid key "TEXT":
  * REASON'; returns PGLOCK_EINVAL. */
-static int key_error(const char *text, pglock_error *err,
-                     const char *fmt, ...)
+static int key_error(const char *text, pglock_error *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int key_error(const char *text, pglock_error *err,
-                     const char *fmt, ...)
+static int key_error(const char *text, pglock_error *err, const char *fmt, ...)
 {
     char shown[ECHO_MAX * 4 + 8], reason[512];
     va_list ap;
@@ -71,9 +69,9 @@ static int key_error(const char *text, pglock_error *err,
 typedef enum int_problem {
     INT_OK = 0,
     INT_EMPTY,
-    INT_PLUS,       /* leading '+' */
-    INT_NOT_INT,    /* not "-"? digits */
-    INT_NOT_CANON,  /* leading zeros or "-0" */
+    INT_PLUS,      /* leading '+' */
+    INT_NOT_INT,   /* not "-"? digits */
+    INT_NOT_CANON, /* leading zeros or "-0" */
     INT_RANGE
 } int_problem;
 
@@ -83,8 +81,8 @@ typedef enum int_problem {
  * "-0" is not).  Every accepted integer has exactly one spelling, the one
  * pglock prints.
  */
-static int_problem parse_int(const char *s, size_t n, int64_t min,
-                             int64_t max, int64_t *out)
+static int_problem parse_int(const char *s, size_t n, int64_t min, int64_t max,
+                             int64_t *out)
 {
     size_t i = 0;
     int neg = 0;
@@ -121,16 +119,15 @@ static int_problem parse_int(const char *s, size_t n, int64_t min,
 
 /* A problem with an integer, in words: "PART is not an integer" etc.
  * bits is 32 or 64. */
-static int int_error(const char *text, pglock_error *err,
-                     const char *part, int_problem p, const char *s, size_t n,
-                     int bits, const char *hint)
+static int int_error(const char *text, pglock_error *err, const char *part,
+                     int_problem p, const char *s, size_t n, int bits,
+                     const char *hint)
 {
     switch (p) {
     case INT_EMPTY:
         return key_error(text, err, "%s is empty", part);
     case INT_PLUS:
-        return key_error(text, err, "%s has a '+' sign%s", part,
-                         hint);
+        return key_error(text, err, "%s has a '+' sign%s", part, hint);
     case INT_NOT_CANON: {
         /* Show the canonical spelling: strip '-' of zero, leading zeros. */
         size_t i = (s[0] == '-') ? 1 : 0;
@@ -143,12 +140,11 @@ static int int_error(const char *text, pglock_error *err,
                          s + i, hint);
     }
     case INT_RANGE:
-        return key_error(text, err,
-                         "%s is out of range for a %d-bit integer", part, bits);
+        return key_error(text, err, "%s is out of range for a %d-bit integer",
+                         part, bits);
     case INT_NOT_INT:
     default:
-        return key_error(text, err, "%s is not an integer%s", part,
-                         hint);
+        return key_error(text, err, "%s is not an integer%s", part, hint);
     }
 }
 
@@ -166,21 +162,19 @@ static int parse_pair(pglock_key *out, const char *text, const char *s,
 {
     const char *colon = memchr(s, ':', n);
     if (!colon)
-        return key_error(text, err,
-                         "a pair needs the form NS:ID");
+        return key_error(text, err, "a pair needs the form NS:ID");
     if (memchr(colon + 1, ':', n - (size_t)(colon + 1 - s)))
-        return key_error(text, err,
-                         "too many ':' (a pair is NS:ID)");
+        return key_error(text, err, "too many ':' (a pair is NS:ID)");
     int64_t ns, id;
     size_t nslen = (size_t)(colon - s), idlen = n - nslen - 1;
     int_problem p = parse_int(s, nslen, INT32_MIN, INT32_MAX, &ns);
     if (p)
-        return int_error(text, err, "the namespace before ':'", p,
-                         s, nslen, 32, hint);
+        return int_error(text, err, "the namespace before ':'", p, s, nslen, 32,
+                         hint);
     p = parse_int(colon + 1, idlen, INT32_MIN, INT32_MAX, &id);
     if (p)
-        return int_error(text, err, "the id after ':'", p,
-                         colon + 1, idlen, 32, hint);
+        return int_error(text, err, "the id after ':'", p, colon + 1, idlen, 32,
+                         hint);
     return pglock_key_pair(out, (int32_t)ns, (int32_t)id);
 }
 
@@ -279,11 +273,9 @@ int pglock_key_parse(pglock_key *out, const char *text, pglock_error *err)
             size_t slen = (size_t)(c2 - rest);
             int_problem p = parse_int(rest, slen, INT64_MIN, INT64_MAX, &seed);
             if (p)
-                return int_error(text, err, "the seed", p, rest,
-                                 slen, 64, "");
+                return int_error(text, err, "the seed", p, rest, slen, 64, "");
             if (!c2[1])
-                return key_error(text, err,
-                                 "the name after the seed is empty");
+                return key_error(text, err, "the name after the seed is empty");
             return pglock_key_hashtextextended(out, c2 + 1, seed);
         }
     }

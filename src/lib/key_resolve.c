@@ -1,8 +1,8 @@
 /*
  * Resolving the legacy key forms (hashtext, hashtextextended), whose value
  * only the server can compute: one query on the caller's connection,
- * waited for like every other query (wait.c), so that a dead network or a
- * stuck server cannot hold the caller forever.
+ * waited for like every other query (src/common/bounded_query.c), so
+ * that a dead network or a stuck server cannot hold the caller forever.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -69,4 +69,16 @@ int pglock_key_resolve(pglock_key *key, PGconn *conn, pglock_error *err)
         rc = pglock__error_result(err, res, conn, "could not compute the key");
     PQclear(res);
     return rc;
+}
+
+int pglock_client_key_resolve(pglock_client *client, pglock_key *key)
+{
+    if (key && !pglock__key_invalid(key) && !pglock__key_is_legacy(key))
+        return PGLOCK_OK; /* nothing to ask, so nothing to refuse */
+    int rc = pglock__client_read_begin(client);
+    if (rc)
+        return rc;
+    pglock_error err;
+    rc = pglock_key_resolve(key, client->conn, &err);
+    return pglock__client_read_end(client, rc, &err);
 }

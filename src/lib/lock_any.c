@@ -54,7 +54,8 @@ static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
     if (!keys || !index_out || nkeys < 1 || nkeys > PGLOCK_LOCK_ANY_MAX)
         return pglock__fail(c, PGLOCK_EINVAL,
                             "invalid key set: 1 to %d keys and an index to "
-                            "write are needed", PGLOCK_LOCK_ANY_MAX);
+                            "write are needed",
+                            PGLOCK_LOCK_ANY_MAX);
     if (mode != PGLOCK_EXCLUSIVE && mode != PGLOCK_SHARED)
         return pglock__fail(c, PGLOCK_EINVAL, "invalid lock mode %d",
                             (int)mode);
@@ -62,11 +63,13 @@ static int check_args(pglock_client *c, const pglock_key *keys, int nkeys,
         if (!bigint_key(&keys[i]))
             return pglock__fail(c, PGLOCK_EINVAL,
                                 "invalid key %d of the set: give 64-bit keys "
-                                "(integers, names, resolved legacy keys)", i);
+                                "(integers, names, resolved legacy keys)",
+                                i);
         if (pglock__lock_find(c, &keys[i], mode))
             return pglock__fail(c, PGLOCK_ESTATE,
                                 "key %d of the set is already held by this "
-                                "client", i);
+                                "client",
+                                i);
     }
     return pglock__client_ready(c);
 }
@@ -94,7 +97,7 @@ static char *id_array(const pglock_key *keys, int nkeys)
 /* The statement trying the keys ids ("{1,2,3}") in turn, session or
  * transaction locks; allocated (NULL: no memory). */
 static char *any_statement(const char *ids, int nkeys, pglock_mode mode,
-                          int xact)
+                           int xact)
 {
     size_t len = strlen(ids) + 400;
     char *sql = malloc(len);
@@ -106,42 +109,37 @@ static char *any_statement(const char *ids, int nkeys, pglock_mode mode,
              " FROM t WHERE NOT got AND i < %d)"
              " SELECT max(i) FILTER (WHERE got) - 1 AS " PGLOCK__INDEX_COLUMN
              ", bool_or(got) FROM t",
-             xact ? "_xact" : "", mode == PGLOCK_SHARED ? "_shared" : "",
-             ids, nkeys);
+             xact ? "_xact" : "", mode == PGLOCK_SHARED ? "_shared" : "", ids,
+             nkeys);
     return sql;
 }
 
 /* Sends the statement on the session and reads the index it took:
  * 0..nkeys-1, -1 for none (busy), or a negative PGLOCK_E* code (-1 is
- * never one of them: PGLOCK_EBUSY is not returned here) with the message
- * on the client. */
+ * never one of them: PGLOCK_EBUSY is not returned here) with its error
+ * in *err. */
 static int session_try(pglock_client *c, const char *sql, const char *ids,
-                       pglock_mode mode, int *taken)
+                       pglock_mode mode, int *taken, pglock_error *err)
 {
-    PGresult *res[PGLOCK__MAX_RESULTS];
-    int nres = 0, cancelled = 0;
-    int rc = pglock__session_statement(c, sql, 0, NULL, NULL, -1, res, &nres,
-                                       &cancelled);
+    pglock__answer a;
+    int rc = pglock__session_statement(c, sql, 0, NULL, NULL, -1, &a, err);
     if (rc)
         return rc;
-    PGresult *r = res[nres - 1];
+    PGresult *r = a.res[a.nres - 1];
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        *taken = PQgetvalue(r, 0, 1)[0] == 't' ? atoi(PQgetvalue(r, 0, 0))
-                                               : -1;
-        pglock__clear_results(res, nres);
+        *taken = PQgetvalue(r, 0, 1)[0] == 't' ? atoi(PQgetvalue(r, 0, 0)) : -1;
+        pglock__clear_results(a.res, a.nres);
         return 0;
     }
-    rc = pglock__fail_result(c, r, "could not take a lock");
-    pglock__clear_results(res, nres);
-    if (rc == PGLOCK_EINTR && cancelled)
-        rc = cancelled;
-    if (rc == PGLOCK_ECONNLOST) {
-        pglock__client_drop(c);
+    rc = pglock__error_result(err, r, c->conn, "could not take a lock");
+    pglock__clear_results(a.res, a.nres);
+    if (rc == PGLOCK_EINTR && a.cancelled)
+        rc = err->code = a.cancelled;
+    if (rc == PGLOCK_ECONNLOST)
         return rc;
-    }
     /* pg_locks has the last word, as after any failed wait (a cancel
      * landing just after the grant) */
-    int got = pglock__granted_among(c, ids, 1, mode, NULL, "try");
+    int got = pglock__granted_among(c->conn, ids, 1, mode, NULL, "try", err);
     if (got == PGLOCK_ECONNLOST)
         return got;
     if (got >= 0) {
@@ -152,23 +150,23 @@ static int session_try(pglock_client *c, const char *sql, const char *ids,
 }
 
 /* The statement in the client's hold: 0 with *taken (-1: none free), or a
- * code with the message on the client. */
+ * code with its error in *err. */
 static int try_statement(pglock_client *c, const char *ids, int nkeys,
-                         pglock_mode mode, int *taken)
+                         pglock_mode mode, int *taken, pglock_error *err)
 {
     int xact = c->lifetime == PGLOCK_LIFETIME_XACT;
     char *sql = any_statement(ids, nkeys, mode, xact);
     if (!sql)
-        return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
+        return pglock__error_set(err, PGLOCK_ENOMEM, NULL, "out of memory");
     int rc;
     if (xact) {
-        rc = pglock__holding_xact_any(c, sql, taken);
+        rc = pglock__holding_xact_any(c, sql, taken, err);
         if (rc == PGLOCK_EBUSY) {
             *taken = -1;
             rc = 0;
         }
     } else {
-        rc = session_try(c, sql, ids, mode, taken);
+        rc = session_try(c, sql, ids, mode, taken, err);
     }
     free(sql);
     return rc;
@@ -186,14 +184,16 @@ int pglock_lock_any(pglock_client *c, const pglock_key *keys, int nkeys,
         return pglock__fail(c, PGLOCK_ENOMEM, "out of memory");
     int64_t sent_at = pglock_now_ms();
     int taken = -1;
-    rc = try_statement(c, ids, nkeys, mode, &taken);
+    pglock_error err = {0};
+    rc = try_statement(c, ids, nkeys, mode, &taken, &err);
     free(ids);
     if (rc)
-        return rc;
+        return pglock__client_failed(c, &err);
     if (taken < 0 || taken >= nkeys)
         return pglock__fail(c, PGLOCK_EBUSY,
                             "every one of the %d keys is held by another "
-                            "session", nkeys);
+                            "session",
+                            nkeys);
     if ((rc = pglock__lock_granted(c, &keys[taken], mode, sent_at)) != 0)
         return rc;
     *index_out = taken;

@@ -72,18 +72,19 @@ int pglock__setting_since(char *buf, size_t len, int version, int since,
         n = snprintf(buf, len, "set_config('%s', '%s', %s)", name, value,
                      local);
     else
-        n = snprintf(buf, len, "CASE WHEN current_setting("
+        n = snprintf(buf, len,
+                     "CASE WHEN current_setting("
                      "'server_version_num')::int >= %d THEN set_config('%s',"
-                     " '%s', %s) END", since, name, value, local);
+                     " '%s', %s) END",
+                     since, name, value, local);
     if (n < 0 || (size_t)n >= len)
         return -1;
     return version > 0 && version < since;
 }
 
 /* Appends ", <the setting>" unless the server lacks it. */
-static void set_since(char *buf, size_t len, size_t *at, int version,
-                      int since, const char *name, const char *value,
-                      const char *local)
+static void set_since(char *buf, size_t len, size_t *at, int version, int since,
+                      const char *name, const char *value, const char *local)
 {
     char expr[256];
     int rc = pglock__setting_since(expr, sizeof expr, version, since, name,
@@ -105,14 +106,13 @@ int pglock__settings_sql(char *buf, size_t len, const pglock_options *o,
     size_t at = 0;
     append(buf, len, &at, "concat_ws(','");
     set_since(buf, len, &at, version, 0, "statement_timeout", "0", l);
-    set_since(buf, len, &at, version, 0,
-              "idle_in_transaction_session_timeout", local ? d.lease : "0", l);
+    set_since(buf, len, &at, version, 0, "idle_in_transaction_session_timeout",
+              local ? d.lease : "0", l);
     set_since(buf, len, &at, version, 0, "lock_timeout", "0", l);
     set_since(buf, len, &at, version, 0, "tcp_keepalives_idle", d.ka_idle, l);
     set_since(buf, len, &at, version, 0, "tcp_keepalives_interval",
               d.ka_interval, l);
-    set_since(buf, len, &at, version, 0, "tcp_keepalives_count", d.ka_count,
-              l);
+    set_since(buf, len, &at, version, 0, "tcp_keepalives_count", d.ka_count, l);
     set_since(buf, len, &at, version, 120000, "tcp_user_timeout",
               d.user_timeout, l);
     set_since(buf, len, &at, version, 140000,

@@ -83,8 +83,7 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
     case PGLOCK_KEY_PAIR:
         snprintf(out->vbuf[0], sizeof out->vbuf[0], "%" PRId32, key->ns);
         snprintf(out->vbuf[1], sizeof out->vbuf[1], "%" PRId32, key->nsid);
-        snprintf(out->fn, sizeof out->fn, "%s($%d, $%d)", fn, first,
-                 first + 1);
+        snprintf(out->fn, sizeof out->fn, "%s($%d, $%d)", fn, first, first + 1);
         out->params[0] = out->vbuf[0];
         out->params[1] = out->vbuf[1];
         out->types[0] = out->types[1] = PGLOCK__INT4OID;
@@ -92,8 +91,8 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
         return;
     case PGLOCK_KEY_HASHTEXT:
         snprintf(out->fn, sizeof out->fn, "%s(hashtext($%d))", fn, first);
-        snprintf(out->value_expr, sizeof out->value_expr,
-                 "hashtext($%d)::int8", first);
+        snprintf(out->value_expr, sizeof out->value_expr, "hashtext($%d)::int8",
+                 first);
         out->params[0] = key->name;
         out->nparams = 1;
         return;
@@ -120,8 +119,8 @@ void pglock__call_make(pglock__call *out, const pglock_key *key,
 }
 
 int pglock__call_literal(char *buf, size_t len, PGconn *conn,
-                         const pglock_key *key, pglock_mode mode,
-                         pglock__op op, int xact)
+                         const pglock_key *key, pglock_mode mode, pglock__op op,
+                         int xact)
 {
     const char *fn = fn_name(mode, op, xact);
     int n;
@@ -132,8 +131,9 @@ int pglock__call_literal(char *buf, size_t len, PGconn *conn,
         if (key->kind == PGLOCK_KEY_HASHTEXT)
             n = snprintf(buf, len, "%s(hashtext(%s))", fn, lit);
         else
-            n = snprintf(buf, len, "%s(hashtextextended(%s, (%" PRId64
-                         ")::int8))", fn, lit, key->seed);
+            n = snprintf(buf, len,
+                         "%s(hashtextextended(%s, (%" PRId64 ")::int8))", fn,
+                         lit, key->seed);
         PQfreemem(lit);
     } else if (key->kind == PGLOCK_KEY_PAIR) {
         n = snprintf(buf, len, "%s((%" PRId32 ")::int4, (%" PRId32 ")::int4)",
@@ -156,8 +156,8 @@ int pglock__value_literal(char *buf, size_t len, PGconn *conn,
     if (key->kind == PGLOCK_KEY_HASHTEXT)
         n = snprintf(buf, len, "hashtext(%s)::int8", lit);
     else
-        n = snprintf(buf, len, "hashtextextended(%s, (%" PRId64 ")::int8)",
-                     lit, key->seed);
+        n = snprintf(buf, len, "hashtextextended(%s, (%" PRId64 ")::int8)", lit,
+                     key->seed);
     PQfreemem(lit);
     return n < 0 || (size_t)n >= len ? PGLOCK_EINVAL : 0;
 }
@@ -263,7 +263,8 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
                                     "could not send the lock request");
     pglock__wait w = {
         .deadline = try ? -1
-                        : pglock__deadline(timeout_ms, PGLOCK__DEADLINE_GRACE_MS),
+                        : pglock__deadline(timeout_ms,
+                                           PGLOCK__DEADLINE_GRACE_MS),
         .interrupt_fd = req->interrupt_fd,
         .cancel_timeout_ms = req->cancel_timeout_ms};
     PGresult *res[PGLOCK__MAX_RESULTS];
@@ -311,7 +312,8 @@ static int attempt(PGconn *conn, const char *sql, int begin, int try,
 
     int rc = failed ? pglock__error_result(err, failed, conn,
                                            "could not take the lock")
-                    : pglock__error_set(err, PGLOCK_ESERVER, NULL, "unexpected "
+                    : pglock__error_set(err, PGLOCK_ESERVER, NULL,
+                                        "unexpected "
                                         "answer to the lock request");
     pglock__clear_results(res, nres);
     if (rc == PGLOCK_EINTR && cancelled) {
@@ -361,11 +363,11 @@ static int key_statement(char *stmt, size_t len, PGconn *conn,
         rc = wait_statement(stmt, len, call, timeout_ms);
     else if (rc == 0)
         rc = snprintf(stmt, len, "SELECT %s", call) < (int)len ? 0
-                                                              : PGLOCK_EINVAL;
+                                                               : PGLOCK_EINVAL;
     if (rc != 0)
         return pglock__error_set(err, rc, NULL,
                                  rc == PGLOCK_ENOMEM ? "out of memory"
-                                                   : "key name too long");
+                                                     : "key name too long");
     return 0;
 }
 
@@ -387,8 +389,10 @@ static char *wrap(const char *stmt, int begin, const pglock__xact_req *req)
         /* A try needs its savepoint too: it returns false when the lock
          * is busy, but it fails like a wait when the server's lock table
          * is full (53200) or a cancel lands (57014). */
-        snprintf(sql, len, "SAVEPOINT " SAVEPOINT "; %s%s%s;"
-                 " RELEASE SAVEPOINT " SAVEPOINT, prelude, sep, stmt);
+        snprintf(sql, len,
+                 "SAVEPOINT " SAVEPOINT "; %s%s%s;"
+                 " RELEASE SAVEPOINT " SAVEPOINT,
+                 prelude, sep, stmt);
     if (*after) {
         size_t n = strlen(sql);
         snprintf(sql + n, len - n, "; %s", after);
@@ -396,14 +400,14 @@ static char *wrap(const char *stmt, int begin, const pglock__xact_req *req)
     return sql;
 }
 
-int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
-                     long timeout_ms, const pglock__xact_req *req,
-                     pglock_error *err)
+int pglock__xact_run(PGconn *conn, const char *stmt, int begin, long timeout_ms,
+                     const pglock__xact_req *req, pglock_error *err)
 {
     if (begin && PQtransactionStatus(conn) != PQTRANS_IDLE)
-        return pglock__error_set(err, PGLOCK_ESTATE, NULL,
-                                 "a transaction is already open on the "
-                                 "connection: use pglock_xact_lock() inside it");
+        return pglock__error_set(
+            err, PGLOCK_ESTATE, NULL,
+            "a transaction is already open on the "
+            "connection: use pglock_xact_lock() inside it");
     if (!begin && PQtransactionStatus(conn) != PQTRANS_INTRANS)
         return pglock__error_set(err, PGLOCK_ESTATE, NULL,
                                  "a transaction lock needs an open transaction"
@@ -418,8 +422,8 @@ int pglock__xact_run(PGconn *conn, const char *stmt, int begin,
     return rc;
 }
 
-int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
-                          pglock_mode mode, long timeout_ms, int begin,
+int pglock__xact_lock_req(PGconn *conn, const pglock_key *key, pglock_mode mode,
+                          long timeout_ms, int begin,
                           const pglock__xact_req *req, pglock_error *err)
 {
     int rc = check_args(conn, key, mode, timeout_ms, err);
@@ -435,18 +439,18 @@ int pglock__xact_lock_req(PGconn *conn, const pglock_key *key,
 int pglock_xact_lock(PGconn *conn, const pglock_key *key, pglock_mode mode,
                      long timeout_ms, int interrupt_fd, pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
-                            .cancel_timeout_ms =
-                                PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    pglock__xact_req req = {
+        .interrupt_fd = interrupt_fd,
+        .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 0, &req, err);
 }
 
 int pglock_xact_begin_lock(PGconn *conn, const pglock_key *key,
-                           pglock_mode mode, long timeout_ms,
-                           int interrupt_fd, pglock_error *err)
+                           pglock_mode mode, long timeout_ms, int interrupt_fd,
+                           pglock_error *err)
 {
-    pglock__xact_req req = {.interrupt_fd = interrupt_fd,
-                            .cancel_timeout_ms =
-                                PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
+    pglock__xact_req req = {
+        .interrupt_fd = interrupt_fd,
+        .cancel_timeout_ms = PGLOCK__DEFAULT_CANCEL_TIMEOUT_MS};
     return pglock__xact_lock_req(conn, key, mode, timeout_ms, 1, &req, err);
 }

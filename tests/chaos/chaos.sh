@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # tests/chaos/chaos.sh [--tap] [--seed N] [--duration D] [--faults "K..."]
-#                      BUILD
+#                      [--scenes "S..."] BUILD
 #
 # Random faults against pglock, and a checker that proves no two jobs
 # overlapped (tests/chaos/README.md).  Three scenes, each a third of D
 # (default 60s; 90, 90s, 10m): hosts talking to the primary directly,
 # through PgBouncer in transaction mode, and to the harness's partition
 # server, some across its network namespace by TCP, others by its Unix
-# socket.  Each host of the first two has its own cuttable proxy (the
+# socket; and (as root, tests/harness/ha.sh) a Patroni cluster behind
+# HAProxy, over TLS, whose faults are switchovers, failovers, a frozen or
+# partitioned primary and etcd's loss.  Each host of the first two has its own cuttable proxy (the
 # harness's pglock_test_proxy binary).  Each host loops `pglock run --try`,
 # `run --wait`, `lead`, `run` as an ordinary user whose job goes through a
 # setuid root program (a sudo), and the library's managed hold
@@ -27,18 +29,22 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ARGS=("$@")
-TAP=0 SEED="" DURATION=60s ONLY=""
+TAP=0 SEED="" DURATION=60s ONLY="" SCENES="direct pooler partition ha"
 while [ $# -gt 0 ]; do
     case $1 in
     --tap) TAP=1; shift ;;
     --seed) SEED=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --faults) ONLY=$2; shift 2 ;;     # only these kinds (a mutation test)
+    --scenes) SCENES=$2; shift 2 ;;   # only these scenes, in their order
     -*) echo "chaos: unknown option $1" >&2; exit 64 ;;
     *) break ;;
     esac
 done
-[ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: chaos.sh [--tap] [--seed N] [--duration D] BUILD" >&2; exit 64; }
+[ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: chaos.sh [--tap] [--seed N] [--duration D] [--faults \"K...\"] [--scenes \"S...\"] BUILD" >&2; exit 64; }
+for s in $SCENES; do
+    [[ " direct pooler partition ha " = *" $s "* ]] || { echo "chaos: unknown scene $s" >&2; exit 64; }
+done
 BUILD=$(cd "$1" && pwd)
 case $DURATION in
 *m) SECS=$((${DURATION%m} * 60)) ;;
@@ -57,6 +63,11 @@ if [ -n "${PGLOCK_TEST_SERVER:-}" ]; then
 fi
 if [ -z "${PGLOCK_TEST_DIR:-}" ]; then
     exec "$SRC/tests/harness/harness.sh" run --build "$BUILD" -- "$0" "${ARGS[@]}"
+fi
+# The ha scene's cluster (root only: network namespaces), asynchronous,
+# for the whole run: ha.sh's watchdog removes it whatever happens to us.
+if [[ " $SCENES " = *" ha "* ]] && [ -z "${PGLOCK_HA_DIR:-}" ] && [ "$(id -u)" = 0 ]; then
+    exec "$SRC/tests/harness/ha.sh" run -- "$0" "${ARGS[@]}"
 fi
 
 PGLOCK=$BUILD/pglock
@@ -95,8 +106,13 @@ say() {
 nap() { read -r -t "$1" -u 9 _; }
 # The current scene's server (the primary, or the partition server by its
 # socket, which a partition never cuts).
-SCENE_DB=$PGLOCK_TEST_PRIMARY
-psql_q() { "$PGLOCK_PGCLIENT/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$SCENE_DB" "$@" </dev/null; }
+SCENE_DB=$PGLOCK_TEST_PRIMARY SCENE_NS=()
+psql_q() { psql_on "$SCENE_DB" "$@"; }
+psql_on() {
+    local db=$1
+    shift
+    "${SCENE_NS[@]}" "$PGLOCK_PGCLIENT/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$db" "$@" </dev/null
+}
 
 # A process (not a zombie) exists.
 running() {
@@ -145,8 +161,12 @@ host_loop() {
         life=20000
         if [ "$r" -lt 30 ]; then
             mode=try args=(run --try --fencing-token)
-        elif [ "$r" -lt 55 ]; then
+        elif [ "$r" -lt 45 ]; then
             mode=wait args=(run --wait=10s --fencing-token)
+        elif [ "$r" -lt 55 ]; then
+            # The holder, of whatever kind, is asked to stop; a library
+            # host does not watch for it, and is waited for.
+            mode=replace args=(run --replace --wait=10s --fencing-token)
         elif [ "$r" -lt 75 ]; then
             mode=lead args=(lead)
             if [ $((RANDOM % 2)) = 1 ]; then
@@ -237,9 +257,15 @@ host_loop() {
 # them).  A cancel is not one of them in any scene: a session lock
 # survives it, and so does the pooler scene's holding transaction
 # (--mode=xact), whose heartbeat runs under a savepoint, so a cancel
-# aborts only the heartbeat.  Every cancel is a silent loss.
-SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler"
+# aborts only the heartbeat.  Every cancel is a silent loss.  In the ha
+# scene, a switchover (a fast shutdown), a failover (the node's processes
+# SIGKILLed: its kernel closes the sockets) and etcd's loss (Patroni
+# demotes the primary: a restart) end the holder's session on the
+# server; a frozen or a partitioned primary is silent, and the lock
+# passes when Patroni promotes a standby.
+SERVER_KINDS="terminate restart-fast restart-immediate restart-pooler switchover failover dcs-stop"
 CLIENT_KINDS="kill killpg stop stoppg cut syncrep cancel"
+HA_KINDS="switchover failover freeze partition dcs-stop"
 
 # fault KIND SCENE HOST HOLDER: one fault, logged to faults.log.  Its
 # target is the pglock that holds the lock when HOLDER is 1 and one does
@@ -253,7 +279,10 @@ fault() {
         pid=$(cat "$D/$h.pglock" 2>/dev/null)
     fi
     t0=${EPOCHREALTIME/./}
-    case $kind in
+    # (The ha scene's partition is the cluster's: its primary's node.)
+    local act=$kind
+    [ "$scene" != ha ] || [ "$kind" != partition ] || act=ha-partition
+    case $act in
     kill) kill -KILL "$pid" 2>/dev/null ;;
     killpg) kill -KILL -- "-$pid" 2>/dev/null ;;
     stop | stoppg)
@@ -307,6 +336,37 @@ fault() {
         "$HARNESS" stop-primary immediate || ok=failed
         "$HARNESS" start-primary || ok=failed ;;
     restart-pooler) "$HARNESS" restart-pooler || ok=failed ;;
+    switchover)
+        # Patroni's own; it returns once the cluster is settled again.
+        "$PGLOCK_HA" switchover >/dev/null || ok=failed ;;
+    failover | freeze | ha-partition)
+        # The primary's node killed, frozen or cut off, until Patroni has
+        # promoted another (the earliest: ttl - loop_wait = 20 s), then
+        # healed: a killed node rejoins, a cut one (demoted by its
+        # Patroni) is joined again, and the cluster settles.  A frozen
+        # node is reset 15 s into the freeze, as Patroni's watchdog
+        # would (the earliest it fires: ttl - safety_margin 5 s after a
+        # last loop up to loop_wait before): resumed instead, it was a
+        # read-write primary for a second beside the promoted one, and a
+        # multi-host client took the lock there while another held it on
+        # the new primary (seed 4101: a 223 ms overlap; its token on a
+        # timeline of the same number, 4, as the new primary's).
+        "$PGLOCK_HA" "${act#ha-}" >/dev/null || ok=failed
+        if [ "$act" = freeze ]; then
+            sleep 15
+            "$PGLOCK_HA" watchdog-reset >/dev/null || ok=failed
+        fi
+        "$PGLOCK_HA" wait-primary 90 >/dev/null || ok=failed
+        detail=" promoted_ms=$(((${EPOCHREALTIME/./} - t0) / 1000))"
+        "$PGLOCK_HA" heal >/dev/null || ok=failed ;;
+    dcs-stop)
+        # etcd killed: Patroni demotes the primary once it cannot renew
+        # the leader key (retry_timeout); then etcd back and settled.
+        local i
+        "$PGLOCK_HA" dcs-stop || ok=failed
+        for ((i = 0; i < 300; i++)); do "$PGLOCK_HA" primary >/dev/null 2>&1 || break; nap 0.2; done
+        detail=" demoted_ms=$(((${EPOCHREALTIME/./} - t0) / 1000))"
+        "$PGLOCK_HA" heal >/dev/null || ok=failed ;;
     none) ;;
     syncrep)
         # A commit now waits for a standby that is not there: every token.
@@ -330,9 +390,12 @@ PROXY_PIDS=() HOST_PIDS=()
 # scene NAME TARGET_PORT HOSTS SECONDS KIND...: hosts through proxies of
 # their own to TARGET_PORT; TARGET_PORT "partition": hosts on the
 # partition server, all but the last inside its namespace by TCP, the last
-# by the Unix socket, which the partition does not cut.
+# by the Unix socket, which the partition does not cut; "ha": hosts in the
+# HA cluster's hub namespace, the odd ones through HAProxy's primary port,
+# the even ones through the three nodes' multi-host conninfo
+# (target_session_attrs=read-write), all over TLS (verify-full).
 scene() {
-    local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback holder
+    local name=$1 port=$2 n=$3 secs=$4 i h end gap kind fallback holder conn
     shift 4
     local -a kinds=() k
     for k in "$@"; do
@@ -343,9 +406,10 @@ scene() {
     say "scene $name: $n hosts for ${secs}s, faults: ${kinds[*]}"
     rm -f "$D/holder" "$stopfile"
     PROXY_PIDS=() HOST_PIDS=()
-    SCENE_DB=$PGLOCK_TEST_PRIMARY
+    SCENE_DB=$PGLOCK_TEST_PRIMARY SCENE_NS=()
     [ "$port" != partition ] || SCENE_DB=$PGLOCK_TEST_PARTITION_SOCKET
-    "$PGLOCK" init -q -d "$SCENE_DB" || { say "pglock init failed on $SCENE_DB"; return 1; }
+    [ "$port" != ha ] || SCENE_DB=$PGLOCK_HA_PRIMARY SCENE_NS=(ip netns exec "$PGLOCK_HA_NETNS")
+    "${SCENE_NS[@]}" "$PGLOCK" init -q -d "$SCENE_DB" || { say "pglock init failed on $SCENE_DB"; return 1; }
     SCENE_T0=${EPOCHREALTIME/./}
     if [ "$port" = partition ]; then
         for ((i = 1; i <= n; i++)); do
@@ -356,6 +420,13 @@ scene() {
                 host_loop "$name$i" "$PGLOCK_TEST_PARTITION_SOCKET connect_timeout=2" "$stopfile" \
                     2>>"$D/hosts.err" &
             fi
+            HOST_PIDS+=($!)
+        done
+    elif [ "$port" = ha ]; then
+        for ((i = 1; i <= n; i++)); do
+            conn=$PGLOCK_HA_PRIMARY
+            [ $((i % 2)) = 1 ] || conn=$PGLOCK_HA_MULTI
+            host_loop "$name$i" "$conn" "$stopfile" "$PGLOCK_HA_NETNS" 2>>"$D/hosts.err" &
             HOST_PIDS+=($!)
         done
     else
@@ -369,6 +440,9 @@ scene() {
         fallback=$name$((1 + RANDOM % n)) holder=$((RANDOM % 5 != 0 ? 1 : 0))
         nap "$((gap / 1000)).$(printf %03d $((gap % 1000)))"
         [ $SECONDS -lt $((end - PAST_LEASE - 1)) ] || break
+        # A cluster fault lasts a minute or two with its heal: none that
+        # would run far past the scene's end.
+        [[ " $HA_KINDS " != *" $kind "* ]] || [ $SECONDS -lt $((end - 60)) ] || continue
         fault "$kind" "$name" "$fallback" "$holder" || { say "fault $kind could not be applied"; rc=1; break; }
     done
     nap "$((end > SECONDS ? end - SECONDS : 0))"
@@ -427,13 +501,18 @@ final_state() {
         echo "leftover-process $name $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" >>"$D/final.log"
         kill -KILL "$p" 2>/dev/null
     done
-    for ((i = 0; i < 100; i++)); do
-        held=$(psql_q -c "select count(*) from pg_locks where locktype = 'advisory'
-                          and classid = 0 and objid = $KEY and objsubid = 1")
-        [ "$held" = 0 ] && break
-        nap 0.1
+    # (In the ha scene, on every node: a demoted primary too.)
+    local db dbs=("$SCENE_DB")
+    [ "$name" != ha ] || dbs=("$PGLOCK_HA_NODE1" "$PGLOCK_HA_NODE2" "$PGLOCK_HA_NODE3")
+    for db in "${dbs[@]}"; do
+        for ((i = 0; i < 100; i++)); do
+            held=$(psql_on "$db" -c "select count(*) from pg_locks where locktype = 'advisory'
+                              and classid = 0 and objid = $KEY and objsubid = 1")
+            [ "$held" = 0 ] && break
+            nap 0.1
+        done
+        [ "$held" = 0 ] || echo "lock-held $name $held ${db%% port=*}" >>"$D/final.log"
     done
-    [ "$held" = 0 ] || echo "lock-held $name $held" >>"$D/final.log"
     # The scene's recorded runs, for check.py: times in µs, "-" for null.
     psql_q -F ' ' -c "select id, host, pid, coalesce(fencing_token::text, '-'), coalesce(outcome, '-'),
         coalesce(exit_status::text, '-'), floor(extract(epoch from started_at) * 1e6)::bigint,
@@ -446,7 +525,7 @@ final_state() {
 cleanup() {
     local f p
     for f in "$D"/stop-*; do [ -e "$f" ] || touch "$f"; done
-    touch "$D/stop-direct" "$D/stop-pooler" "$D/stop-partition"
+    touch "$D/stop-direct" "$D/stop-pooler" "$D/stop-partition" "$D/stop-ha"
     for f in "$D"/*.pglock; do
         p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && kill -CONT -- "-$p" "$p" 2>/dev/null
     done
@@ -462,6 +541,7 @@ trap 'cleanup; exit 143' TERM
 # ---- main ----------------------------------------------------------------
 
 REPLAY="make chaos SEED=$SEED DURATION=${SECS}s${ONLY:+ FAULTS=\"$ONLY\"}"
+[ "$SCENES" = "direct pooler partition ha" ] || REPLAY+=" SCENES=\"$SCENES\""
 [ "$TAP" = 0 ] || echo "1..1"
 say "seed $SEED, duration ${SECS}s (replay: $REPLAY); logs in $D"
 RANDOM=$SEED
@@ -470,19 +550,36 @@ BPORT=${PGLOCK_TEST_POOLER#*port=}
 BPORT=${BPORT%% *}
 status=0
 [ -n "$BECOME_ROOT" ] || say "no sudo jobs: they need root (setpriv, a setuid helper)"
-[ -n "$NETNS" ] || say "no partition scene: the harness runs no partition server (it needs root)"
-part=0
-[ -z "$NETNS" ] || part=$((SECS / 3))
-first=$(((SECS - part) / 2))
-# shellcheck disable=SC2086  # word lists
-scene direct "$PPORT" 4 "$first" $CLIENT_KINDS terminate restart-fast restart-immediate || status=1
-# shellcheck disable=SC2086
-scene pooler "$BPORT" 3 "$((SECS - part - first))" $CLIENT_KINDS terminate restart-fast restart-immediate \
-    restart-pooler || status=1
-# The partition server has no restart action: its faults are the
-# client's, the partition, a terminate and a cancel storm.
-[ -z "$NETNS" ] || scene partition partition "$PART_HOSTS" "$part" kill killpg stop stoppg syncrep cancel \
-    partition terminate || status=1
+# The scenes that can run here, and their shares of the duration: the ha
+# scene two (its faults last a minute or two each), the others one.
+share() { if [ "$1" = ha ]; then echo 2; else echo 1; fi; }
+run_scenes=() shares=0
+for s in $SCENES; do
+    case $s in
+    partition) [ -n "$NETNS" ] || { say "no partition scene: the harness runs no partition server (it needs root)"; continue; } ;;
+    ha) [ -n "${PGLOCK_HA_DIR:-}" ] || { say "no ha scene: its cluster (tests/harness/ha.sh) needs root"; continue; } ;;
+    esac
+    run_scenes+=("$s")
+    shares=$((shares + $(share "$s")))
+done
+left=$SECS
+for s in "${run_scenes[@]}"; do
+    secs=$((SECS * $(share "$s") / shares))
+    [ "$s" != "${run_scenes[-1]}" ] || secs=$left
+    left=$((left - secs))
+    # shellcheck disable=SC2086  # word lists
+    case $s in
+    direct) scene direct "$PPORT" 4 "$secs" $CLIENT_KINDS terminate restart-fast restart-immediate ;;
+    pooler) scene pooler "$BPORT" 3 "$secs" $CLIENT_KINDS terminate restart-fast restart-immediate restart-pooler ;;
+    # The partition server has no restart action: its faults are the
+    # client's, the partition, a terminate and a cancel storm.
+    partition) scene partition partition "$PART_HOSTS" "$secs" kill killpg stop stoppg syncrep cancel partition terminate ;;
+    # No proxy to cut (HAProxy and multi-host are the paths), and Patroni
+    # owns synchronous_standby_names: the client's other faults, a
+    # terminate, and the cluster's.
+    ha) scene ha ha 4 "$secs" kill killpg stop stoppg cancel terminate $HA_KINDS ;;
+    esac || status=1
+done
 
 python3 -B "$SRC/tests/chaos/check.py" --kill-after-ms "$KILL_AFTER_MS" --server-kinds "$SERVER_KINDS" \
     "$D" >"$D/summary.txt" 2>&1 || status=1

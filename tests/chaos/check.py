@@ -184,7 +184,12 @@ def check_records(d, jobs, exits, violations):
             if p.mode != "lead" or last and r["outcome"] != "lost":
                 if r["status"] != p.rc:
                     violations.append(f"{what}: exit status {r['status']} recorded, pglock's {p.rc}")
-            elif r["outcome"] != "lost":
+            elif r["outcome"] != "lost" and not (
+                    r["outcome"] in ("killed", "failed") and r["status"] != 74
+                    and js and all(j.end != "ok" for j in js)):
+                # a leadership before the last ends lost, or handed on to a
+                # --replace: its job stopped (SIGTERM, or SIGKILL after its
+                # grace) and its own status recorded, never a success
                 violations.append(f"{what}: a leadership before the last that did not end lost")
             if p.mode != "lead" and (r["outcome"] == "lost") != (p.rc == 74):
                 violations.append(f"{what}: pglock exited {p.rc}")
@@ -279,9 +284,15 @@ def main():
                 violations.append(f"overlap after a silent loss: {what}, {fdesc}")
         by_pid_recent[b.pid] = b
 
-    # Tokens in start order.
+    # Tokens in start order.  A token's high bits are the server's
+    # timeline (2^48 and up): counted per scene, they show how many
+    # promotions the order held across.
     inversions = 0
     late_restarts = []
+    timelines = collections.defaultdict(set)
+    for j in jobs:
+        if j.token is not None:
+            timelines[scene_of(j.host)].add(j.token >> 48)
     for aj, b in zip(jobs, jobs[1:]):
         if aj.token is None or b.token is None:
             violations.append(f"job without a token: {(aj if aj.token is None else b).pid}")
@@ -380,7 +391,15 @@ def main():
     sudo = collections.Counter(j.sudo for j in jobs if j.sudo)
     print(f"sudo jobs: {sum(sudo.values())} (refused {sudo['refused']}, ran as root {sudo['root']})")
     print(f"token inversions: {inversions}; lead restarts with an older token after a "
-          f"server-caused loss: {len(late_restarts)}")
+          f"server-caused loss: {len(late_restarts)}; timelines the tokens named: "
+          + ", ".join(f"{s} {min(t)}..{max(t)} ({len(t)})" for s, t in sorted(timelines.items())))
+    promotions = [x.split("=", 1) for f in read_lines(os.path.join(d, "faults.log"))
+                  for x in f[6:] if x.startswith(("promoted_ms=", "demoted_ms="))]
+    for what in ("promoted_ms", "demoted_ms"):
+        v = sorted(int(n) for k, n in promotions if k == what)
+        if v:
+            print(f"cluster faults, {what.split('_')[0]} after (ms): median {v[len(v) // 2]}, "
+                  f"min {v[0]}, max {v[-1]} ({len(v)})")
     for text in late_restarts:
         print(f"  {text}")
     print(f"scenes ended clean: {scenes - sum(1 for v in violations if v.startswith('at the end'))} of {scenes}")

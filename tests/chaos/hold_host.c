@@ -43,7 +43,7 @@
 static volatile sig_atomic_t terminated;
 /* Written by on_term: the lock wait's interrupt fd. */
 static int term_pipe[2] = {-1, -1};
-static volatile sig_atomic_t lost;     /* thread mode: set by on_lost */
+static volatile sig_atomic_t lost; /* thread mode: set by on_lost */
 
 static const char *host, *mode, *dir;
 static char token[24] = "-";
@@ -73,8 +73,9 @@ static void line(const char *fmt, ...)
     char buf[1024];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    int n = snprintf(buf, sizeof buf, "%lld%06ld %s %s %s %d ", (long long)ts.tv_sec,
-                     ts.tv_nsec / 1000, host, mode, token, (int)getpid());
+    int n = snprintf(buf, sizeof buf, "%lld%06ld %s %s %s %d ",
+                     (long long)ts.tv_sec, ts.tv_nsec / 1000, host, mode, token,
+                     (int)getpid());
     va_list ap;
     va_start(ap, fmt);
     n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
@@ -143,8 +144,8 @@ static void recheck(int *alive, int *n, char *out, size_t len)
         if (!still_alive(alive[i]))
             continue;
         alive[k++] = alive[i];
-        used += (size_t)snprintf(out + used, len - used, "%s%d", used ? "," : "",
-                                 alive[i]);
+        used += (size_t)snprintf(out + used, len - used, "%s%d",
+                                 used ? "," : "", alive[i]);
         if (used >= len)
             used = len - 1;
     }
@@ -200,9 +201,11 @@ static int loop_step(pglock_hold *h, long step_ms, long *hold_timeout)
         int64_t left = end - pglock_now_ms();
         if (left <= 0 || terminated)
             return 0;
-        long t = *hold_timeout >= 0 && *hold_timeout < left ? *hold_timeout : (long)left;
+        long t = *hold_timeout >= 0 && *hold_timeout < left ? *hold_timeout
+                                                            : (long)left;
         struct pollfd fds[2] = {{.fd = pglock_hold_fd(h), .events = POLLIN},
-                                {.fd = pglock_hold_loss_fd(h), .events = POLLIN}};
+                                {.fd = pglock_hold_loss_fd(h),
+                                 .events = POLLIN}};
         poll(fds, 2, (int)t);
     }
 }
@@ -220,8 +223,9 @@ int main(int argc, char **argv)
 {
     if (argc != 9 || (strcmp(argv[2], "thread") && strcmp(argv[2], "loop")) ||
         !(dir = getenv("CHAOS_DIR"))) {
-        fprintf(stderr, "usage: CHAOS_DIR=D pglock_test_chaos_hold HOST thread|loop "
-                        "WAIT_MS LEASE|dead_peer=MS STEP_MS STEPS KEY CONNINFO\n");
+        fprintf(stderr,
+                "usage: CHAOS_DIR=D pglock_test_chaos_hold HOST thread|loop "
+                "WAIT_MS LEASE|dead_peer=MS STEP_MS STEPS KEY CONNINFO\n");
         return 64;
     }
     host = argv[1];
@@ -253,12 +257,14 @@ int main(int argc, char **argv)
     if (rc != 0) {
         int busy = rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT;
         if (!busy)
-            fprintf(stderr, "%s %s: %s\n", host, mode, c ? pglock_client_error(c) : "out of memory");
+            fprintf(stderr, "%s %s: %s\n", host, mode,
+                    c ? pglock_client_error(c) : "out of memory");
         pglock_client_close(c);
         return terminated ? 143 : busy ? 75 : 69;
     }
     /* The token, bounded by the client deadline, as pglock run takes it. */
-    int64_t tok, left = pglock_client_confirmed_at(c) + t_s * 2 / 3 - pglock_now_ms();
+    int64_t tok,
+        left = pglock_client_confirmed_at(c) + t_s * 2 / 3 - pglock_now_ms();
     rc = pglock_client_fencing_token(c, &tok, left > 0 ? (long)left : 0);
     pglock_hold_options ho;
     pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
@@ -286,8 +292,8 @@ int main(int argc, char **argv)
         return 70;
     scan_live(alive, &nalive);
     recheck(alive, &nalive, list, sizeof list);
-    line("start pglock=%d ignore_term=0 step_ms=%ld lease=%s alive=%s", (int)getpid(),
-         step_ms, no_lease ? "none" : "set", list);
+    line("start pglock=%d ignore_term=0 step_ms=%ld lease=%s alive=%s",
+         (int)getpid(), step_ms, no_lease ? "none" : "set", list);
     char name[32];
     snprintf(name, sizeof name, "live/%d", (int)getpid());
     write_file(name, "%llu\n", me);
@@ -314,5 +320,7 @@ int main(int argc, char **argv)
     unlink(path);
     rc = pglock_hold_stop(h);
     pglock_client_close(c); /* unlocks (when still held) and waits for it */
-    return !strcmp(end, "lost") || rc != 0 ? 74 : !strcmp(end, "term") ? 143 : 0;
+    return !strcmp(end, "lost") || rc != 0 ? 74
+           : !strcmp(end, "term")          ? 143
+                                           : 0;
 }

@@ -169,3 +169,20 @@ option_entry() {
         [ -n "$seen" ] || { echo "no command takes $opt"; false; }
     done
 }
+
+@test "each message line is one write(): pglock processes that share one stderr never interleave their lines" {
+    command -v strace >/dev/null || skip "strace is not installed"
+    # LeakSanitizer cannot stop the world under a tracer (it exits 1), so
+    # under the ASan pass the traced runs check everything but leaks
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    # an error, its hint and the try-help line; then a verbose line
+    run -64 strace -f -qq -s 4096 -e trace=write -e signal=none -o "$BATS_TEST_TMPDIR/w" \
+        "$PGLOCK_BIN" run --wiat=5s "$K" -- true
+    grep -q '^[0-9]* *write(2, "pglock: error: unrecognized option \\"--wiat=5s\\"\\n", ' "$BATS_TEST_TMPDIR/w"
+    grep -q '^[0-9]* *write(2, "pglock: hint: Did you mean \\"--wait\\"?\\n", ' "$BATS_TEST_TMPDIR/w"
+    run -0 strace -f -qq -s 4096 -e trace=write -e signal=none -o "$BATS_TEST_TMPDIR/v" \
+        "$PGLOCK_BIN" run -v -d "$PGLOCK_TEST_PRIMARY" "$K" -- true
+    grep -qE '^[0-9]* *write\(2, "pglock: [0-9:.]+ [^"]*\\n", ' "$BATS_TEST_TMPDIR/v"
+    # no write to stderr is a piece of a line
+    run ! grep -E '^[0-9]* *write\(2, "([^"]|\\")*[^n"]", ' "$BATS_TEST_TMPDIR/w" "$BATS_TEST_TMPDIR/v"
+}

@@ -236,3 +236,104 @@ finding() {
     [ "$(finding history_grants)" = "['ok']" ]
     q "drop schema pglock cascade" "$other"
 }
+
+# The lease against promotion (docs/guarantees.md): after a silent primary
+# death the command runs until T_c + kill-after after the last confirmed
+# heartbeat; with the margin that must fit within the earliest promotion.
+
+# promo ARGS...: doctor --json with ARGS; sets $output, $status, and
+# $verdict / $fix to the promotion finding's status and fix.
+promo() {
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY" --json "$@"
+    verdict=$(py "[f['status'] for f in d['findings'] if f['check'] == 'promotion'][0]")
+    fix=$(py "[f['fix'] for f in d['findings'] if f['check'] == 'promotion'][0]")
+}
+
+# fix_lease: the options the fix in $fix names ("--lease=D [--kill-after=D]").
+fix_lease() { sed -n 's/^run and lead with \(--lease=[^ ]*\( --kill-after=[^ ]*\)\{0,1\}\) or shorter.*/\1/p' <<<"$fix"; }
+
+@test "--promotion-after: a lease fits a promotion no sooner than the lease itself (default kill-after); one sooner is a problem that names the lease that fits" {
+    need PGLOCK_TEST_PRIMARY
+    promo --promotion-after=30s --lease=30s
+    [ "$status" -eq 0 ]
+    [ "$verdict" = ok ]
+    [ "$(py 'd["problems"]')" = 0 ]
+    promo --promotion-after=29s --lease=30s
+    [ "$status" -eq 1 ]
+    [ "$verdict" = problem ]
+    [ "$(fix_lease)" = "--lease=29s" ]
+    # The text output: one line that says so, one that names the lease.
+    run "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY" --promotion-after=20s --lease=30s
+    [ "$status" -eq 1 ]
+    grep -E "^problem +promotion: --lease=30s does not fit a promotion after 20s: .* T_c 20s \+ kill-after 5s .* margin of 5s, so 30s" <<<"$output"
+    grep -E "^ +fix: run and lead with --lease=20s or shorter" <<<"$output"
+}
+
+@test "--promotion-after without --lease checks run's and lead's default lease (20s, Patroni's ttl - loop_wait by default): it fits a promotion after 20s, not one after 19s" {
+    need PGLOCK_TEST_PRIMARY
+    promo --promotion-after=20s
+    [ "$status" -eq 0 ]
+    [ "$verdict" = ok ]
+    [[ "$(py "[f['reason'] for f in d['findings'] if f['check'] == 'promotion'][0]")" == "--lease=20s fits a promotion after 20s:"* ]]
+    promo --promotion-after=19s
+    [ "$status" -eq 1 ]
+    [ "$(fix_lease)" = "--lease=19s" ]
+}
+
+@test "--promotion-after with a short --kill-after: a longer lease fits, and the lease the fix names fits, run takes it, and one second more does not fit" {
+    need PGLOCK_TEST_PRIMARY
+    # T_c 2/3 of the lease, kill-after 1s, margin 1/6: 22s gives 19.3s.
+    promo --promotion-after=20s --lease=60s --kill-after=1s
+    [ "$status" -eq 1 ]
+    [ "$(fix_lease)" = "--lease=22s --kill-after=1s" ]
+    promo --promotion-after=20s --lease=22s --kill-after=1s
+    [ "$verdict" = ok ]
+    promo --promotion-after=20s --lease=23s --kill-after=1s
+    [ "$verdict" = problem ]
+    # Every fix doctor gives fits when checked again, and run accepts it.
+    local p l
+    for p in 1s 7s 20s 45s 2m 1h; do
+        for l in 30s 90s; do
+            promo --promotion-after=$p --lease=$l
+            [ "$verdict" = problem ] || continue
+            # shellcheck disable=SC2046 # the fix's options, split
+            promo --promotion-after=$p $(fix_lease)
+            [ "$verdict" = ok ]
+            # shellcheck disable=SC2046
+            run -0 "$PGLOCK_BIN" run -d "$PGLOCK_TEST_PRIMARY" $(fix_lease) "doctor-fix-$$" -- true
+        done
+    done
+}
+
+@test "--promotion-after: no lease fits a kill-after longer than half the promotion; the fix says so" {
+    need PGLOCK_TEST_PRIMARY
+    promo --promotion-after=20s --kill-after=11s --lease=30s
+    [ "$status" -eq 1 ]
+    [[ "$fix" == "no lease fits a promotion after 20s with --kill-after=11s: a shorter --kill-after, or promote later"* ]]
+}
+
+@test "--promotion-after, --lease and --kill-after: bad input is one line and exit 64, before any connection" {
+    local a
+    for a in "--promotion-after=x" "--promotion-after=-1s" "--promotion-after=" \
+        "--lease=20s" "--kill-after=1s" "--promotion-after=20s --lease=500ms" \
+        "--promotion-after=20s --lease=10s --kill-after=6s" "--promotion-after=20s --lease=soon"; do
+        # PGLOCK_TEST_DOWN: a connection would fail (69), not 64.
+        # shellcheck disable=SC2086 # the options, split
+        run "$PGLOCK_BIN" doctor -d "${PGLOCK_TEST_DOWN:-host=127.0.0.1 port=1}" $a
+        [ "$status" -eq 64 ] || { echo "$a: exit $status: $output"; return 1; }
+        [ "$(grep -c 'error:' <<<"$output")" = 1 ]
+        [[ "${lines[0]}" == "pglock: error: "* ]]
+    done
+    run "$PGLOCK_BIN" doctor -d "${PGLOCK_TEST_DOWN:-host=127.0.0.1 port=1}" --promotion-after=20s --lease=10s --kill-after=6s
+    [ "${lines[0]}" = "pglock: error: --kill-after=6s breaks the lease: more than half of --lease=10s" ]
+}
+
+@test "docs/deployment.md's doctor line for Patroni's defaults runs as written: --lease=20s fits a promotion after 20s (ok, exit 0)" {
+    need PGLOCK_TEST_PRIMARY
+    local block
+    block=$(doc_block docs/deployment.md deploy-patroni-doctor)
+    [[ "$block" == *'pglock doctor -d app --promotion-after=20s --lease=20s' ]]
+    block=${block//-d app/-d \"\$PGLOCK_TEST_PRIMARY\"}
+    PATH=$(dirname "$(readlink -f "$PGLOCK_BIN")"):$PATH run -0 sh -ec "$block"
+    grep -E "^ok +promotion: --lease=20s fits a promotion after 20s" <<<"$output"
+}

@@ -133,7 +133,7 @@ assert_all_gone() {
         grep -qF "| etcdctl lock K true ÷ etcdctl put k v (etcd's floor), 3 pairs |" "$PGLOCK_BUILD/bench-smoke.md"
         grep -qE "^\| etcdctl lock --ttl 1 \(the flag's minimum\) \| 2 \| [0-9]+ \([0-9]+–[0-9]+\) \| [0-2] of 2 \|$" "$PGLOCK_BUILD/bench-smoke.md"
         # pglock's killed holder took its command with it, every time
-        grep -qE "^\| pglock run K, lease 30 s .* \| 2 \| [0-9]+ \([0-9]+–[0-9]+\) \| 0 of 2 \|$" "$PGLOCK_BUILD/bench-smoke.md"
+        grep -qE "^\| pglock run K, lease 20 s .* \| 2 \| [0-9]+ \([0-9]+–[0-9]+\) \| 0 of 2 \|$" "$PGLOCK_BUILD/bench-smoke.md"
     else
         grep -qF "etcd is not installed" "$PGLOCK_BUILD/bench-smoke.md"
     fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# The run history read by roles with only the documented GRANTs (issue
-# 27): a reader without pg_read_all_stats tells a run going from one that
+# The run history read by roles with only the documented GRANTs (those
+# pglock init prints and docs/operations.md names): a reader without pg_read_all_stats tells a run going from one that
 # ended unrecorded (the run lock in pg_locks), says "running?" where
 # nobody can tell, and a pruner keeps what it cannot prove finished;
 # init prints and applies the GRANTs for real role names.

@@ -13,6 +13,8 @@ teardown() {
     if [ -n "${PGLOCK_TEST_PROXY_CTL:-}" ]; then
         proxy_cmd heal >/dev/null 2>&1 || true
     fi
+    # a test that froze a backend thaws it
+    if [ -e "$out/frozen.backend" ]; then kill -CONT "$(cat "$out/frozen.backend")" 2>/dev/null || true; fi
     teardown_run
 }
 
@@ -129,6 +131,32 @@ start_three() {
         "new leader's job started at +$(ms_between "$out/cut" "$out/$second.start") ms (lease 3000 ms)"
     # a keeps contending (it never exits because the server went away)
     alive "$(pid_of a)"
+}
+
+# A frozen server (run_wait_outage.bats says more): the follower's
+# backend is stopped while it waits; the wait in slices of T_s ends, and
+# lead contends again on a new connection.
+@test "a follower whose backend freezes while waiting contends again, and leads once the leader goes" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg f lead -v -d "$DB" --lease=3s "$K" -c "$(leader_job f)"
+    wait_until 10 waiting_on "$K"
+    local frozen
+    frozen=$(q "select pid from pg_locks where locktype = 'advisory' and not granted
+        and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")
+    echo "$frozen" >"$out/frozen.backend"
+    kill -STOP "$frozen"
+    lost() { grep -q 'lost the connection while waiting' "$out/f.err"; }
+    wait_until 30 lost
+    kill -CONT "$frozen"
+    wait_until 20 gone "$frozen"
+    touch "$out/h.release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    wait_until 30 file_exists "$out/f.start"
+    [ ! -e "$out/overlap" ]
+    kill -TERM "$(pid_of f)"
+    finish f 10
 }
 
 @test "--restart runs the command again while leader; without it lead exits with the command's status" {

@@ -1,7 +1,11 @@
 #!/usr/bin/env bats
-# make lint's checks of src/: tests/lint_cycles.py (no two files depend on
-# each other in a circle) and tests/lint_copies.py (no run of six lines
-# repeated to the letter).  Each can fail, on a small tree made here; and
+# make lint's checks of the C: tests/lint_format.sh (laid out as
+# .clang-format says), tests/lint_cycles.py (no two files of src/ depend on
+# each other in a circle), tests/lint_layers.py (the CLI uses no internal
+# of the library's), tests/lint_state.py (no mutable file-scope object in
+# the CLI but the few kept for a reason), tests/lint_copies.py (no run of
+# six lines repeated to the letter) and tests/lint_functions.py (no
+# function over 100 lines).  Each can fail, on a small tree made here; and
 # the real tree passes them (PGLOCK_BUILD's objects for the circles).
 
 bats_require_minimum_version 1.5.0
@@ -82,6 +86,89 @@ body() {
 EOF
 }
 
+@test "lint_layers: a CLI object using a pglock__ internal of src/lib, or a CLI file including a header of src/lib, fails, named; through src/common it passes" {
+    mkdir -p "$t/src/cli" "$t/src/lib" "$t/src/common"
+    printf 'int pglock__secret(void) { return 1; }\nint pglock_open(void) { return 2; }\n' >"$t/src/lib/l.c"
+    printf 'int pglock__secret(void);\nint a(void) { return pglock__secret(); }\n' >"$t/src/cli/a.c"
+    printf 'int pglock_open(void);\nint b(void) { return pglock_open(); }\n' >"$t/src/cli/b.c"
+    : >"$t/src/lib/internal.h"
+    printf '#include "../lib/internal.h"\nint c(void) { return 3; }\n' >"$t/src/cli/c.c"
+    object lib/l; object cli/a; object cli/b; object cli/c
+    run -1 "$root/tests/lint_layers.py" --source "$t" "$t/build"
+    [ "${lines[0]}" = "lint_layers: src/cli/a.c uses pglock__secret, an internal of src/lib/l.c: use pglock.h, or move what both need to src/common/" ]
+    [ "${lines[1]}" = 'lint_layers: src/cli/c.c includes "../lib/internal.h", a header of src/lib/' ]
+    [ "${lines[2]}" = "lint_layers: 2 finding(s)" ]
+    # by its name alone too
+    printf '#include "internal.h"\nint c(void) { return 3; }\n' >"$t/src/cli/c.c"
+    run -1 "$root/tests/lint_layers.py" --source "$t" "$t/build"
+    [[ "$output" == *'src/cli/c.c includes "internal.h"'* ]]
+    # the internal moved to src/common, the include gone: it passes
+    rm "$t/src/lib/l.c" "$t/build/CMakeFiles/x.dir/src/lib/l.c.o"
+    printf 'int pglock__secret(void) { return 1; }\n' >"$t/src/common/s.c"
+    printf 'int pglock_open(void) { return 2; }\n' >"$t/src/lib/l.c"
+    printf 'int c(void) { return 3; }\n' >"$t/src/cli/c.c"
+    object common/s; object lib/l; object cli/c
+    run -0 "$root/tests/lint_layers.py" --source "$t" "$t/build"
+    [ "$output" = "lint_layers: 3 objects of src/cli use no internal of src/lib's 1" ]
+    # no objects: the check cannot run
+    run -2 "$root/tests/lint_layers.py" --source "$t" "$t/nothing"
+}
+
+@test "lint_layers: the command line uses no internal of the library" {
+    [ -n "${PGLOCK_BUILD:-}" ]
+    run -0 "$root/tests/lint_layers.py" "$PGLOCK_BUILD"
+}
+
+@test "lint_state: a CLI object's mutable file-scope object fails, named, a function's static too; constant tables and the kept ones pass" {
+    mkdir -p "$t/src/cli/run" "$t/src/lib"
+    printf 'int counter;\nint bump(void) { return ++counter; }\n' >"$t/src/cli/a.c"
+    printf 'int once(void) { static int said = 1; return said--; }\n' >"$t/src/cli/b.c"
+    # tables, with and without pointers: written once, not state
+    printf 'static const char *const names[] = {"a", "b"};\nstatic const int sizes[] = {1, 2};\nconst char *name(int i) { return names[i] + sizes[i]; }\n' >"$t/src/cli/c.c"
+    printf 'static volatile int stop_signal;\nvoid on_stop(int s) { stop_signal = s; }\n' >"$t/src/cli/run/run_signals.c"
+    printf 'int lib_state;\n' >"$t/src/lib/l.c"
+    object cli/a; object cli/b; object cli/c; object cli/run/run_signals; object lib/l
+    run -1 "$root/tests/lint_state.py" --source "$t" "$t/build"
+    [ "${lines[0]}" = "lint_state: src/cli/a.c keeps counter at file scope (.bss): give it an owner (a struct the caller passes), or say in tests/lint_state.py why it cannot have one" ]
+    [[ "${lines[1]}" == "lint_state: src/cli/b.c keeps said at file scope (.data): "* ]]
+    [ "${lines[2]}" = "lint_state: 2 finding(s)" ]
+    [ "${#lines[@]}" -eq 3 ]
+    # the state passed by the caller instead: it passes
+    printf 'int bump(int *counter) { return ++*counter; }\n' >"$t/src/cli/a.c"
+    printf 'int once(int *said) { return (*said)--; }\n' >"$t/src/cli/b.c"
+    object cli/a; object cli/b
+    run -0 "$root/tests/lint_state.py" --source "$t" "$t/build"
+    [ "$output" = "lint_state: 4 objects of src/cli keep 1 mutable file-scope objects, each for its reason" ]
+    run -2 "$root/tests/lint_state.py" --source "$t" "$t/nothing"
+}
+
+@test "lint_state: the command line keeps only the signal plumbing and the output verbosity at file scope" {
+    [ -n "${PGLOCK_BUILD:-}" ]
+    run -0 "$root/tests/lint_state.py" "$PGLOCK_BUILD"
+}
+
+@test "lint_functions: a function over 100 lines fails, named with its first line, however its declarator is split; 100 lines pass" {
+    mkdir -p "$t/src/sub"
+    # lines: the declarator (2), "{", 97 statements, "}" = 101
+    { echo '/* a comment above does not count */'
+      echo 'static int long_one(int a,'; echo '                    int b)'; echo '{'
+      for i in $(seq 97); do echo "    a += b * $i;"; done
+      echo '}'; echo
+      echo 'int short_one(void)'; echo '{'; echo '    return 0;'; echo '}'; } >"$t/src/sub/a.c"
+    run -1 "$root/tests/lint_functions.py" "$t/src"
+    [ "${lines[0]}" = "lint_functions: $t/src/sub/a.c:2: 101 lines, over 100: static int long_one(int a," ]
+    [ "${lines[1]}" = "lint_functions: 1 function(s) over 100 lines" ]
+    # one statement less: 100 lines
+    sed -i '/a += b \* 97;/d' "$t/src/sub/a.c"
+    run -0 "$root/tests/lint_functions.py" "$t/src"
+    [ "$output" = "lint_functions: no function over 100 lines in 1 files" ]
+    run -2 "$root/tests/lint_functions.py"
+}
+
+@test "lint_functions: src/ has no function over 100 lines" {
+    run -0 "$root/tests/lint_functions.py" "$root/src"
+}
+
 @test "lint_copies: six lines repeated to the letter fail, however spaced and commented; five do not" {
     mkdir -p "$t/copy/sub"
     { echo 'int sum(const int *v, int n)'; echo '{'; body; echo '}'; } >"$t/copy/a.c"
@@ -108,4 +195,25 @@ EOF
 @test "lint_copies: src/ has no run of six lines repeated" {
     run -0 "$root/tests/lint_copies.py" "$root/src"
     [[ "$output" == *"no run of 6 lines repeated"* ]]
+}
+
+@test "lint_format: a C file laid out otherwise than .clang-format fails, named; reformatted, or under /* clang-format off */, it passes; build folders are not looked at" {
+    mkdir -p "$t/src/cli" "$t/build/x"
+    printf 'int f(int a)\n{\n    return a;\n}\n' >"$t/src/cli/good.c"
+    printf 'int  g(int a) { return a; }\n' >"$t/src/cli/bad.c"
+    cp "$t/src/cli/bad.c" "$t/build/x/ignored.c"
+    run -1 "$root/tests/lint_format.sh" "$t"
+    [ "${lines[0]}" = "lint_format: src/cli/bad.c is not laid out as .clang-format says (clang-format -i src/cli/bad.c)" ]
+    [ "${lines[1]}" = "lint_format: 1 of 2 C files to reformat" ]
+    [ "${#lines[@]}" -eq 2 ]
+    # the same lines, kept as written on purpose
+    { echo '/* clang-format off */'; cat "$t/src/cli/bad.c"; echo '/* clang-format on */'; } >"$t/src/cli/kept.h"
+    (cd "$t" && clang-format --style="file:$root/.clang-format" -i src/cli/bad.c)
+    run -0 "$root/tests/lint_format.sh" "$t"
+    [ "$output" = "lint_format: 3 C files, laid out as .clang-format says" ]
+}
+
+@test "lint_format: the real tree is laid out as .clang-format says" {
+    run -0 "$root/tests/lint_format.sh"
+    [[ "$output" == "lint_format: "*" C files, laid out as .clang-format says" ]]
 }

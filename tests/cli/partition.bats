@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# A real network partition (issue 25, hole 0): the holder runs inside the
-# harness's network namespace and reaches the partition server by TCP;
+# A real network partition, which the server's kernel alone can detect:
+# the holder runs inside the harness's network namespace and reaches the
+# partition server by TCP;
 # the cut drops every packet of that port both ways, so the server's
 # kernel hears nothing from the holder (no ACK, no RST, no keepalive
 # answer), as on a cut cable.  A waiter outside reaches the same server by
@@ -258,4 +259,19 @@ partition_cut_with_busy_cores() {
     report "the job last ran $(ms_between "$out/h.terms.at" "$out/h.alive") ms after its SIGTERM (kill-after 3000 ms)"
     [ "$(ms_between "$out/h.terms.at" "$out/h.alive")" -gt 0 ]
     grep -q "command exited (signal 9)" "$out/h.err"
+}
+
+@test "partition: run --replace of a holder cut off falls back to the lease: the new job starts only after the old one is gone" {
+    # The holder cannot hear the request: nothing ends its session, the
+    # replacer waits (bounded by --wait) until the lease has stopped the
+    # job and the server has freed the lock.
+    bg_partition h run -d "$PGLOCK_TEST_PARTITION_TCP" --lease=6s "$K" -c "$(stubborn_job h)"
+    wait_until 20 file_exists "$out/h.start"
+    date +%s%N >"$out/cut"
+    partition_cmd cut
+    bg w run -d "$SOCK" --replace --wait=40s "$K" -c "$(check_job w "$out/h.jobpid")"
+    finish w 45
+    [ "$(status_of w)" = 0 ] || { echo "waiter: exit $(status_of w): $(cat "$out/w.err")"; false; }
+    wait_until 20 job_gone h
+    assert_no_overlap "run --replace"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# pglock run when heartbeats fail on a session that goes on (issue 25,
-# hole 2).  pg_cancel_backend() on the lock's backend ends a heartbeat,
+# pglock run when heartbeats fail on a session that goes on: a failed
+# statement is no lost lock.  pg_cancel_backend() on the lock's backend ends a heartbeat,
 # not the session: a session advisory lock stays, so pglock must not close
 # its connection (which would free the lock) while the job still runs.
 # Only the client deadline T_c may declare the lock lost, and then the job

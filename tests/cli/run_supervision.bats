@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# pglock run: jobs the watchdog could not stop in time (issue 25, holes 3
-# and 4), each checked against a second holder on another connection.
+# pglock run: jobs the watchdog could not stop in time (one that became
+# root through a setuid program, one whose pglock was frozen past the
+# lease), each checked against a second holder on another connection.
 #
 # Privilege: pglock runs as an ordinary user (nobody, through setpriv) and
 # its job calls a setuid-root program (tests/tools/become_root.c, a minimal

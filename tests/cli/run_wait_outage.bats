@@ -13,6 +13,8 @@ teardown() {
     teardown_run
     # a test that stopped the primary starts it again
     if [ -e "$out/primary.stopped" ]; then "$PGLOCK_TEST_HARNESS" start-primary >/dev/null; fi
+    # and one that froze a backend thaws it
+    if [ -e "$out/frozen.backend" ]; then kill -CONT "$(cat "$out/frozen.backend")" 2>/dev/null || true; fi
 }
 
 # The job: checks that the holder's job is gone, then records how many
@@ -24,6 +26,17 @@ held_by_job() {
            ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")\" > $out/w.held"
 }
 
+# ran_after_reconnect: w exited 0, having run holding the lock on its new
+# connection, after the holder's job, and said the reconnect once.
+ran_after_reconnect() {
+    finish w 30
+    cat "$out/w.err"
+    [ "$(status_of w)" = 0 ]
+    [ "$(cat "$out/w.held")" = 1 ]
+    [ ! -e "$out/w.overlap" ]
+    [ "$(grep -c "^pglock: warning: connection lost while waiting for lock \"$K\": .*; reconnecting within --wait$" "$out/w.err")" = 1 ]
+}
+
 @test "a server restart while waiting: reconnects, says so once, waits again and runs with the lock" {
     need PGLOCK_TEST_HARNESS
     bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
@@ -33,15 +46,42 @@ held_by_job() {
     "$PGLOCK_TEST_HARNESS" restart-primary >/dev/null
     finish h 15
     [ "$(status_of h)" = 74 ]
-    finish w 30
-    cat "$out/w.err"
-    [ "$(status_of w)" = 0 ]
-    # it ran holding the lock on its new connection, after the holder's job
-    [ "$(cat "$out/w.held")" = 1 ]
-    [ ! -e "$out/w.overlap" ]
-    # said once, one line
-    [ "$(grep -c "^pglock: warning: connection lost while waiting for lock \"$K\": .*; reconnecting within --wait$" "$out/w.err")" = 1 ]
+    ran_after_reconnect
+    # and said nothing else
     [ "$(wc -l <"$out/w.err")" = 1 ]
+}
+
+# A frozen server: its processes stopped, its kernel still answering TCP
+# (a SIGSTOPped primary, or one stuck on its disk), so keepalives and
+# ACKs keep coming and no socket error ends a wait on it.  Here only the
+# waiter's backend is stopped: the library waits in slices of T_s, each
+# ended by the server's lock_timeout, and a slice with no answer (then a
+# cancel with none) is a lost connection, which --wait rides out.
+@test "a frozen backend while waiting: the unanswered wait is a lost connection after about T_s; reconnects and runs with the lock" {
+    bg h run -d "$DB" --lease=3s "$K" -c "$(stamp_job h)"
+    wait_until 10 file_exists "$out/h.start"
+    bg w run -d "$DB" --lease=3s --wait=60s "$K" -c "$(held_by_job)"
+    wait_until 10 waiting_on "$K"
+    local frozen t0
+    frozen=$(q "select pid from pg_locks where locktype = 'advisory' and not granted
+        and ((classid::bigint << 32) | objid::bigint) = $(name_sql "$K")")
+    echo "$frozen" >"$out/frozen.backend"
+    t0=$(now_ms)
+    kill -STOP "$frozen"
+    # T_s 3 s + the client deadline's grace + the cancel's 2 s: about 5 s;
+    # the wait itself (60 s) is not what ends it.
+    lost() { grep -q 'connection lost while waiting' "$out/w.err"; }
+    wait_until 30 lost
+    report "frozen backend -> reconnect said after $(($(now_ms) - t0)) ms (T_s 3000 ms, --wait 60 s)"
+    alive "$(pid_of w)"
+    # Thawed, the old backend finds the cancel and its client gone, and
+    # leaves the queue before the holder lets go.
+    kill -CONT "$frozen"
+    wait_until 20 gone "$frozen"
+    touch "$out/h.release"
+    finish h 15
+    [ "$(status_of h)" = 0 ]
+    ran_after_reconnect
 }
 
 @test "a server not up yet when run starts: --wait waits for it, says so once, and runs with the lock" {

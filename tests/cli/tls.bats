@@ -27,3 +27,22 @@ teardown() { teardown_run; }
     run -0 "$PGLOCK_BIN" doctor -d "$PGLOCK_TEST_PRIMARY_TCP sslmode=disable"
     [[ $output == *"tls: not used (sslmode disable)"* ]]
 }
+
+@test "run's release over TLS is confirmed when the server's notices split its answer into several records (session and xact lifetime)" {
+    # debug5: the commit at the release's Sync raises a DEBUG notice,
+    # flushed alone, so ReadyForQuery comes in a record of its own
+    # (tests/live/test_answer_in_pieces.c says more).  The old code took
+    # that for no answer and exited 74.
+    local chatty="$DB options='-c client_min_messages=debug5'"
+    run -0 "$PGLOCK_BIN" run --lease=3s -d "$chatty" "$K" -- sleep 1
+    run -0 "$PGLOCK_BIN" run --mode=xact --lease=3s -d "$chatty" "$K" -- sleep 1
+    run -0 "$PGLOCK_BIN" run --try -d "$DB" "$K" -- true
+}
+
+@test "the partition suites' lock connection is TLS too: the partition server, reached from its namespace, shows it on TLS, verified" {
+    need PGLOCK_TEST_PARTITION_TCP
+    [[ $PGLOCK_TEST_PARTITION_TCP == *"sslmode=verify-full"* ]]
+    run -0 "$PGLOCK_TEST_HARNESS" partition-exec psql -X -q -A -t "$PGLOCK_TEST_PARTITION_TCP" \
+        -c "select ssl from pg_stat_ssl where pid = pg_backend_pid()"
+    [ "$output" = t ]
+}

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 
 /* Aborts (so that libFuzzer keeps the input) when an invariant fails. */
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "invariant failed: %s (line %d)\n", #cond,   \
-                    __LINE__);                                            \
-            abort();                                                      \
-        }                                                                 \
+#define CHECK(cond) \
+    do { \
+        if (!(cond)) { \
+            fprintf(stderr, "invariant failed: %s (line %d)\n", #cond, \
+                    __LINE__); \
+            abort(); \
+        } \
     } while (0)
 
 #endif

@@ -48,9 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const char *u = text + i;
     __int128 scale = !strcmp(u, "") || !strcmp(u, "s") ? 1000
-                   : !strcmp(u, "ms") ? 1
-                   : !strcmp(u, "m") ? 60000
-                   : !strcmp(u, "h") ? 3600000 : 0;
+                     : !strcmp(u, "ms")                ? 1
+                     : !strcmp(u, "m")                 ? 60000
+                     : !strcmp(u, "h")                 ? 3600000
+                                                       : 0;
     int want_ok = good && scale && !huge && v * scale % div == 0 &&
                   v * scale / div <= CLI_DURATION_MAX_MS;
     CHECK((rc == 0) == want_ok);

@@ -85,7 +85,8 @@ static void check_sql(const pglock_key *k)
     int n = pglock_key_sql(k, PGLOCK_SHARED, PGLOCK_XACT, NULL, 0);
     CHECK(n > 0);
     char *sql = malloc((size_t)n + 1);
-    CHECK(pglock_key_sql(k, PGLOCK_SHARED, PGLOCK_XACT, sql, (size_t)n + 1) == n);
+    CHECK(pglock_key_sql(k, PGLOCK_SHARED, PGLOCK_XACT, sql, (size_t)n + 1) ==
+          n);
     CHECK(strlen(sql) == (size_t)n);
     CHECK(!strncmp(sql, fn, strlen(fn)));
     CHECK(!strcmp(sql + n - 2, ");"));
@@ -100,7 +101,8 @@ static void check_sql(const pglock_key *k)
             post = "));";
         } else {
             pre = "hashtextextended(";
-            snprintf(seedpost, sizeof seedpost, ", %lld));", (long long)k->seed);
+            snprintf(seedpost, sizeof seedpost, ", %lld));",
+                     (long long)k->seed);
             post = seedpost;
         }
         CHECK(!strncmp(lit, pre, strlen(pre)));

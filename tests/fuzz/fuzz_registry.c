@@ -12,7 +12,8 @@ static int same_tag(const pglock_key *a, const pglock_key *b)
 {
     uint32_t ca, oa, cb, ob;
     int sa, sb;
-    if (pglock_key_locktag(a, &ca, &oa, &sa) || pglock_key_locktag(b, &cb, &ob, &sb))
+    if (pglock_key_locktag(a, &ca, &oa, &sa) ||
+        pglock_key_locktag(b, &cb, &ob, &sb))
         return -1; /* unresolved legacy key: no coordinates */
     return ca == cb && oa == ob && sa == sb;
 }

@@ -14,7 +14,8 @@
 #       current primary (in its namespace: it shares that node's fate in
 #       a partition).
 #   ha.sh primary | wait-primary [SECS] | switchover | failover | freeze |
-#         partition | heal | dcs-stop | pids | env | patronictl ARG...
+#         watchdog-reset | partition | heal | dcs-stop | pids | env |
+#         patronictl ARG...
 #       actions on a running cluster, found by $PGLOCK_HA_DIR.
 #
 # Root only: every server runs in a network namespace of the cluster's own
@@ -303,7 +304,14 @@ cluster_ready() {
     patroni_settled "$p" || return 1
     [ "$(hub_psql "host=$HUB_ADDR port=$PRIMARY_PORT $(tls_conn)" \
         -c "select count(*) from pg_stat_replication where state = 'streaming'")" = 2 ] || return 1
-    [ "$(hub_psql "host=$HUB_ADDR port=$REPLICA_PORT $(tls_conn)" -c 'select pg_is_in_recovery()')" = t ]
+    # The replica port, once per node: its round robin then reaches every
+    # server it has up, and a new primary that it still has up (its
+    # /replica check fails three times, 3 s apart, before HAProxy drops
+    # it: after dcs-stop every node was a replica) is not settled yet.
+    local n
+    for n in "${NODES[@]}"; do
+        [ "$(hub_psql "host=$HUB_ADDR port=$REPLICA_PORT $(tls_conn)" -c 'select pg_is_in_recovery()')" = t ] || return 1
+    done
 }
 
 write_env() {
@@ -314,6 +322,7 @@ write_env() {
         echo "# written by $HA"
         emit PGLOCK_HA "$HA"
         emit PGLOCK_HA_DIR "$T"
+        emit PGLOCK_HA_NETNS "$(ns_of hub)"
         emit PGLOCK_HA_SYNC "$(cat "$T/sync")"
         emit PGLOCK_HA_CA "$T/tls/ca.crt"
         emit PGLOCK_HA_PRIMARY "host=$HUB_ADDR port=$PRIMARY_PORT $conn"
@@ -452,8 +461,34 @@ EOF
     echo "$n" >"$T/partitioned"
 }
 
+# Resets the frozen node, as Patroni's watchdog resets the machine of a
+# node whose Patroni stopped: SIGKILL (which ends a stopped process too)
+# to every process of it; heal_all starts it again, as a failed node, and
+# it rejoins as a replica of the new primary (pg_rewind).  Never thawed:
+# Patroni 3.0.2's etcd3 store, finding its lease expired, takes a new one
+# and puts the leader key without a condition (fixed in 3.0.3,
+# patroni#2689).  A thawed old leader whose view predates the freeze then
+# takes the key back from the promoted standby, demotes it and leads
+# again on the old timeline (in the chaos scene it granted the lock for a
+# moment beside the promoted primary); a replica that followed the new
+# timeline cannot stream from it ("highest timeline 1 of the primary is
+# behind recovery timeline 2"), so synchronous_mode may never regain a
+# synchronous standby.  Prints the node's number; nothing if none is
+# frozen.
+reset_frozen() {
+    local n
+    [ -f "$T/frozen" ] || return 0
+    n=$(cat "$T/frozen")
+    signal_node KILL "$n"
+    wait_secs 10 eval "[ -z \"\$(node_pids $n)\" ]" || fail "node $n outlived SIGKILL"
+    touch "$T/node$n/killed"
+    rm -f "$T/frozen"
+    echo "$n"
+}
+
 heal_all() {
     local n
+    reset_frozen >/dev/null
     for n in "${NODES[@]}"; do
         ip netns exec "$(ns_of "$n")" nft delete table inet pglock_ha 2>/dev/null || true
         ip netns exec "$(ns_of hub)" nft delete table inet "pglock_ha_n$n" 2>/dev/null || true
@@ -583,6 +618,8 @@ main_ha() {
     freeze)
         # A silent primary: SIGSTOP to its Patroni and every PostgreSQL
         # process; its connections stay open and nothing answers.
+        # `watchdog-reset` or `heal` kills it (reset_frozen says why), and
+        # `heal` starts it again.
         load_ha
         p=$(primary_node) || fail "no primary now"
         signal_node STOP "$p"
@@ -595,6 +632,13 @@ main_ha() {
         p=$(primary_node) || fail "no primary now"
         partition_node "$p" || fail "could not cut node $p off"
         echo "$p" ;;
+    watchdog-reset)
+        # What Patroni's watchdog does to a node whose Patroni stopped
+        # (ttl - safety_margin after its last loop, before its leader key
+        # can expire): reset_frozen.  Prints its number.
+        load_ha
+        [ -f "$T/frozen" ] || fail "no frozen node"
+        reset_frozen ;;
     heal)
         load_ha
         heal_all ;;

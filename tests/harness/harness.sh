@@ -462,14 +462,14 @@ start_proxy() {
 
 # Writes $T/env: one `export NAME='value'` per variable.
 write_env() {
-    local conn="user=postgres dbname=postgres" primary other ordinary proxy_tls=
+    local conn="user=postgres dbname=postgres" primary other ordinary proxy_tls='' tls=''
     primary="host=$T port=$PPORT $conn"
     other="host=$T port=$PPORT user=postgres dbname=pglock_other"
     ordinary="host=$T port=$PPORT user=pglock_user dbname=postgres"
     if [ "$TLS" = 1 ]; then
         # The lock connections go by TCP over verified TLS (libpq never
         # uses TLS on a Unix-domain socket).
-        local tls="sslmode=verify-full sslrootcert=$T/tls/ca.crt"
+        tls="sslmode=verify-full sslrootcert=$T/tls/ca.crt"
         primary="host=127.0.0.1 port=$PPORT $conn $tls"
         other="host=127.0.0.1 port=$PPORT user=postgres dbname=pglock_other $tls"
         ordinary="host=127.0.0.1 port=$PPORT user=pglock_user dbname=postgres $tls"
@@ -505,7 +505,9 @@ write_env() {
         fi
         if [ -n "${NS:-}" ]; then
             emit PGLOCK_TEST_PARTITION_NETNS "$NS"
-            emit PGLOCK_TEST_PARTITION_TCP "host=127.0.0.1 port=$NS_PORT $conn"
+            # Its TCP conninfo verifies TLS as the primary's does (the
+            # partition server is a copy of the primary's data, ssl = on).
+            emit PGLOCK_TEST_PARTITION_TCP "host=127.0.0.1 port=$NS_PORT $conn${tls:+ $tls}"
             emit PGLOCK_TEST_PARTITION_SOCKET "host=$T/ns port=$NS_PORT $conn"
         fi
         emit PGHOST "$T"

@@ -64,16 +64,16 @@ struct outbuf {
 
 /* Where we are in the client's stream of frontend messages. */
 struct msgparser {
-    bool typed;             /* past the startup packet: type byte + length */
+    bool typed; /* past the startup packet: type byte + length */
     unsigned char hdr[8];
-    size_t hdrlen;          /* header bytes collected so far */
-    uint64_t skip;          /* body bytes still to pass over */
+    size_t hdrlen; /* header bytes collected so far */
+    uint64_t skip; /* body bytes still to pass over */
 };
 
 struct conn {
     bool used;
-    int client, server;     /* -1 when closed / not connected */
-    bool lost;              /* bytes were swallowed during a cut */
+    int client, server; /* -1 when closed / not connected */
+    bool lost;          /* bytes were swallowed during a cut */
     struct outbuf to_server, to_client;
     struct msgparser parser;
 };
@@ -105,11 +105,13 @@ static void set_nonblock(int fd)
 
 static uint32_t be32(const unsigned char *p)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
 }
 
 /* Counts the messages in the next n bytes a client sent. */
-static void parse_frontend(struct msgparser *p, const unsigned char *b, size_t n)
+static void parse_frontend(struct msgparser *p, const unsigned char *b,
+                           size_t n)
 {
     while (n > 0) {
         if (p->skip > 0) {
@@ -161,7 +163,8 @@ static void drop_conn(struct conn *c)
  * connection would be). */
 static void connect_upstream(struct conn *c)
 {
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)target_port) };
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)target_port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
@@ -311,7 +314,8 @@ static const char *run_command(const char *cmd)
         return "ok\n";
     }
     if (strcmp(cmd, "count") == 0) {
-        snprintf(reply, sizeof reply, "messages=%ld roundtrips=%ld\n", messages, roundtrips);
+        snprintf(reply, sizeof reply, "messages=%ld roundtrips=%ld\n", messages,
+                 roundtrips);
         return reply;
     }
     return "error unknown command\n";
@@ -342,7 +346,7 @@ static void handle_ctl(struct ctl *k)
         memmove(k->line, nl + 1, k->len - used);
         k->len -= used;
     }
-    if (k->len == sizeof k->line - 1)   /* a line too long: drop the client */
+    if (k->len == sizeof k->line - 1) /* a line too long: drop the client */
         close_fd(&k->fd);
 }
 
@@ -354,7 +358,8 @@ static int bind_tcp(int port, int *bound, bool do_listen)
         die("socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
         die("bind");
@@ -370,7 +375,7 @@ static int bind_tcp(int port, int *bound, bool do_listen)
 
 static int listen_unix(const char *path)
 {
-    struct sockaddr_un su = { .sun_family = AF_UNIX };
+    struct sockaddr_un su = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof su.sun_path) {
         fprintf(stderr, "pglock_test_proxy: control path too long\n");
         exit(1);
@@ -394,14 +399,15 @@ static void write_port_file(const char *path, int port)
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) < 0)
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 ||
+        rename(tmp, path) < 0)
         die("port file");
 }
 
 /* Client mode: sends one command to a running proxy, prints its reply. */
 static int send_command(const char *path, const char *cmd)
 {
-    struct sockaddr_un su = { .sun_family = AF_UNIX };
+    struct sockaddr_un su = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof su.sun_path)
         return 1;
     strcpy(su.sun_path, path);
@@ -426,9 +432,10 @@ static int send_command(const char *path, const char *cmd)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pglock_test_proxy --listen PORT --target PORT "
-                    "--control PATH [--port-file FILE] [--down-port-file FILE]\n"
-                    "       pglock_test_proxy --control PATH --send COMMAND\n");
+    fprintf(stderr,
+            "usage: pglock_test_proxy --listen PORT --target PORT "
+            "--control PATH [--port-file FILE] [--down-port-file FILE]\n"
+            "       pglock_test_proxy --control PATH --send COMMAND\n");
     exit(2);
 }
 
@@ -470,7 +477,7 @@ int main(int argc, char **argv)
         ctls[i].fd = -1;
     if (down_port_file) {
         int down;
-        bind_tcp(0, &down, false);   /* kept open, never listened on */
+        bind_tcp(0, &down, false); /* kept open, never listened on */
         write_port_file(down_port_file, down);
     }
     /* Last: the port file says the proxy is ready. */
@@ -478,15 +485,16 @@ int main(int argc, char **argv)
         write_port_file(port_file, bound);
 
     static struct pollfd pfd[2 + MAX_CTLS + 2 * MAX_CONNS];
-    static int owner[2 + MAX_CTLS + 2 * MAX_CONNS];   /* index into conns / ctls */
+    static int
+        owner[2 + MAX_CTLS + 2 * MAX_CONNS]; /* index into conns / ctls */
     for (;;) {
         int n = 0;
-        pfd[n++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-        pfd[n++] = (struct pollfd){ .fd = cfd, .events = POLLIN };
+        pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = cfd, .events = POLLIN};
         for (int i = 0; i < MAX_CTLS; i++)
             if (ctls[i].fd >= 0) {
                 owner[n] = i;
-                pfd[n++] = (struct pollfd){ .fd = ctls[i].fd, .events = POLLIN };
+                pfd[n++] = (struct pollfd){.fd = ctls[i].fd, .events = POLLIN};
             }
         int first_conn = n;
         for (int i = 0; i < MAX_CONNS; i++) {
@@ -494,12 +502,14 @@ int main(int argc, char **argv)
             if (!c->used)
                 continue;
             /* Read a side only when what it sent before has been written. */
-            short cev = (c->to_server.len ? 0 : POLLIN) | (c->to_client.len ? POLLOUT : 0);
-            short sev = (c->to_client.len ? 0 : POLLIN) | (c->to_server.len ? POLLOUT : 0);
+            short cev = (c->to_server.len ? 0 : POLLIN) |
+                        (c->to_client.len ? POLLOUT : 0);
+            short sev = (c->to_client.len ? 0 : POLLIN) |
+                        (c->to_server.len ? POLLOUT : 0);
             owner[n] = i;
-            pfd[n++] = (struct pollfd){ .fd = c->client, .events = cev };
+            pfd[n++] = (struct pollfd){.fd = c->client, .events = cev};
             owner[n] = i;
-            pfd[n++] = (struct pollfd){ .fd = c->server, .events = sev };
+            pfd[n++] = (struct pollfd){.fd = c->server, .events = sev};
         }
         if (poll(pfd, (nfds_t)n, -1) < 0) {
             if (errno == EINTR)
@@ -510,7 +520,8 @@ int main(int argc, char **argv)
             struct conn *c = &conns[owner[j]];
             short cev = pfd[j].fd >= 0 ? pfd[j].revents : 0;
             short sev = pfd[j + 1].fd >= 0 ? pfd[j + 1].revents : 0;
-            if (c->used && (cev || sev) && pfd[j].fd == c->client && pfd[j + 1].fd == c->server)
+            if (c->used && (cev || sev) && pfd[j].fd == c->client &&
+                pfd[j + 1].fd == c->server)
                 handle_conn_events(c, cev, sev);
         }
         for (int j = 2; j < first_conn; j++)
@@ -523,7 +534,7 @@ int main(int argc, char **argv)
                 if (ctls[i].fd < 0)
                     slot = i;
             if (slot >= 0)
-                ctls[slot] = (struct ctl){ .fd = fd };
+                ctls[slot] = (struct ctl){.fd = fd};
             else if (fd >= 0)
                 close(fd);
         }

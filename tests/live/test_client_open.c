@@ -15,8 +15,10 @@
 static void seen_by_server(PGconn *obs, pglock_client *c, char *buf, size_t len)
 {
     char sql[200];
-    snprintf(sql, sizeof sql, "SELECT application_name || '|' || datname FROM"
-             " pg_stat_activity WHERE pid = %d", pglock_client_backend_pid(c));
+    snprintf(sql, sizeof sql,
+             "SELECT application_name || '|' || datname FROM"
+             " pg_stat_activity WHERE pid = %d",
+             pglock_client_backend_pid(c));
     PGresult *r = PQexec(obs, sql);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     assert_int_equal(PQntuples(r), 1);
@@ -95,6 +97,33 @@ static void keyword_arrays_with_expand_dbname(void **state)
     PQfinish(obs);
 }
 
+/* A NULL value is libpq's "not given" (PGHOST decides here).  The client
+ * keeps its parameters for the fencing token's second connection: all of
+ * them are freed at close, those after a NULL value too (under valgrind
+ * and LeakSanitizer a leak fails this test). */
+static void a_null_value_among_the_keywords_is_not_given(void **state)
+{
+    (void)state;
+    const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
+    const char *port = pt_env_or_skip("PGPORT");
+    pt_env_or_skip("PGHOST");
+    PGconn *obs = pt_connect(primary);
+    const char *k[] = {"host", "port", "dbname", "connect_timeout", NULL};
+    const char *v[] = {NULL, port, "pglock_other", "5", NULL};
+    pglock_client *c = NULL;
+    assert_int_equal(pglock_client_open_params(&c, k, v, NULL), 0);
+    assert_string_equal(pglock_client_database(c), "pglock_other");
+    int64_t token = 0;
+    pglock_key key;
+    pglock_key_int64(&key, pt_unique_key());
+    assert_int_equal(pglock_lock(c, &key, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
+    /* the kept parameters at work: the token's second connection */
+    assert_int_equal(pglock_client_fencing_token(c, &token, 5000), 0);
+    assert_true(token > 0);
+    pglock_client_close(c);
+    PQfinish(obs);
+}
+
 static void a_uri_and_the_pg_variables(void **state)
 {
     (void)state;
@@ -104,8 +133,10 @@ static void a_uri_and_the_pg_variables(void **state)
     PGconn *obs = pt_connect(primary);
     char buf[256], uri[512];
 
-    snprintf(uri, sizeof uri, "postgresql://postgres@127.0.0.1:%s/pglock_other"
-             "?application_name=by-uri", port);
+    snprintf(uri, sizeof uri,
+             "postgresql://postgres@127.0.0.1:%s/pglock_other"
+             "?application_name=by-uri",
+             port);
     pglock_client *c = pt_open_client(uri, NULL);
     seen_by_server(obs, c, buf, sizeof buf);
     assert_string_equal(buf, "by-uri|pglock_other");
@@ -131,6 +162,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(application_name_precedence),
         cmocka_unit_test(keyword_arrays_with_expand_dbname),
+        cmocka_unit_test(a_null_value_among_the_keywords_is_not_given),
         cmocka_unit_test(a_uri_and_the_pg_variables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

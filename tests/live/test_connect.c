@@ -3,7 +3,9 @@
  * accepts and never answers (the proxy, cut) after connect_timeout, goes
  * on to the next host of a multi-host conninfo, returns soon after its
  * interrupt, and calls a conninfo libpq refuses PGLOCK_EINVAL;
- * pglock_client_open() connects the same way; pglock__exec_params()
+ * pglock_client_open() connects the same way, its options'
+ * connect_timeout_ms bounding each host where the conninfo sets no
+ * connect_timeout of its own; pglock__exec_params()
  * cancels a query at its deadline and leaves the connection usable.
  */
 #include <pthread.h>
@@ -28,7 +30,8 @@ static int proxy_port(void)
     return p ? atoi(p + 5) : 0;
 }
 
-static void a_server_that_never_answers_fails_after_connect_timeout(void **state)
+static void a_server_that_never_answers_fails_after_connect_timeout(
+    void **state)
 {
     (void)state;
     char ci[256];
@@ -42,6 +45,41 @@ static void a_server_that_never_answers_fails_after_connect_timeout(void **state
     assert_int_equal(err.code, PGLOCK_ECONNECT);
     if (!strstr(err.message, "no answer within 2 s (connect_timeout)"))
         fail_msg("message: %s", err.message);
+}
+
+/* The options' bound, to a server that never answers: the conninfo has
+ * none, so 2000 ms is the host's connect_timeout; one the conninfo sets
+ * wins (here 3 s). */
+static void the_options_connect_timeout_bounds_a_silent_server(void **state)
+{
+    (void)state;
+    const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
+    pglock_options o;
+    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
+    o.connect_timeout_ms = 1500; /* whole seconds, at least 2: 2 s */
+    pt_proxy_cut();
+    pglock_client *c = NULL;
+    int64_t t0 = pglock_now_ms();
+    int rc = pglock_client_open(&c, proxy, &o);
+    int64_t took = pglock_now_ms() - t0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pglock_client_error(c));
+    pglock_client_close(c);
+    char ci[256];
+    snprintf(ci, sizeof ci, "%s connect_timeout=3", proxy);
+    c = NULL;
+    int rc3 = pglock_client_open(&c, ci, &o);
+    char msg3[512];
+    snprintf(msg3, sizeof msg3, "%s", pglock_client_error(c));
+    pglock_client_close(c);
+    pt_proxy_heal();
+    printf("# gave up on the silent server after %lld ms\n", (long long)took);
+    assert_int_equal(rc, PGLOCK_ECONNECT);
+    if (!strstr(msg, "no answer within 2 s (connect_timeout)"))
+        fail_msg("message: %s", msg);
+    assert_int_equal(rc3, PGLOCK_ECONNECT);
+    if (!strstr(msg3, "no answer within 3 s (connect_timeout)"))
+        fail_msg("message: %s", msg3);
 }
 
 static void the_next_host_is_tried_after_a_silent_one(void **state)
@@ -132,7 +170,8 @@ static void a_query_past_its_deadline_is_cancelled(void **state)
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
     pglock_error err = {0};
-    PGresult *r = pglock__exec_params(c, "SELECT pg_sleep(30)", 0, NULL, 300, &err);
+    PGresult *r = pglock__exec_params(c, "SELECT pg_sleep(30)", 0, NULL, 300,
+                                      &err);
     assert_null(r);
     assert_int_equal(err.code, PGLOCK_ETIMEDOUT);
     /* cancelled on the server: the same connection answers at once */
@@ -153,7 +192,9 @@ static void a_query_past_its_deadline_is_cancelled(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_server_that_never_answers_fails_after_connect_timeout),
+        cmocka_unit_test(
+            a_server_that_never_answers_fails_after_connect_timeout),
+        cmocka_unit_test(the_options_connect_timeout_bounds_a_silent_server),
         cmocka_unit_test(the_next_host_is_tried_after_a_silent_one),
         cmocka_unit_test(an_interrupt_ends_the_connect),
         cmocka_unit_test(a_conninfo_libpq_refuses_is_einval),

@@ -67,7 +67,8 @@ static void a_frozen_clients_lock_is_freed_through_the_pooler_without_a_lease(
      * T_s leaves room for a loaded machine, and never is not bounded. */
     int freed = pt_wait_key_free(obs, id, 5 * DEAD_PEER_MS);
     printf("# dead client behind the pooler, no lease, dead_peer_ms %ld: "
-           "%s after %lld ms\n", DEAD_PEER_MS, freed ? "freed" : "still held",
+           "%s after %lld ms\n",
+           DEAD_PEER_MS, freed ? "freed" : "still held",
            (long long)(pglock_now_ms() - from));
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);

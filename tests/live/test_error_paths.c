@@ -43,14 +43,15 @@ static void a_try_on_a_full_lock_table_leaves_the_transaction_usable(void **s)
     pt_lock_table_release(filler);
     if (rc != PGLOCK_ELOCKTABLE)
         fail_msg("try on a full lock table: %s (%s), expected "
-                 "PGLOCK_ELOCKTABLE", pglock_err_name(rc), err.message);
+                 "PGLOCK_ELOCKTABLE",
+                 pglock_err_name(rc), err.message);
     assert_int_equal(err.code, PGLOCK_ELOCKTABLE);
     assert_string_equal(err.sqlstate, "53200");
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     assert_int_equal(pt_query_intf(c, "SELECT count(*) FROM %s", table), 1);
     /* usable: the lock can be taken now, and the commit keeps the row */
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      -1, &err), 0);
+    assert_int_equal(
+        pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, -1, &err), 0);
     pt_execf(c, "COMMIT");
     assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM %s", table), 1);
     pt_execf(c, "DROP TABLE %s", table);
@@ -69,10 +70,9 @@ static void a_begin_lock_on_a_full_lock_table_rolls_back(void **s)
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err = {0};
     pt_lock_table_fill(filler);
-    int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                     -1, &err);
-    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
-                                      &err);
+    int try = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, -1,
+                                     &err);
+    int wait = pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1, &err);
     pt_lock_table_release(filler);
     assert_int_equal(try, PGLOCK_ELOCKTABLE);
     assert_int_equal(wait, PGLOCK_ELOCKTABLE);
@@ -151,7 +151,8 @@ static void a_wait_cancelled_by_another_session_is_eintr(void **s)
     pthread_create(&t, NULL, xwait_main, &w);
     assert_true(pt_wait_backend_waiting(holder, PQbackendPID(c), 10000));
     assert_int_equal(pt_query_intf(holder, "SELECT pg_cancel_backend(%d)",
-                                   PQbackendPID(c)), 1);
+                                   PQbackendPID(c)),
+                     1);
     pthread_join(t, NULL);
     if (w.rc != PGLOCK_EINTR)
         fail_msg("cancelled wait: %s (%s)", pglock_err_name(w.rc),
@@ -206,8 +207,10 @@ static void a_cancelled_key_resolve_is_eintr(void **s)
     /* The locker holds pg_proc, so its own look at pg_locks never waits. */
     long waiting = 0;
     for (int i = 0; i < 500 && !waiting && !r.done; i++) {
-        waiting = pt_query_intf(locker, "SELECT count(*) FROM pg_locks"
-                                " WHERE pid = %d AND NOT granted", pid);
+        waiting = pt_query_intf(locker,
+                                "SELECT count(*) FROM pg_locks"
+                                " WHERE pid = %d AND NOT granted",
+                                pid);
         usleep(10000);
     }
     if (waiting)
@@ -222,7 +225,7 @@ static void a_cancelled_key_resolve_is_eintr(void **s)
     /* the connection is still usable, and so is the key afterwards */
     assert_int_equal(pglock_key_resolve(&r.key, r.c, &r.err), 0);
     assert_int_equal(r.key.id, pt_query_int(r.c, "SELECT hashtext("
-                                            "'error-paths')::bigint"));
+                                                 "'error-paths')::bigint"));
     PQfinish(r.c);
     PQfinish(locker);
 }
@@ -297,10 +300,12 @@ static void an_xact_hold_legacy_lock_is_one_round_trip(void **s)
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
     assert_int_equal(pt_proxy_roundtrips(), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
-    assert_false(pt_query_int(obs, "SELECT pg_try_advisory_lock("
+    assert_false(pt_query_int(obs,
+                              "SELECT pg_try_advisory_lock("
                               "hashtextextended('error-paths-o''brien', -3))"));
     pglock_client_close(c);
-    assert_true(pt_query_int(obs, "SELECT pg_try_advisory_lock("
+    assert_true(pt_query_int(obs,
+                             "SELECT pg_try_advisory_lock("
                              "hashtextextended('error-paths-o''brien', -3))"));
     pt_exec_ok(obs, "SELECT pg_advisory_unlock_all()");
     PQfinish(obs);
@@ -309,7 +314,8 @@ static void an_xact_hold_legacy_lock_is_one_round_trip(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_try_on_a_full_lock_table_leaves_the_transaction_usable),
+        cmocka_unit_test(
+            a_try_on_a_full_lock_table_leaves_the_transaction_usable),
         cmocka_unit_test(a_begin_lock_on_a_full_lock_table_rolls_back),
         cmocka_unit_test(xact_hold_keeps_its_locks_after_a_full_lock_table),
         cmocka_unit_test(a_wait_cancelled_by_another_session_is_eintr),

@@ -60,8 +60,8 @@ static void tokens_increase_across_an_immediate_crash(void **state)
     }
     int64_t t3 = acquire_token(primary, PGLOCK_LIFETIME_SESSION, k);
     if (t3 <= t2)
-        fail_msg("token %lld after the crash is not above %lld",
-                 (long long)t3, (long long)t2);
+        fail_msg("token %lld after the crash is not above %lld", (long long)t3,
+                 (long long)t2);
     /* through the pooler too (it reconnects to the restarted server) */
     const char *pooler = getenv("PGLOCK_TEST_POOLER");
     if (pooler && *pooler) {
@@ -96,19 +96,23 @@ static void tokens_on_the_callers_connection_increase(void **state)
      * (its low 48 bits; the high ones are the timeline) */
     assert_true(pt_query_intf(b, "SELECT txid_current() > %lld",
                               (long long)(t4 & ((INT64_C(1) << 48) - 1))));
-    assert_true(pt_query_intf(b, "SELECT %lld >> 48 = ('x' || substr("
+    assert_true(pt_query_intf(b,
+                              "SELECT %lld >> 48 = ('x' || substr("
                               "pg_walfile_name(pg_current_wal_lsn()), 1, 8))"
-                              "::bit(32)::bigint", (long long)t4));
+                              "::bit(32)::bigint",
+                              (long long)t4));
     /* never inside the caller's transaction, which it leaves alone */
     pglock_error err = {0};
     int64_t t = 0;
     pt_execf(a, "BEGIN");
-    assert_int_equal(pglock_fencing_token(a, &t, 5000, -1, &err), PGLOCK_ESTATE);
+    assert_int_equal(pglock_fencing_token(a, &t, 5000, -1, &err),
+                     PGLOCK_ESTATE);
     assert_int_equal(err.code, PGLOCK_ESTATE);
     assert_int_equal(t, 0);
     assert_int_equal(PQtransactionStatus(a), PQTRANS_INTRANS);
     pt_execf(a, "COMMIT");
-    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, -1, &err), PGLOCK_EINVAL);
+    assert_int_equal(pglock_fencing_token(NULL, &t, 5000, -1, &err),
+                     PGLOCK_EINVAL);
     PQfinish(b);
     PQfinish(a);
 }
@@ -129,10 +133,13 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     assert_int_equal(pglock_client_fencing_token(c, &a, 5000), 0);
     assert_int_equal(pglock_client_fencing_token(c, &b, 5000), 0);
     assert_true(b > a);
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
-                                        " WHERE pid = %d"
-                                        " AND backend_xid IS NULL"
-                                        " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM pg_stat_activity"
+                                   " WHERE pid = %d"
+                                   " AND backend_xid IS NULL"
+                                   " AND backend_xmin IS NULL",
+                                   pid),
+                     1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_false(pt_key_free(obs, key.id));
     pglock_client_close(c);

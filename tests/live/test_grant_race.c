@@ -28,9 +28,9 @@ static int tries(void)
 }
 
 typedef struct racer {
-    PGconn *conn;            /* xact forms */
-    pglock_client *client;   /* xact hold */
-    int begin;               /* pglock_xact_begin_lock */
+    PGconn *conn;          /* xact forms */
+    pglock_client *client; /* xact hold */
+    int begin;             /* pglock_xact_begin_lock */
     pglock_key key;
     int rc;
 } racer;
@@ -45,8 +45,8 @@ static void *race_main(void *arg)
         r->rc = pglock_xact_begin_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE,
                                        30000, -1, &err);
     else
-        r->rc = pglock_xact_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE, 30000,
-                                 -1, &err);
+        r->rc = pglock_xact_lock(r->conn, &r->key, PGLOCK_EXCLUSIVE, 30000, -1,
+                                 &err);
     return NULL;
 }
 
@@ -60,7 +60,8 @@ static int race_once(PGconn *holder, racer *r, int pid, int64_t id, int i)
     if (!pt_wait_backend_waiting(holder, pid, 10000)) {
         pthread_join(t, NULL);
         fail_msg("try %d: backend %d never waited; the lock call returned "
-                 "%s", i, pid, pglock_err_name(r->rc));
+                 "%s",
+                 i, pid, pglock_err_name(r->rc));
     }
     pt_execf(holder, "SELECT pg_advisory_unlock(%lld), pg_cancel_backend(%d)",
              (long long)id, pid);
@@ -68,7 +69,8 @@ static int race_once(PGconn *holder, racer *r, int pid, int64_t id, int i)
     int free_now = pt_key_free(holder, id);
     if ((r->rc == 0) == free_now)
         fail_msg("try %d: the library said %s but the lock is %s on the "
-                 "server", i, r->rc == 0 ? "held" : pglock_err_name(r->rc),
+                 "server",
+                 i, r->rc == 0 ? "held" : pglock_err_name(r->rc),
                  free_now ? "free" : "held");
     if (r->rc != 0 && r->rc != PGLOCK_EINTR)
         fail_msg("try %d: unexpected %s", i, pglock_err_name(r->rc));
@@ -132,9 +134,11 @@ static void xact_hold_client_reports_what_the_server_has(void **state)
     for (int i = 0; i < n; i++) {
         int got = race_once(holder, &r, pid, pt_unique_key(), i);
         held += got;
-        assert_int_equal(pglock_lock_count(r.client, &r.key, PGLOCK_EXCLUSIVE), got);
+        assert_int_equal(pglock_lock_count(r.client, &r.key, PGLOCK_EXCLUSIVE),
+                         got);
         if (got)
-            assert_int_equal(pglock_unlock(r.client, &r.key, PGLOCK_EXCLUSIVE), 0);
+            assert_int_equal(pglock_unlock(r.client, &r.key, PGLOCK_EXCLUSIVE),
+                             0);
         /* the client still holds nothing, and still works */
         assert_int_equal(pt_backend_advisory_granted(holder, pid), 0);
     }
@@ -166,8 +170,7 @@ static int key_forms(key_form *f, char names[][40])
     snprintf(f[1].sql, sizeof f[1].sql, "hashtext('%s')", names[1]);
     snprintf(names[2], 40, "grant-race-x:%lld", (long long)u);
     pglock_key_hashtextextended(&f[2].key, names[2], -7);
-    snprintf(f[2].sql, sizeof f[2].sql, "hashtextextended('%s', -7)",
-             names[2]);
+    snprintf(f[2].sql, sizeof f[2].sql, "hashtextextended('%s', -7)", names[2]);
     snprintf(names[3], 40, "grant-race-t:%lld", (long long)u);
     pglock_key_text(&f[3].key, names[3]);
     snprintf(f[3].sql, sizeof f[3].sql, "%lld", (long long)f[3].key.id);
@@ -245,13 +248,15 @@ static void a_session_grant_at_cancel_is_held_in_any_form(void **state)
                 fail_msg("try %d form %d: never waited (%s)", t, i,
                          pglock_err_name(w.rc));
             }
-            pt_execf(holder, "SELECT pg_advisory_unlock(%s),"
-                     " pg_cancel_backend(%d)", f[i].sql, pid);
+            pt_execf(holder,
+                     "SELECT pg_advisory_unlock(%s),"
+                     " pg_cancel_backend(%d)",
+                     f[i].sql, pid);
             pthread_join(th, NULL);
             /* the grant came first: held, whatever error the cancel made */
             if (w.rc != 0)
-                fail_msg("try %d form %d: %s (%s)", t, i,
-                         pglock_err_name(w.rc), pglock_client_error(c));
+                fail_msg("try %d form %d: %s (%s)", t, i, pglock_err_name(w.rc),
+                         pglock_client_error(c));
             assert_int_equal(pt_backend_advisory_granted(obs, pid), 1);
             assert_int_equal(pglock_lock_count(c, &f[i].key, f[i].mode), 1);
             assert_int_equal(pglock_unlock(c, &f[i].key, f[i].mode), 0);

@@ -15,7 +15,8 @@ static void primary_answers_and_pids_match_directly(void **state)
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
     assert_int_equal(pt_query_int(c, "select 1"), 1);
-    assert_int_equal(pt_query_int(c, "select pg_backend_pid()"), PQbackendPID(c));
+    assert_int_equal(pt_query_int(c, "select pg_backend_pid()"),
+                     PQbackendPID(c));
     assert_int_equal(pt_query_int(c, "select pg_is_in_recovery()"), 0);
     PQfinish(c);
 }
@@ -28,7 +29,9 @@ static long reported_version(void)
     char *end;
     long n = strtol(v, &end, 10);
     if (*end != '\0' || n < 90000)
-        fail_msg("PGLOCK_TEST_SERVER_VERSION_NUM=\"%s\" is not a server_version_num", v);
+        fail_msg(
+            "PGLOCK_TEST_SERVER_VERSION_NUM=\"%s\" is not a server_version_num",
+            v);
     return n;
 }
 
@@ -37,7 +40,9 @@ static void primary_is_the_version_the_harness_reports(void **state)
     (void)state;
     long version = reported_version();
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY"));
-    assert_int_equal(pt_query_int(c, "select current_setting('server_version_num')::int"), version);
+    assert_int_equal(
+        pt_query_int(c, "select current_setting('server_version_num')::int"),
+        version);
     assert_int_equal(PQserverVersion(c), version);
     PQfinish(c);
 }
@@ -46,8 +51,10 @@ static void primary_over_tcp_pids_match(void **state)
 {
     (void)state;
     PGconn *t = pt_connect(pt_env_or_skip("PGLOCK_TEST_PRIMARY_TCP"));
-    assert_int_equal(pt_query_int(t, "select pg_backend_pid()"), PQbackendPID(t));
-    assert_int_equal(pt_query_int(t, "select inet_server_addr() = '127.0.0.1'"), 1);
+    assert_int_equal(pt_query_int(t, "select pg_backend_pid()"),
+                     PQbackendPID(t));
+    assert_int_equal(pt_query_int(t, "select inet_server_addr() = '127.0.0.1'"),
+                     1);
     PQfinish(t);
 }
 
@@ -56,7 +63,10 @@ static void ordinary_role_is_not_superuser(void **state)
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_ORDINARY"));
     assert_int_equal(pt_query_int(c, "select current_user = 'pglock_user'"), 1);
-    assert_int_equal(pt_query_int(c, "select usesuper from pg_user where usename = current_user"), 0);
+    assert_int_equal(
+        pt_query_int(
+            c, "select usesuper from pg_user where usename = current_user"),
+        0);
     PQfinish(c);
 }
 
@@ -64,7 +74,8 @@ static void other_database_is_another_database(void **state)
 {
     (void)state;
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_OTHER_DB"));
-    assert_int_equal(pt_query_int(c, "select current_database() = 'pglock_other'"), 1);
+    assert_int_equal(
+        pt_query_int(c, "select current_database() = 'pglock_other'"), 1);
     PQfinish(c);
 }
 
@@ -78,12 +89,14 @@ static void password_role_needs_its_password(void **state)
     snprintf(buf, sizeof buf, "%s password=wrong-%s", ci, pw);
     PGconn *bad = PQconnectdb(buf);
     assert_int_not_equal(PQstatus(bad), CONNECTION_OK);
-    assert_non_null(strstr(PQerrorMessage(bad), "password authentication failed"));
+    assert_non_null(
+        strstr(PQerrorMessage(bad), "password authentication failed"));
     PQfinish(bad);
 
     snprintf(buf, sizeof buf, "%s password=%s", ci, pw);
     PGconn *good = pt_connect(buf);
-    assert_int_equal(pt_query_int(good, "select current_user = 'pglock_pw'"), 1);
+    assert_int_equal(pt_query_int(good, "select current_user = 'pglock_pw'"),
+                     1);
     PQfinish(good);
 }
 
@@ -102,8 +115,10 @@ static void standby_is_in_recovery(void **state)
     PGconn *c = pt_connect(pt_env_or_skip("PGLOCK_TEST_STANDBY"));
     assert_int_equal(pt_query_int(c, "select pg_is_in_recovery()"), 1);
     /* A streaming standby runs the primary's major version. */
-    assert_int_equal(pt_query_int(c, "select current_setting('server_version_num')::int / 10000"),
-                     reported_version() / 10000);
+    assert_int_equal(
+        pt_query_int(
+            c, "select current_setting('server_version_num')::int / 10000"),
+        reported_version() / 10000);
     PQfinish(c);
 }
 
@@ -156,7 +171,7 @@ static int result_within(PGconn *c, long timeout_ms)
         long left = deadline - pt_now_ms();
         if (left <= 0)
             return 0;
-        struct pollfd p = { .fd = PQsocket(c), .events = POLLIN };
+        struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
         if (poll(&p, 1, (int)left) > 0 && !PQconsumeInput(c))
             return 0;
     }
@@ -168,7 +183,8 @@ static int result_within(PGconn *c, long timeout_ms)
     return ok;
 }
 
-static void cut_proxy_misses_deadline_and_heal_serves_new_connections(void **state)
+static void cut_proxy_misses_deadline_and_heal_serves_new_connections(
+    void **state)
 {
     (void)state;
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
@@ -201,9 +217,11 @@ static void connection_made_during_cut_gets_nothing(void **state)
     assert_non_null(c);
     long deadline = pt_now_ms() + 1000;
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-    while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED && pt_now_ms() < deadline) {
-        struct pollfd p = { .fd = PQsocket(c),
-                            .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT };
+    while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED &&
+           pt_now_ms() < deadline) {
+        struct pollfd p = {.fd = PQsocket(c),
+                           .events = st == PGRES_POLLING_READING ? POLLIN
+                                                                 : POLLOUT};
         poll(&p, 1, 50);
         if (p.revents)
             st = PQconnectPoll(c);
@@ -224,8 +242,9 @@ static void proxy_counts_one_roundtrip_per_query(void **state)
     assert_int_equal(pt_proxy_messages(), 1);
 
     pt_proxy_reset();
-    const char *params[1] = { "42" };
-    PGresult *res = PQexecParams(c, "select $1::int", 1, NULL, params, NULL, NULL, 0);
+    const char *params[1] = {"42"};
+    PGresult *res = PQexecParams(c, "select $1::int", 1, NULL, params, NULL,
+                                 NULL, 0);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     PQclear(res);
     assert_int_equal(pt_proxy_roundtrips(), 1);
@@ -240,7 +259,8 @@ static void proxy_counts_one_roundtrip_per_query(void **state)
     assert_true(pt_proxy_messages() >= 2);
 }
 
-static void restarted_primary_is_reachable_directly_and_through_others(void **state)
+static void restarted_primary_is_reachable_directly_and_through_others(
+    void **state)
 {
     (void)state;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
@@ -279,10 +299,12 @@ int main(void)
         cmocka_unit_test(standby_is_in_recovery),
         cmocka_unit_test(pooler_backend_pid_differs_from_server_pid),
         cmocka_unit_test(pooler_is_in_transaction_mode),
-        cmocka_unit_test(cut_proxy_misses_deadline_and_heal_serves_new_connections),
+        cmocka_unit_test(
+            cut_proxy_misses_deadline_and_heal_serves_new_connections),
         cmocka_unit_test(connection_made_during_cut_gets_nothing),
         cmocka_unit_test(proxy_counts_one_roundtrip_per_query),
-        cmocka_unit_test(restarted_primary_is_reachable_directly_and_through_others),
+        cmocka_unit_test(
+            restarted_primary_is_reachable_directly_and_through_others),
     };
     return cmocka_run_group_tests_name("harness", tests, NULL, NULL);
 }

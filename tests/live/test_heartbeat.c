@@ -70,8 +70,7 @@ static void heartbeat_notices_a_terminated_backend(void **state)
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_client_socket(c), -1);
     assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 0);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0),
-                     PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0), PGLOCK_ECONNLOST);
     PQfinish(obs);
     pglock_client_close(c);
 }
@@ -136,9 +135,11 @@ static void a_cancelled_heartbeat_is_no_loss_in_session_hold(void **state)
     assert_int_equal(held, 1);
     assert_true(after == confirmed); /* not confirmed by a failure */
     assert_int_equal(key_free, 0);
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM "
-                                        "pg_stat_activity WHERE pid = %d",
-                                   pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM "
+                                   "pg_stat_activity WHERE pid = %d",
+                                   pid),
+                     1);
     /* the storm is over: the same backend confirms again */
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_true(pglock_client_confirmed_at(c) > after);
@@ -244,7 +245,7 @@ static void heartbeat_notices_an_error_in_the_holding_transaction(void **state)
     c = pt_client_holding(primary, &o, NULL, &id, NULL);
     PQclear(PQexec(pglock_client_conn(c), "RELEASE SAVEPOINT pglock_beat;"
                                           " SELECT 1/0"));
-    assert_true(pt_key_free(obs, id));  /* free already, no ROLLBACK yet */
+    assert_true(pt_key_free(obs, id)); /* free already, no ROLLBACK yet */
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
     assert_non_null(strstr(pglock_client_error(c), "failed"));
     PQfinish(obs);
@@ -281,8 +282,8 @@ static void heartbeat_notices_a_rollback_to_savepoint(void **state)
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_false(pt_key_free(obs, id2));
     pt_exec_ok(conn, "ROLLBACK TO SAVEPOINT before_k2");
-    assert_true(pt_key_free(obs, id2));   /* gone, transaction still open */
-    assert_false(pt_key_free(obs, id1));  /* taken before: kept */
+    assert_true(pt_key_free(obs, id2));  /* gone, transaction still open */
+    assert_false(pt_key_free(obs, id1)); /* taken before: kept */
     assert_int_equal(PQtransactionStatus(conn), PQTRANS_INTRANS);
     int pid = pglock_client_backend_pid(c);
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
@@ -372,8 +373,8 @@ static void acquire_and_release_are_one_round_trip_each(void **state)
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < 3; t++) {
             pt_proxy_reset();
-            assert_int_equal(pglock_lock(c, keys[i], PGLOCK_EXCLUSIVE,
-                                         timeouts[t]), 0);
+            assert_int_equal(
+                pglock_lock(c, keys[i], PGLOCK_EXCLUSIVE, timeouts[t]), 0);
             assert_int_equal(pt_proxy_roundtrips(), 1);
             pt_proxy_reset();
             assert_int_equal(pglock_unlock(c, keys[i], PGLOCK_EXCLUSIVE), 0);
@@ -416,7 +417,8 @@ static void close_client(void *c)
  * answer within its budget and returns (it is not timed here: it fails
  * only if close never returns), and the server frees the lock once the
  * session is gone. */
-static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **state)
+static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(
+    void **state)
 {
     (void)state;
     const char *proxy = pt_env_or_skip("PGLOCK_TEST_PROXY");
@@ -434,7 +436,8 @@ static void close_returns_on_a_cut_network_with_a_heartbeat_in_flight(void **sta
     long took = pt_call_on_cut_network(close_client, c, 30000);
     if (took < 0)
         fail_msg("pglock_client_close() did not return on a cut network");
-    printf("# close with a heartbeat in flight on a cut network: %ld ms\n", took);
+    printf("# close with a heartbeat in flight on a cut network: %ld ms\n",
+           took);
     assert_true(pt_wait_backend_gone(obs, pid, 30000));
     assert_true(pt_key_free(obs, id));
     PQfinish(obs);
@@ -454,7 +457,8 @@ int main(void)
         cmocka_unit_test(heartbeat_through_a_pooler_reconnect_and_restart),
         cmocka_unit_test(acquire_and_release_are_one_round_trip_each),
         cmocka_unit_test(a_lease_ends_a_silent_session_on_the_server),
-        cmocka_unit_test(close_returns_on_a_cut_network_with_a_heartbeat_in_flight),
+        cmocka_unit_test(
+            close_returns_on_a_cut_network_with_a_heartbeat_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

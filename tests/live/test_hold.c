@@ -71,8 +71,8 @@ static pglock_client *first_holds_lease(const char *conninfo, int64_t id,
     pglock_key_int64(&k, id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     pglock_hold_options ho;
-    assert_int_equal(pglock_hold_options_init(&ho,
-                                              PGLOCK_HOLD_OPTIONS_VERSION), 0);
+    assert_int_equal(pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION),
+                     0);
     ho.on_lost = on_lost;
     ho.arg = n;
     assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
@@ -126,14 +126,13 @@ static int backend_settled(void *arg)
     return pt_query_intf(b->obs,
                          "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
                          " AND (state <> 'idle' OR state_change < "
-                         "to_timestamp(%ld / 1000.0))", b->pid,
-                         b->resumed_ms) == 0;
+                         "to_timestamp(%ld / 1000.0))",
+                         b->pid, b->resumed_ms) == 0;
 }
 
 /* ------------------------------------------------------------ tests */
 
-static void a_cut_network_stops_the_work_before_a_second_holder_starts(
-    void **s)
+static void a_cut_network_stops_the_work_before_a_second_holder_starts(void **s)
 {
     (void)s;
     const char *primary = pt_env_or_skip("PGLOCK_TEST_PRIMARY");
@@ -162,11 +161,10 @@ static void a_cut_network_stops_the_work_before_a_second_holder_starts(
 
     printf("# cut network, lease %ld ms: loss notice %lld ms after the cut,"
            " work stopped at %lld ms, second holder got the lock at %lld ms;"
-           " overlap %lld ms (%s)\n", LEASE_MS,
-           (long long)(n.at - cut_at), (long long)(stopped_at - cut_at),
-           (long long)(b.got_at - cut_at),
-           (long long)(stopped_at > b.got_at ? stopped_at - b.got_at : 0),
-           why);
+           " overlap %lld ms (%s)\n",
+           LEASE_MS, (long long)(n.at - cut_at),
+           (long long)(stopped_at - cut_at), (long long)(b.got_at - cut_at),
+           (long long)(stopped_at > b.got_at ? stopped_at - b.got_at : 0), why);
     assert_int_equal(n.calls, 1);
     assert_int_equal(n.code, PGLOCK_ECONNLOST);
     /* the loss's message, on the hold, is the one on_lost was given */
@@ -201,7 +199,8 @@ static void a_terminated_backend_stops_the_work_at_once(void **s)
      * caller's budget": told at once; measured, here printed). */
     printf("# pg_terminate_backend, lease %ld ms: loss notice %lld ms after,"
            " work stopped at %lld ms, second holder got the lock at %lld ms;"
-           " overlap %lld ms (%s)\n", LEASE_MS, (long long)(n.at - kill_at),
+           " overlap %lld ms (%s)\n",
+           LEASE_MS, (long long)(n.at - kill_at),
            (long long)(stopped_at - kill_at), (long long)(b.got_at - kill_at),
            (long long)(stopped_at > b.got_at ? stopped_at - b.got_at : 0),
            n.message);
@@ -240,7 +239,8 @@ static void stop_and_close_return_on_a_dead_network(void **s)
     /* The bound is cancel_timeout_ms (500 here); give it ten times. */
     long took = pt_call_on_cut_network(stop_and_close, &st, 5000);
     printf("# stop + close on a cut network: %ld ms (bound: "
-           "cancel_timeout_ms 500)\n", took);
+           "cancel_timeout_ms 500)\n",
+           took);
     assert_true(took >= 0);
     /* The last heartbeat went unanswered: the lock cannot be vouched for. */
     assert_int_equal(st.rc, PGLOCK_ECONNLOST);
@@ -283,8 +283,8 @@ static void the_loop_mode_notices_a_terminated_backend(void **s)
     int pid = pglock_client_backend_pid(c);
 
     /* The caller's loop: poll the hold's fd with the step's timeout. */
-    int64_t confirmed = pglock_client_confirmed_at(c), end =
-        pglock_now_ms() + 30000;
+    int64_t confirmed = pglock_client_confirmed_at(c),
+            end = pglock_now_ms() + 30000;
     int rc = 0, killed = 0;
     long wait_ms = 0;
     while (rc == 0 && pglock_now_ms() < end) {
@@ -382,7 +382,7 @@ static void a_hold_through_a_pooler_keeps_the_transaction_lock(void **s)
     PQfinish(obs);
 }
 
-/* Hole 1 of issue 25: the notice of a client-side loss comes first, and
+/* A loss seen by the client: its notice comes first, and
  * the lock stays held — the connection open — until the caller stops (or
  * the server's lease ends).  The holder's backend is frozen (SIGSTOP)
  * past T_c, then resumed after the notice: it answers the heartbeat that
@@ -420,8 +420,9 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
     assert_true(pt_wait_until(backend_settled, &set, 5000));
     int64_t checked_at = pglock_now_ms();
     int still_held = pt_backend_advisory_granted(obs, pid) == 1;
-    int backend_alive = pt_query_intf(obs, "SELECT count(*) FROM "
-                                           "pg_stat_activity WHERE pid = %d",
+    int backend_alive = pt_query_intf(obs,
+                                      "SELECT count(*) FROM "
+                                      "pg_stat_activity WHERE pid = %d",
                                       pid) == 1;
     int second_early = b.done;
     int64_t stop_at = pglock_now_ms();
@@ -429,12 +430,12 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
     assert_true(pt_waiter_granted(&b, 3 * 6000));
     printf("# backend frozen, lease %ld ms: loss notice %lld ms after the "
            "freeze; resumed at %lld ms, lock %s at %lld ms; stop at %lld ms;"
-           " second holder got the lock at %lld ms (%s)\n", 6000L,
-           (long long)(n.at - froze_at), (long long)(resumed_at - froze_at),
-           still_held ? "still held" : "FREE", (long long)(checked_at -
-                                                            froze_at),
-           (long long)(stop_at - froze_at), (long long)(b.got_at - froze_at),
-           n.message);
+           " second holder got the lock at %lld ms (%s)\n",
+           6000L, (long long)(n.at - froze_at),
+           (long long)(resumed_at - froze_at),
+           still_held ? "still held" : "FREE",
+           (long long)(checked_at - froze_at), (long long)(stop_at - froze_at),
+           (long long)(b.got_at - froze_at), n.message);
     assert_int_equal(n.calls, 1);
     assert_int_equal(n.code, PGLOCK_ECONNLOST);
     assert_true(backend_alive);
@@ -449,7 +450,7 @@ static void a_loss_notice_comes_while_the_lock_is_still_held(void **s)
 #define CANCEL "canceling statement due to user request"
 #define DENIED "permission denied for function pg_backend_pid"
 
-/* Hole 2 of issue 25, session hold: a statement error on a session that
+/* Session hold: a statement error on a session that
  * goes on — a cancel, which ends the statement, not the session — is no
  * loss: a session advisory lock stays.  A cancel storm on this machine
  * hits only some heartbeats, so for a window shorter than T_c - T_h every
@@ -480,8 +481,8 @@ static void statement_errors_on_the_session_are_no_loss(void **s)
     const char *why = pglock_hold_error(hold);
     printf("# %ld ms of failing heartbeats on a session hold (lease %ld "
            "ms): %ld cancelled, %ld refused; lock %s; loss: %s\n",
-           lease / 4, lease, cancels, denied,
-           free_during ? "FREE" : "held", code ? why : "none");
+           lease / 4, lease, cancels, denied, free_during ? "FREE" : "held",
+           code ? why : "none");
     assert_true(cancels + denied >= 1);
     assert_false(free_during);
     assert_int_equal(code, 0);
@@ -551,8 +552,8 @@ static void a_cancel_storm_in_xact_hold_is_no_loss(void **s)
         cancelled = pt_logged(pid, CANCEL) - before;
     }
     printf("# aimed cancels on an xact hold (lease %ld ms): %d freezes, %ld "
-           "statements cancelled in %lld ms; notices: %d (%s)\n", lease,
-           freezes, cancelled, (long long)(pglock_now_ms() - storm_at),
+           "statements cancelled in %lld ms; notices: %d (%s)\n",
+           lease, freezes, cancelled, (long long)(pglock_now_ms() - storm_at),
            (int)n.calls, n.calls ? n.message : "none");
     assert_true(cancelled >= 1);
     /* heartbeats confirm again after the storm, on the same transaction */
@@ -560,9 +561,12 @@ static void a_cancel_storm_in_xact_hold_is_no_loss(void **s)
     assert_int_equal(n.calls, 0);
     assert_int_equal(pglock_hold_loss(hold), 0);
     assert_int_equal(w.done, 0);
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE"
-                                        " pid = %d AND locktype = 'advisory'"
-                                        " AND granted", (int)pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM pg_locks WHERE"
+                                   " pid = %d AND locktype = 'advisory'"
+                                   " AND granted",
+                                   (int)pid),
+                     1);
     assert_int_equal(pglock_hold_stop(hold), 0);
     assert_int_equal(w.done, 0);
     pglock_client_close(c);
@@ -571,7 +575,7 @@ static void a_cancel_storm_in_xact_hold_is_no_loss(void **s)
     PQfinish(obs);
 }
 
-/* Hole 5 of issue 25: a second hold on a client that a hold already runs
+/* One hold to a client: a second hold on a client that a hold already runs
  * on is refused (two threads would share one PGconn); the first hold
  * goes on alone, and tells its loss once. */
 static void a_second_hold_on_one_client_is_refused(void **s)
@@ -616,8 +620,7 @@ static void bad_options_and_states_are_refused(void **s)
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     pglock_hold_options ho = {0}; /* never initialised: version 0 */
     assert_int_equal(pglock_hold_start(&hold, c, &ho), PGLOCK_EINVAL);
-    assert_non_null(strstr(pglock_client_error(c),
-                           "pglock_hold_options_init"));
+    assert_non_null(strstr(pglock_client_error(c), "pglock_hold_options_init"));
     assert_int_equal(pglock_hold_options_init(&ho, 99), PGLOCK_EINVAL);
     assert_int_equal(pglock_hold_start(&hold, c, NULL), 0);
     assert_int_equal(pglock_hold_step(hold, NULL), PGLOCK_ESTATE);

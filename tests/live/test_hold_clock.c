@@ -60,8 +60,7 @@ static void the_hold_owns_confirmed_until_and_stop_by(void **s)
     assert_true(pglock_hold_stop_by(h) == later + tc + LEASE_MS / 2);
     /* and a confirmation asked for does too */
     assert_int_equal(pglock_hold_confirm(h, 2000), 0);
-    assert_true(pglock_hold_deadline(h) ==
-                pglock_client_confirmed_at(c) + tc);
+    assert_true(pglock_hold_deadline(h) == pglock_client_confirmed_at(c) + tc);
     assert_int_equal(pglock_hold_stop(h), 0);
     pglock_client_close(c);
     assert_true(pglock_hold_deadline(NULL) == 0);
@@ -83,8 +82,7 @@ static void version_1_hold_options_keep_the_default_budget(void **s)
     assert_int_equal(pglock_hold_start(&h, c, &ho), 0);
     int64_t at = pglock_client_confirmed_at(c);
     assert_true(pglock_hold_deadline(h) == at + 2 * LEASE_MS / 3);
-    assert_true(pglock_hold_stop_by(h) ==
-                at + 2 * LEASE_MS / 3 + LEASE_MS / 6);
+    assert_true(pglock_hold_stop_by(h) == at + 2 * LEASE_MS / 3 + LEASE_MS / 6);
     assert_int_equal(pglock_hold_stop(h), 0);
     pglock_client_close(c);
 }

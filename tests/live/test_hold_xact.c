@@ -46,11 +46,13 @@ static pglock_client *xact_holder(const char *conninfo, long lease_ms,
  * not 0, so such a key's classid would never match. */
 static long holders_of(PGconn *obs, int64_t k)
 {
-    return pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE locktype ="
+    return pt_query_intf(obs,
+                         "SELECT count(*) FROM pg_locks WHERE locktype ="
                          " 'advisory' AND classid = (((%lld)::int8 >> 32) &"
                          " 4294967295)::oid"
                          " AND objid = ((%lld)::int8 & 4294967295)::oid"
-                         " AND objsubid = 1", (long long)k, (long long)k);
+                         " AND objsubid = 1",
+                         (long long)k, (long long)k);
 }
 
 /* pt_unique_key()s on both sides of 2^31, so that every run checks keys
@@ -206,9 +208,12 @@ static void xact_hold_through_a_busy_pooler_excludes_and_leaks_nothing(
     /* a direct connection cannot take it */
     assert_false(pt_key_free(obs, k1));
     assert_int_equal(holders_of(obs, k1), 1);
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_locks WHERE"
-                                        " pid = %d AND locktype = 'advisory'"
-                                        " AND granted", pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM pg_locks WHERE"
+                                   " pid = %d AND locktype = 'advisory'"
+                                   " AND granted",
+                                   pid),
+                     1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
 
     /* a second lock inside the transaction; re-entrant counts */
@@ -272,8 +277,8 @@ static void vacuum_notice(void *arg, const PGresult *res)
     const char *old = strstr(m, "found ");
     const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
     long removed, remain, dead;
-    if (t && sscanf(t, "tuples: %ld removed, %ld remain, %ld are dead", &removed,
-                    &remain, &dead) == 3) {
+    if (t && sscanf(t, "tuples: %ld removed, %ld remain, %ld are dead",
+                    &removed, &remain, &dead) == 3) {
         out[0] = removed;
         out[1] = dead;
     } else if (old && detail &&
@@ -333,10 +338,13 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
     pglock_client *c = xact_holder(pooler, 0, pt_unique_key(), &k);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     int pid = pglock_client_backend_pid(c);
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
-                                        " WHERE pid = %d AND state = 'idle in"
-                                        " transaction' AND backend_xid IS NULL"
-                                        " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM pg_stat_activity"
+                                   " WHERE pid = %d AND state = 'idle in"
+                                   " transaction' AND backend_xid IS NULL"
+                                   " AND backend_xmin IS NULL",
+                                   pid),
+                     1);
 
     /* rows deleted while the lock is held are removable: VACUUM removes
      * them all within 10 s.  Not at the first try: any snapshot of another
@@ -361,13 +369,16 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
     if (removed < 1000 || kept != 0) {
         pglock_client_close(c);
         fail_msg("VACUUM kept dead rows for 10 s (%ld removed, %ld kept);"
-                 " the hold's backend %d; snapshots seen: %s", removed, kept,
-                 pid, others);
+                 " the hold's backend %d; snapshots seen: %s",
+                 removed, kept, pid, others);
     }
-    assert_int_equal(pt_query_intf(obs, "SELECT count(*) FROM pg_stat_activity"
-                                        " WHERE pid = %d"
-                                        " AND backend_xid IS NULL"
-                                        " AND backend_xmin IS NULL", pid), 1);
+    assert_int_equal(pt_query_intf(obs,
+                                   "SELECT count(*) FROM pg_stat_activity"
+                                   " WHERE pid = %d"
+                                   " AND backend_xid IS NULL"
+                                   " AND backend_xmin IS NULL",
+                                   pid),
+                     1);
     assert_false(pt_key_free(obs, k.id));
 
     /* control: an ordinary open snapshot does hold them back */
@@ -402,19 +413,18 @@ static void a_failed_first_acquire_leaves_no_transaction(void **state)
     pglock_client *c = open_hold(pooler, PGLOCK_LIFETIME_XACT, 0);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
                      PGLOCK_EBUSY);
-    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
-                     PQTRANS_IDLE);
+    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)), PQTRANS_IDLE);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 200),
                      PGLOCK_ETIMEDOUT);
-    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)),
-                     PQTRANS_IDLE);
+    assert_int_equal(PQtransactionStatus(pglock_client_conn(c)), PQTRANS_IDLE);
     assert_int_equal(pglock_client_backend_pid(c), 0);
     /* no server backend of the pool is left in a transaction (within 5 s:
      * a backend of a suite before this one may still be ending; one that
      * pglock left would stay as long as the client is open) */
     assert_true(pt_wait_until(no_backend_in_transaction, holder, 5000));
     assert_int_equal(pt_query_intf(holder, "SELECT count(*) FROM pg_locks"
-                                           " WHERE NOT granted"), 0);
+                                           " WHERE NOT granted"),
+                     0);
     /* the client is still usable: once free, it takes the lock */
     pt_execf(holder, "SELECT pg_advisory_unlock(%lld)", (long long)id);
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 1000), 0);
@@ -457,8 +467,7 @@ static void a_terminated_holder_backend_is_a_lost_lock(void **state)
     pt_execf(obs, "SELECT pg_terminate_backend(%d)", pid);
     assert_true(pt_wait_backend_gone(obs, pid, 10000));
     assert_int_equal(pglock_heartbeat(c, 5000), PGLOCK_ECONNLOST);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0),
-                     PGLOCK_ECONNLOST);
+    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 0), PGLOCK_ECONNLOST);
     pglock_client_close(c);
     PQfinish(obs);
 }
@@ -480,8 +489,10 @@ static void a_dbas_idle_session_timeout_spares_the_xact_client(void **state)
     pglock_client *c = open_hold(conninfo, PGLOCK_LIFETIME_XACT, 0);
     int pid = PQbackendPID(pglock_client_conn(c));
     if (v14)
-        assert_int_equal(pt_query_intf(pglock_client_conn(c),
-            "SELECT current_setting('idle_session_timeout')::interval = '0'"),
+        assert_int_equal(
+            pt_query_intf(
+                pglock_client_conn(c),
+                "SELECT current_setting('idle_session_timeout')::interval = '0'"),
             1);
     /* Three times the DBA's timeout, idle: the session is still there. */
     int64_t idle_from = pglock_now_ms();

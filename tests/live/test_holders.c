@@ -14,12 +14,12 @@
 #define MAX_SESSIONS 6
 
 typedef struct scene {
-    int64_t big;              /* the bigint key */
-    int32_t ns, id;           /* the pair key */
+    int64_t big;    /* the bigint key */
+    int32_t ns, id; /* the pair key */
     pglock_key keys[2];
-    PGconn *s[MAX_SESSIONS];  /* holder, 2 waiters; 2 shared, 1 waiter */
+    PGconn *s[MAX_SESSIONS]; /* holder, 2 waiters; 2 shared, 1 waiter */
     int n;
-    PGconn *obs;              /* the observer that asks */
+    PGconn *obs; /* the observer that asks */
 } scene;
 
 /* A session named app (application_name), which runs sql; wait: sql is
@@ -51,15 +51,19 @@ static int setup(void **state)
     pglock_key_int64(&sc->keys[0], sc->big);
     pglock_key_pair(&sc->keys[1], sc->ns, sc->id);
     char sql[256];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)", (long long)sc->big);
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)",
+             (long long)sc->big);
     session(sc, "holders_h", sql, 0);
     session(sc, "holders_w1", sql, 1);
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock_shared(%lld)", (long long)sc->big);
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock_shared(%lld)",
+             (long long)sc->big);
     session(sc, "holders_w2", sql, 1);
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock_shared(%d, %d)", sc->ns, sc->id);
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock_shared(%d, %d)", sc->ns,
+             sc->id);
     session(sc, "holders_s1", sql, 0);
     session(sc, "holders_s2", sql, 0);
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%d, %d)", sc->ns, sc->id);
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%d, %d)", sc->ns,
+             sc->id);
     session(sc, "holders_x", sql, 1);
     *state = sc;
     return 0;
@@ -82,7 +86,8 @@ static void where_of(const pglock_holder *e, char *buf, size_t len)
 {
     uint32_t classid, objid;
     int objsubid;
-    assert_int_equal(pglock_key_locktag(&e->key, &classid, &objid, &objsubid), 0);
+    assert_int_equal(pglock_key_locktag(&e->key, &classid, &objid, &objsubid),
+                     0);
     snprintf(buf, len,
              "classid = %u and objid = %u and objsubid = %d and pid = %d"
              " and granted = %s and mode = '%s'",
@@ -125,7 +130,8 @@ static void compare_with_pg_locks(scene *sc, const pglock_holders *list)
                               b ? "," : "", e->blocked_by[b]);
             snprintf(p, sizeof want - (size_t)(p - want), "}");
             snprintf(sql, sizeof sql,
-                     "SELECT (pg_blocking_pids(%d)::text = '%s')::int", e->pid, want);
+                     "SELECT (pg_blocking_pids(%d)::text = '%s')::int", e->pid,
+                     want);
             assert_int_equal(pt_query_int(sc->obs, sql), 1);
         }
     }
@@ -133,8 +139,9 @@ static void compare_with_pg_locks(scene *sc, const pglock_holders *list)
     snprintf(where, sizeof where,
              "(objsubid = 1 and classid = %u and objid = %u) or"
              " (objsubid = 2 and classid = %u and objid = %u)",
-             (unsigned)((uint64_t)sc->big >> 32), (unsigned)(sc->big & 0xFFFFFFFF),
-             (unsigned)sc->ns, (unsigned)sc->id);
+             (unsigned)((uint64_t)sc->big >> 32),
+             (unsigned)(sc->big & 0xFFFFFFFF), (unsigned)sc->ns,
+             (unsigned)sc->id);
     assert_int_equal(pt_count_advisory(sc->obs, where), n);
 }
 
@@ -143,16 +150,19 @@ static void test_the_list_is_what_pg_locks_shows(void **state)
     scene *sc = *state;
     pglock_holders *list = NULL;
     pglock_error err = {0};
-    assert_int_equal(pglock_holders_list(&list, sc->obs, sc->keys, 2, 0, 10000, &err), 0);
+    assert_int_equal(
+        pglock_holders_list(&list, sc->obs, sc->keys, 2, 0, 10000, &err), 0);
     compare_with_pg_locks(sc, list);
     pglock_holders_free(list);
 }
 
-static void test_entries_come_by_key_holders_first_waiters_in_queue_order(void **state)
+static void test_entries_come_by_key_holders_first_waiters_in_queue_order(
+    void **state)
 {
     scene *sc = *state;
     pglock_holders *list = NULL;
-    assert_int_equal(pglock_holders_list(&list, sc->obs, sc->keys, 2, 0, 10000, NULL), 0);
+    assert_int_equal(
+        pglock_holders_list(&list, sc->obs, sc->keys, 2, 0, 10000, NULL), 0);
     const pglock_holder *e[6];
     for (int i = 0; i < 6; i++)
         e[i] = pglock_holders_get(list, i);
@@ -194,7 +204,8 @@ static void test_every_lock_includes_the_scene(void **state)
     pglock_holders *list = NULL;
     assert_int_equal(pglock_holders_list(&list, sc->obs, NULL, 0,
                                          PGLOCK_HOLDERS_ALL_DATABASES,
-                                         PGLOCK_WAIT_FOREVER, NULL), 0);
+                                         PGLOCK_WAIT_FOREVER, NULL),
+                     0);
     int ours = 0;
     for (int i = 0; i < pglock_holders_count(list); i++) {
         const pglock_holder *e = pglock_holders_get(list, i);
@@ -218,7 +229,8 @@ static void test_a_key_nobody_holds_gives_an_empty_list(void **state)
     pglock_key free_key;
     pglock_key_int64(&free_key, pt_unique_key());
     pglock_holders *list = NULL;
-    assert_int_equal(pglock_holders_list(&list, sc->obs, &free_key, 1, 0, 10000, NULL), 0);
+    assert_int_equal(
+        pglock_holders_list(&list, sc->obs, &free_key, 1, 0, 10000, NULL), 0);
     assert_non_null(list);
     assert_int_equal(pglock_holders_count(list), 0);
     pglock_holders_free(list);
@@ -231,11 +243,13 @@ static void test_bad_arguments_are_einval(void **state)
     pglock_error err = {0};
     pglock_key legacy;
     pglock_key_hashtext(&legacy, "not resolved");
-    assert_int_equal(pglock_holders_list(&list, sc->obs, &legacy, 1, 0, 10000, &err),
+    assert_int_equal(pglock_holders_list(&list, sc->obs, &legacy, 1, 0, 10000,
+                                         &err),
                      PGLOCK_EINVAL);
     assert_null(list);
     assert_int_equal(err.code, PGLOCK_EINVAL);
-    assert_int_equal(pglock_holders_list(&list, sc->obs, NULL, 1, 0, 10000, &err),
+    assert_int_equal(pglock_holders_list(&list, sc->obs, NULL, 1, 0, 10000,
+                                         &err),
                      PGLOCK_EINVAL);
     assert_int_equal(pglock_holders_list(&list, sc->obs, NULL, 0, 0, 0, &err),
                      PGLOCK_EINVAL);
@@ -251,7 +265,8 @@ static void test_a_standby_is_estandby(void **state)
     PGconn *standby = pt_connect(pt_env_or_skip("PGLOCK_TEST_STANDBY"));
     pglock_holders *list = NULL;
     pglock_error err = {0};
-    assert_int_equal(pglock_holders_list(&list, standby, NULL, 0, 0, 10000, &err),
+    assert_int_equal(pglock_holders_list(&list, standby, NULL, 0, 0, 10000,
+                                         &err),
                      PGLOCK_ESTANDBY);
     assert_null(list);
     assert_non_null(strstr(err.message, "standby"));
@@ -269,8 +284,8 @@ static void test_a_dropped_roles_session_still_shows(void **state)
     char role[64], conninfo[1024];
     snprintf(role, sizeof role, "pglock_dropped_%d", (int)getpid());
     pt_execf(admin, "CREATE ROLE %s LOGIN", role);
-    snprintf(conninfo, sizeof conninfo, "%s user=%s application_name=holders_dropped",
-             primary, role);
+    snprintf(conninfo, sizeof conninfo,
+             "%s user=%s application_name=holders_dropped", primary, role);
     PGconn *s = pt_connect(conninfo);
     int64_t key = pt_unique_key();
     pt_execf(s, "SELECT pg_advisory_lock(%lld)", (long long)key);
@@ -279,7 +294,8 @@ static void test_a_dropped_roles_session_still_shows(void **state)
     pglock_key k;
     pglock_key_int64(&k, key);
     pglock_holders *list = NULL;
-    assert_int_equal(pglock_holders_list(&list, admin, &k, 1, 0, 10000, NULL), 0);
+    assert_int_equal(pglock_holders_list(&list, admin, &k, 1, 0, 10000, NULL),
+                     0);
     assert_int_equal(pglock_holders_count(list), 1);
     const pglock_holder *e = pglock_holders_get(list, 0);
     assert_int_equal(e->pid, PQbackendPID(s));
@@ -303,10 +319,10 @@ int main(void)
             setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_lock_includes_the_scene,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_key_nobody_holds_gives_an_empty_list,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments_are_einval,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_key_nobody_holds_gives_an_empty_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments_are_einval, setup,
+                                        teardown),
         cmocka_unit_test(test_a_standby_is_estandby),
         cmocka_unit_test(test_a_dropped_roles_session_still_shows),
     };

@@ -109,7 +109,8 @@ static char *make_name(int i)
     size_t n = 0;
     int ascii = i % 2 == 0; /* half the names are plain ASCII */
     for (size_t k = 0; k < len; k++)
-        n += put_utf8(s + n, ascii ? 1 + (uint32_t)(rnd() % 0x7F) : random_cp());
+        n += put_utf8(s + n,
+                      ascii ? 1 + (uint32_t)(rnd() % 0x7F) : random_cp());
     s[n] = '\0';
     return s;
 }
@@ -184,7 +185,8 @@ static void test_c_rule_equals_sql_expression_for_10000_names(void **state)
         free(arr);
     }
     print_message("%d names agree (%d non-ASCII, longest %d bytes, "
-                  "including the empty name)\n", checked, nonascii, longest);
+                  "including the empty name)\n",
+                  checked, nonascii, longest);
     assert_true(nonascii > 1000 && checked - nonascii > 1000);
     assert_true(longest >= 1000);
     for (int i = 0; i < NAMES; i++)
@@ -216,8 +218,8 @@ static void expect_pg_locks(PGconn *observer, int pid, const pglock_key *k,
                           " AND objsubid = $4::int2",
                           4, params);
     if (PQntuples(r) != 1)
-        fail_msg("pg_locks has %d rows for pid %s at %s/%s/%s", PQntuples(r),
-                 p, cl, ob, sub);
+        fail_msg("pg_locks has %d rows for pid %s at %s/%s/%s", PQntuples(r), p,
+                 cl, ob, sub);
     assert_string_equal(PQgetvalue(r, 0, 0), mode);
     assert_string_equal(PQgetvalue(r, 0, 1), "t");
     PQclear(r);
@@ -233,8 +235,9 @@ static int other_can_take(PGconn *other, const pglock_key *k, int shared)
     if (k->kind == PGLOCK_KEY_PAIR) {
         snprintf(a, sizeof a, "%" PRId32, k->ns);
         snprintf(b, sizeof b, "%" PRId32, k->nsid);
-        sql = shared ? "SELECT pg_try_advisory_xact_lock_shared($1::int, $2::int)"
-                     : "SELECT pg_try_advisory_xact_lock($1::int, $2::int)";
+        sql = shared
+                  ? "SELECT pg_try_advisory_xact_lock_shared($1::int, $2::int)"
+                  : "SELECT pg_try_advisory_xact_lock($1::int, $2::int)";
         n = 2;
     } else {
         snprintf(a, sizeof a, "%" PRId64, k->id);
@@ -249,9 +252,8 @@ static int other_can_take(PGconn *other, const pglock_key *k, int shared)
     return got;
 }
 
-static void check_sql_takes_lock(PGconn *holder, PGconn *other,
-                                 pglock_key *k, pglock_mode mode,
-                                 pglock_scope scope)
+static void check_sql_takes_lock(PGconn *holder, PGconn *other, pglock_key *k,
+                                 pglock_mode mode, pglock_scope scope)
 {
     pglock_error err = {0};
     assert_int_equal(pglock_key_resolve(k, holder, &err), PGLOCK_OK);
@@ -281,11 +283,24 @@ static void test_sql_text_takes_the_lock_pg_locks_shows(void **state)
     PGconn *holder = connect_or_skip();
     PGconn *other = connect_or_skip();
     static const char *const keys[] = {
-        "0", "72001", "-5", "9223372036854775807", "-9223372036854775808",
-        "42:9", "-5:-7", "-2147483648:2147483647",
-        "nightly-billing", "text:", "text:it's", "text:back\\slash 'q'",
-        "café", "日本語", "🔒",
-        "hashtext:nightly-billing", "hashtext:a", "hashtext:it's",
+        "0",
+        "72001",
+        "-5",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "42:9",
+        "-5:-7",
+        "-2147483648:2147483647",
+        "nightly-billing",
+        "text:",
+        "text:it's",
+        "text:back\\slash 'q'",
+        "café",
+        "日本語",
+        "🔒",
+        "hashtext:nightly-billing",
+        "hashtext:a",
+        "hashtext:it's",
         "hashtextextended:7:nightly-billing",
         "hashtextextended:-9223372036854775808:x",
     };
@@ -321,8 +336,8 @@ static void test_hashtext_resolve_agrees_with_server(void **state)
 {
     (void)state;
     PGconn *c = connect_or_skip();
-    static const char *const names[] = {"nightly-billing", "a", "", "café",
-                                        "日本語", "it's"};
+    static const char *const names[] = {"nightly-billing", "a",   "", "café",
+                                        "日本語",          "it's"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         pglock_key k;
         pglock_error err = {0};

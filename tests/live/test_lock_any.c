@@ -37,26 +37,32 @@ static void takes_exactly_one_free_key_or_none(void **state)
     pglock_client *c = pt_open_client(primary, NULL);
     int index = 99;
     /* every other key is free: the first free one, and only it */
-    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 1);
-    assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 1);
+    assert_int_equal(
+        pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 1);
     assert_false(pt_key_free(obs, ids[1]));
     assert_true(pt_key_free(obs, ids[3]));
     assert_int_equal(pglock_lock_count(a, &keys[1], PGLOCK_EXCLUSIVE), 1);
 
-    assert_int_equal(pglock_lock_any(b, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(b, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 3);
-    assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(b)), 1);
+    assert_int_equal(
+        pt_backend_advisory_granted(obs, pglock_client_backend_pid(b)), 1);
 
     /* none left: busy, nothing taken */
     assert_int_equal(pglock_lock_any(c, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
                      PGLOCK_EBUSY);
     assert_int_equal(index, -1);
-    assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(c)), 0);
+    assert_int_equal(
+        pt_backend_advisory_granted(obs, pglock_client_backend_pid(c)), 0);
 
     /* a freed key is the next one's */
     assert_int_equal(pglock_unlock(a, &keys[1], PGLOCK_EXCLUSIVE), 0);
-    assert_int_equal(pglock_lock_any(c, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(c, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 1);
 
     pglock_client_close(a);
@@ -75,16 +81,20 @@ static void the_key_taken_is_heartbeaten_and_released_like_any(void **state)
     make_keys(keys, ids);
     pglock_client *a = pt_open_client(primary, NULL);
     int index = -1;
-    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 0);
     assert_int_equal(pglock_heartbeat(a, 5000), 0);
     /* a second call may not count a key it holds again */
     assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
                      PGLOCK_ESTATE);
-    assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 1);
+    assert_int_equal(
+        pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 1);
     /* the server ends the session: the next heartbeat says so */
-    pt_execf(obs, "SELECT pg_terminate_backend(%d)", pglock_client_backend_pid(a));
-    assert_int_equal(pt_wait_backend_gone(obs, pglock_client_backend_pid(a), 5000), 1);
+    pt_execf(obs, "SELECT pg_terminate_backend(%d)",
+             pglock_client_backend_pid(a));
+    assert_int_equal(
+        pt_wait_backend_gone(obs, pglock_client_backend_pid(a), 5000), 1);
     assert_int_equal(pglock_heartbeat(a, 5000), PGLOCK_ECONNLOST);
     assert_int_equal(pglock_lock_count(a, &keys[0], PGLOCK_EXCLUSIVE), 0);
     assert_true(pt_key_free(obs, ids[0]));
@@ -109,8 +119,10 @@ static void bad_sets_are_einval_and_take_nothing(void **state)
     assert_int_equal(pglock_lock_any(a, keys, 1, PGLOCK_EXCLUSIVE, NULL),
                      PGLOCK_EINVAL);
     assert_int_equal(pglock_lock_any(a, keys, PGLOCK_LOCK_ANY_MAX + 1,
-                                     PGLOCK_EXCLUSIVE, &index), PGLOCK_EINVAL);
-    assert_int_equal(pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 0);
+                                     PGLOCK_EXCLUSIVE, &index),
+                     PGLOCK_EINVAL);
+    assert_int_equal(
+        pt_backend_advisory_granted(obs, pglock_client_backend_pid(a)), 0);
     pglock_client_close(a);
     PQfinish(obs);
 }
@@ -160,7 +172,8 @@ static void through_a_pooler_it_takes_one_key_in_the_holding_transaction(
     pglock_client *a = pooled_client(pooler);
     pglock_client *b = pooled_client(pooler);
     int index = 99;
-    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 1);
     int pid_a = pglock_client_backend_pid(a);
     assert_true(pid_a > 0);
@@ -172,7 +185,8 @@ static void through_a_pooler_it_takes_one_key_in_the_holding_transaction(
 
     /* the other free key goes to the second; then none is left, and a
      * busy first statement leaves no transaction open */
-    assert_int_equal(pglock_lock_any(b, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(b, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 3);
     int pid_b = pglock_client_backend_pid(b);
     assert_int_equal(pt_backend_advisory_granted(obs, pid_b), 1);
@@ -186,15 +200,19 @@ static void through_a_pooler_it_takes_one_key_in_the_holding_transaction(
 
     /* inside the transaction: a second set, then a busy one; each
      * statement counted, so the heartbeat still vouches for all */
-    assert_int_equal(pglock_lock_any(a, more, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, more, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 0);
     assert_int_equal(pglock_client_backend_pid(a), pid_a);
     assert_int_equal(pt_backend_advisory_granted(obs, pid_a), 2);
-    pt_execf(obs, "SELECT pg_advisory_lock(%lld), pg_advisory_lock(%lld),"
-             " pg_advisory_lock(%lld)", (long long)more_ids[1],
-             (long long)more_ids[2], (long long)more_ids[3]);
+    pt_execf(obs,
+             "SELECT pg_advisory_lock(%lld), pg_advisory_lock(%lld),"
+             " pg_advisory_lock(%lld)",
+             (long long)more_ids[1], (long long)more_ids[2],
+             (long long)more_ids[3]);
     assert_int_equal(pglock_lock_any(a, more + 1, NKEYS - 1, PGLOCK_EXCLUSIVE,
-                                     &index), PGLOCK_EBUSY);
+                                     &index),
+                     PGLOCK_EBUSY);
     assert_int_equal(pglock_heartbeat(a, 5000), 0);
     assert_int_equal(pt_backend_advisory_granted(obs, pid_a), 2);
 
@@ -240,7 +258,8 @@ static void through_a_pooler_a_failed_statement_keeps_the_transaction(
     make_keys(more, more_ids);
     pglock_client *a = pooled_client(pooler);
     int index = -1;
-    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, keys, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(index, 0);
     int pid = pglock_client_backend_pid(a);
 
@@ -256,7 +275,8 @@ static void through_a_pooler_a_failed_statement_keeps_the_transaction(
     for (int i = 0; i < NKEYS; i++)
         assert_true(pt_key_free(obs, more_ids[i]));
     /* and the transaction takes more */
-    assert_int_equal(pglock_lock_any(a, more, NKEYS, PGLOCK_EXCLUSIVE, &index), 0);
+    assert_int_equal(pglock_lock_any(a, more, NKEYS, PGLOCK_EXCLUSIVE, &index),
+                     0);
     assert_int_equal(pglock_heartbeat(a, 5000), 0);
     pglock_client_close(a);
     assert_true(pt_key_free(obs, ids[0]));

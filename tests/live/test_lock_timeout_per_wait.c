@@ -65,13 +65,18 @@ static void timed_waits_time_out_each_time(void **state)
     scene *s = *state;
     pglock_client *c = s->c;
 
-    assert_int_equal(pglock_lock(c, &s->f, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), 0);
+    assert_int_equal(
+        pglock_lock(c, &s->f, PGLOCK_EXCLUSIVE, PGLOCK_WAIT_FOREVER), 0);
     /* after a forever wait (lock_timeout 0), a timed wait still times out */
-    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200), PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200),
+                     PGLOCK_ETIMEDOUT);
     /* the failed wait rolled its setting back: the next one sets it again */
-    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200), PGLOCK_ETIMEDOUT);
-    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), PGLOCK_EBUSY);
-    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200), PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200),
+                     PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, PGLOCK_TRY),
+                     PGLOCK_EBUSY);
+    assert_int_equal(pglock_lock(c, &s->k, PGLOCK_EXCLUSIVE, 200),
+                     PGLOCK_ETIMEDOUT);
     assert_int_equal(pglock_lock_count(c, &s->k, PGLOCK_EXCLUSIVE), 0);
 }
 
@@ -104,8 +109,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(timed_waits_time_out_each_time,
                                         scene_setup, scene_teardown),
-        cmocka_unit_test_setup_teardown(forever_wait_after_timed_wait_outlasts_it,
-                                        scene_setup, scene_teardown),
+        cmocka_unit_test_setup_teardown(
+            forever_wait_after_timed_wait_outlasts_it, scene_setup,
+            scene_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * The managed hold across a real network partition (issue 25, hole 0;
- * tests/harness/README.md, "The partition").  The holder's connection is
+ * The managed hold across a real network partition, which only the
+ * server's kernel can detect (tests/harness/README.md, "The partition").  The holder's connection is
  * opened inside the harness's network namespace (setns(2) for the time of
  * the connect) and reaches the partition server by TCP; the cut drops
  * every packet of that port both ways, so the server's kernel hears
@@ -68,11 +68,12 @@ static void partitioned_hold(long lease, long budget_ms)
      * T_s (settings.c). */
     PGconn *own = pglock_client_conn(c);
     long user_timeout = pt_query_int(own, "SELECT current_setting("
-                                     "'tcp_user_timeout')::int");
-    long keepalives = pt_query_int(own, "SELECT current_setting("
-        "'tcp_keepalives_idle')::int + current_setting("
-        "'tcp_keepalives_count')::int * current_setting("
-        "'tcp_keepalives_interval')::int");
+                                          "'tcp_user_timeout')::int");
+    long keepalives = pt_query_int(
+        own, "SELECT current_setting("
+             "'tcp_keepalives_idle')::int + current_setting("
+             "'tcp_keepalives_count')::int * current_setting("
+             "'tcp_keepalives_interval')::int");
     pglock_hold *hold;
     pglock_hold_options ho = PGLOCK_HOLD_OPTIONS_INIT;
     ho.stop_budget_ms = budget_ms;
@@ -99,14 +100,15 @@ static void partitioned_hold(long lease, long budget_ms)
     int got = pt_waiter_granted(&b, 3 * LEASE_MS);
     pt_partition_heal();
 
-    printf("# partition, stop budget %ld ms, %s %ld ms: notice at +%lld ms, work stopped at"
-           " +%lld ms, second holder got the lock at +%lld ms (%lld ms"
-           " after the work stopped) (%s)\n",
-           budget_ms ? budget_ms : LEASE_MS / 6,
-           lease ? "lease" : "no lease, dead_peer_ms", LEASE_MS,
-           (long long)(notice_at - cut_at), (long long)(stopped_at - cut_at),
-           (long long)(b.got_at - cut_at),
-           (long long)(b.got_at - stopped_at), why);
+    printf(
+        "# partition, stop budget %ld ms, %s %ld ms: notice at +%lld ms, work stopped at"
+        " +%lld ms, second holder got the lock at +%lld ms (%lld ms"
+        " after the work stopped) (%s)\n",
+        budget_ms ? budget_ms : LEASE_MS / 6,
+        lease ? "lease" : "no lease, dead_peer_ms", LEASE_MS,
+        (long long)(notice_at - cut_at), (long long)(stopped_at - cut_at),
+        (long long)(b.got_at - cut_at), (long long)(b.got_at - stopped_at),
+        why);
     assert_true(got);
     assert_int_equal(loss, PGLOCK_ECONNLOST);
     assert_true(stopped_at < b.got_at); /* no overlap */
@@ -128,8 +130,7 @@ static void a_partitioned_hold_keeps_the_lock_through_the_callers_stop_budget(
 /* A program that sets no lease (PGLOCK_OPTIONS_INIT's default) is told
  * the same budget, T_s = dead_peer_ms: no kernel may end its session
  * sooner (it did at 2/3 of it, inside the caller's budget). */
-static void without_a_lease_a_partitioned_hold_keeps_the_lock_as_long(
-    void **s)
+static void without_a_lease_a_partitioned_hold_keeps_the_lock_as_long(void **s)
 {
     (void)s;
     partitioned_hold(0, 0);
@@ -138,8 +139,7 @@ static void without_a_lease_a_partitioned_hold_keeps_the_lock_as_long(
 /* A stop budget of half the lease (hold options version 2): the notice
  * comes sooner (T_c = T_s/3), and the caller's whole budget still ends
  * before the server can free the lock. */
-static void a_hold_with_half_the_lease_as_its_stop_budget_keeps_it_too(
-    void **s)
+static void a_hold_with_half_the_lease_as_its_stop_budget_keeps_it_too(void **s)
 {
     (void)s;
     partitioned_hold(LEASE_MS, LEASE_MS / 2);

@@ -29,7 +29,8 @@ static void expect_counts(long roundtrips, long messages, const char *what,
     long rt = pt_proxy_roundtrips(), m = pt_proxy_messages();
     if (rt != roundtrips || (messages >= 0 && m != messages))
         fail_msg("%s (call %d): %ld round trips / %ld messages, expected "
-                 "%ld / %ld", what, i, rt, m, roundtrips, messages);
+                 "%ld / %ld",
+                 what, i, rt, m, roundtrips, messages);
     pt_proxy_reset();
 }
 
@@ -111,8 +112,8 @@ static void a_long_wait_is_one_round_trip(void **state)
     pt_proxy_reset();
     pthread_t t;
     pthread_create(&t, NULL, wait_main, &w);
-    assert_true(pt_wait_backend_waiting(holder,
-                                        pglock_client_backend_pid(w.c), 10000));
+    assert_true(
+        pt_wait_backend_waiting(holder, pglock_client_backend_pid(w.c), 10000));
     /* Let the wait last: a polling client would send something meanwhile
      * (not a timing assertion: any wait shorter than lease/8 gives the
      * same; a longer one adds one confirming heartbeat, see pglock_lock). */
@@ -140,12 +141,13 @@ static void transaction_locks_are_one_round_trip_each(void **state)
         pglock_key_int64(&k, pt_unique_key());
         long timeout = i % 2 ? 1000 : PGLOCK_TRY;
         assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                                timeout, -1, &err), 0);
+                                                timeout, -1, &err),
+                         0);
         expect_counts(1, -1, "begin+lock", i);
         pglock_key k2;
         pglock_key_pair(&k2, 77, i);
-        assert_int_equal(pglock_xact_lock(c, &k2, PGLOCK_SHARED, timeout,
-                                          -1, &err), 0);
+        assert_int_equal(
+            pglock_xact_lock(c, &k2, PGLOCK_SHARED, timeout, -1, &err), 0);
         expect_counts(1, -1, "lock in transaction", i);
         pt_exec_ok(c, "COMMIT");
         pt_proxy_reset();
@@ -169,7 +171,8 @@ static void a_hold_release_is_one_round_trip(void **state)
      * half is for 14 and later. */
     const char *version = getenv("PGLOCK_TEST_SERVER_VERSION_NUM");
     int session_lease = !version || atoi(version) >= 140000;
-    const pglock_lifetime modes[] = {PGLOCK_LIFETIME_SESSION, PGLOCK_LIFETIME_XACT};
+    const pglock_lifetime modes[] = {PGLOCK_LIFETIME_SESSION,
+                                     PGLOCK_LIFETIME_XACT};
     const pglock_hold_drive drives[] = {PGLOCK_HOLD_LOOP, PGLOCK_HOLD_THREAD};
     for (int i = 0; i < 4; i++) {
         if (modes[i % 2] == PGLOCK_LIFETIME_SESSION && !session_lease)

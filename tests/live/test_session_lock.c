@@ -101,7 +101,9 @@ static void pair_and_text_keys_are_the_sql_locks(void **state)
     assert_int_equal(pglock_lock(c, &pair, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     assert_int_equal(pglock_lock(c, &text, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
     assert_false(pt_query_intf(obs, "SELECT pg_try_advisory_lock(42, -9)"));
-    assert_false(pt_query_intf(obs, "SELECT pg_try_advisory_lock(('x' ||"
+    assert_false(pt_query_intf(
+        obs,
+        "SELECT pg_try_advisory_lock(('x' ||"
         " substr(encode(sha256(convert_to('nightly-billing', 'UTF8')), 'hex'),"
         " 1, 16))::bit(64)::bigint)"));
     assert_int_equal(pglock_unlock(c, &pair, PGLOCK_EXCLUSIVE), 0);
@@ -124,11 +126,11 @@ static void hashtext_key_locks_what_sql_hashtext_locks(void **state)
 
     assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, 500), 0);
     assert_int_equal(pglock_lock_count(c, &k, PGLOCK_EXCLUSIVE), 1);
-    assert_false(pt_query_intf(obs,
-        "SELECT pg_try_advisory_lock(hashtext('import:acme'))"));
+    assert_false(pt_query_intf(
+        obs, "SELECT pg_try_advisory_lock(hashtext('import:acme'))"));
     assert_int_equal(pglock_unlock(c, &k, PGLOCK_EXCLUSIVE), 0);
-    assert_true(pt_query_intf(obs,
-        "SELECT pg_try_advisory_lock(hashtext('import:acme'))"));
+    assert_true(pt_query_intf(
+        obs, "SELECT pg_try_advisory_lock(hashtext('import:acme'))"));
     pt_execf(obs, "SELECT pg_advisory_unlock_all()");
 
     PQfinish(obs);
@@ -241,21 +243,29 @@ static void open_sets_the_lock_connection_settings(void **state)
     assert_int_equal(rc, 0);
     PGconn *obs = pt_connect(primary);
     /* Seen from the server's own view of the session. */
-    assert_string_equal(
-        PQparameterStatus(pglock_client_conn(c), "application_name"),
-        "pglock-test-settings");
+    assert_string_equal(PQparameterStatus(pglock_client_conn(c),
+                                          "application_name"),
+                        "pglock-test-settings");
     PQfinish(obs);
     /* Read back through the client's connection (reading only). */
     PGconn *own = pglock_client_conn(c);
-    assert_int_equal(pt_query_intf(own, "SELECT current_setting("
-        "'idle_session_timeout')::interval = '30s'"), 1);
     assert_int_equal(pt_query_intf(own,
-        "SELECT current_setting('statement_timeout') = '0'"), 1);
-    assert_int_equal(pt_query_intf(own,
-        "SELECT current_setting('idle_in_transaction_session_timeout') = '0'"),
+                                   "SELECT current_setting("
+                                   "'idle_session_timeout')::interval = '30s'"),
+                     1);
+    assert_int_equal(
+        pt_query_intf(own, "SELECT current_setting('statement_timeout') = '0'"),
         1);
-    assert_int_equal(pt_query_intf(own, "SELECT current_setting("
-        "'client_connection_check_interval')::interval = '10s'"), 1);
+    assert_int_equal(
+        pt_query_intf(
+            own,
+            "SELECT current_setting('idle_in_transaction_session_timeout') = '0'"),
+        1);
+    assert_int_equal(
+        pt_query_intf(own,
+                      "SELECT current_setting("
+                      "'client_connection_check_interval')::interval = '10s'"),
+        1);
     assert_string_equal(PQparameterStatus(own, "server_version") ? "x" : "",
                         "x");
     assert_true(pglock_client_server_version(c) >= 140000);
@@ -281,8 +291,7 @@ static void callers_own_keepalive_setting_wins(void **state)
         skip();
     }
     assert_int_equal(rc, 0);
-    assert_true(
-        conn_option_is(pglock_client_conn(c), "keepalives_idle", "77"));
+    assert_true(conn_option_is(pglock_client_conn(c), "keepalives_idle", "77"));
     pglock_client_close(c);
 }
 
@@ -315,8 +324,8 @@ static void connect_failure_is_econnect_with_libpqs_reason(void **state)
 {
     (void)state;
     pglock_client *c = NULL;
-    int rc = pglock_client_open(&c,
-        "host=127.0.0.1 port=1 connect_timeout=2 password=s3cret", NULL);
+    int rc = pglock_client_open(
+        &c, "host=127.0.0.1 port=1 connect_timeout=2 password=s3cret", NULL);
     assert_int_equal(rc, PGLOCK_ECONNECT);
     assert_non_null(c);
     assert_true(strlen(pglock_client_error(c)) > 0);
@@ -360,8 +369,10 @@ static void a_pooler_gets_no_session_settings(void **state)
     /* Every server connection behind the pooler: none got our lease. */
     PGconn *p = pt_connect(pooler);
     for (int i = 0; i < 5; i++)
-        assert_int_equal(pt_query_intf(p, "SELECT current_setting("
-            "'idle_session_timeout')::interval = '4321ms'"), 0);
+        assert_int_equal(
+            pt_query_intf(p, "SELECT current_setting("
+                             "'idle_session_timeout')::interval = '4321ms'"),
+            0);
     PQfinish(p);
 }
 
@@ -388,9 +399,9 @@ static void a_full_lock_table_is_its_own_error(void **state)
      * has none left (out of shared memory), and keep them all. */
     pt_execf(filler, "BEGIN");
     pt_execf(filler,
-        "DO $$ DECLARE i int := 0; BEGIN LOOP i := i + 1;"
-        " BEGIN PERFORM pg_advisory_xact_lock(800000000 + i);"
-        " EXCEPTION WHEN out_of_memory THEN EXIT; END; END LOOP; END $$");
+             "DO $$ DECLARE i int := 0; BEGIN LOOP i := i + 1;"
+             " BEGIN PERFORM pg_advisory_xact_lock(800000000 + i);"
+             " EXCEPTION WHEN out_of_memory THEN EXIT; END; END LOOP; END $$");
     pglock_key k;
     int64_t id = pt_unique_key();
     pglock_key_int64(&k, id);

@@ -23,13 +23,14 @@ static void xact_lock_holds_until_commit(void **state)
     pglock_error err = {0};
 
     pt_execf(c, "BEGIN");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
-                                      &err), 0);
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1, &err),
+                     0);
     assert_false(pt_key_free(obs, id));
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     /* lock_timeout was for the wait only */
     assert_int_equal(pt_query_intf(c, "SELECT current_setting('lock_timeout')"
-                                      " = '0'"), 1);
+                                      " = '0'"),
+                     1);
     pt_execf(c, "COMMIT");
     assert_true(pt_key_free(obs, id));
     PQfinish(obs);
@@ -50,7 +51,8 @@ static void xact_lock_outside_a_transaction_is_a_state_error(void **state)
     assert_non_null(strstr(err.message, "transaction"));
     pt_execf(c, "BEGIN");
     assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 0, -1,
-                                            &err), PGLOCK_ESTATE);
+                                            &err),
+                     PGLOCK_ESTATE);
     pt_execf(c, "ROLLBACK");
     PQfinish(c);
 }
@@ -69,17 +71,19 @@ static void a_timed_out_xact_lock_leaves_the_transaction_usable(void **state)
     pt_execf(c, "BEGIN");
     pt_execf(c, "CREATE TEMP TABLE pglock_t(x int) ON COMMIT DROP");
     pt_execf(c, "INSERT INTO pglock_t VALUES (1)");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 200, -1,
-                                      &err), PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 200, -1, &err),
+                     PGLOCK_ETIMEDOUT);
     assert_string_equal(err.sqlstate, "55P03");
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     assert_int_equal(pt_query_intf(c, "SELECT count(*) FROM pglock_t"), 1);
     assert_int_equal(pt_query_intf(c, "SELECT current_setting('lock_timeout')"
-                                      " = '0'"), 1);
+                                      " = '0'"),
+                     1);
     assert_false(pt_backend_waiting_on_advisory(holder, PQbackendPID(c)));
     /* a try on a held lock: busy, transaction still fine */
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
-                                      -1, &err), PGLOCK_EBUSY);
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY, -1,
+                                      &err),
+                     PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_INTRANS);
     pt_execf(c, "COMMIT");
     PQfinish(holder);
@@ -118,18 +122,20 @@ static void begin_lock_busy_rolls_back(void **state)
     pglock_key_hashtext(&k, "import:o'brien");
     pt_execf(holder, "SELECT pg_advisory_lock(hashtext('import:o''brien'))");
     pglock_error err = {0};
-    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                            PGLOCK_TRY, -1, &err),
+    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
+                                            -1, &err),
                      PGLOCK_EBUSY);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
-    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 100,
-                                            -1, &err), PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 100, -1,
+                                            &err),
+                     PGLOCK_ETIMEDOUT);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
     pt_execf(holder, "SELECT pg_advisory_unlock_all()");
-    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE,
-                                            PGLOCK_TRY, -1, &err), 0);
-    assert_false(pt_query_intf(holder,
-        "SELECT pg_try_advisory_lock(hashtext('import:o''brien'))"));
+    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY,
+                                            -1, &err),
+                     0);
+    assert_false(pt_query_intf(
+        holder, "SELECT pg_try_advisory_lock(hashtext('import:o''brien'))"));
     pt_execf(c, "COMMIT");
     PQfinish(holder);
     PQfinish(c);
@@ -190,19 +196,19 @@ static void xact_locks_work_through_a_transaction_pooler(void **state)
     pglock_key_int64(&k, id);
     pglock_error err = {0};
     for (int i = 0; i < 20; i++) {
-        assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
-                                                -1, &err), 0);
+        assert_int_equal(
+            pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1, &err), 0);
         assert_false(pt_key_free(obs, id));
-        assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1,
-                                          &err), 0);
+        assert_int_equal(
+            pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1, &err), 0);
         pt_execf(c, "COMMIT");
         assert_true(pt_key_free(obs, id));
     }
     /* a failed wait through the pooler leaves the transaction usable */
     pt_execf(obs, "SELECT pg_advisory_lock(%lld)", (long long)id);
     pt_execf(c, "BEGIN");
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 100, -1,
-                                      &err), PGLOCK_ETIMEDOUT);
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_EXCLUSIVE, 100, -1, &err),
+                     PGLOCK_ETIMEDOUT);
     assert_int_equal(pt_query_intf(c, "SELECT 1"), 1);
     pt_execf(c, "COMMIT");
     pt_execf(obs, "SELECT pg_advisory_unlock_all()");
@@ -220,12 +226,11 @@ static void begin_lock_is_one_round_trip(void **state)
     pglock_key_int64(&k, pt_unique_key());
     pglock_error err = {0};
     pt_proxy_reset();
-    assert_int_equal(pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000,
-                                            -1, &err), 0);
+    assert_int_equal(
+        pglock_xact_begin_lock(c, &k, PGLOCK_EXCLUSIVE, 1000, -1, &err), 0);
     assert_int_equal(pt_proxy_roundtrips(), 1);
     pt_proxy_reset();
-    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_SHARED, 1000, -1, &err),
-                     0);
+    assert_int_equal(pglock_xact_lock(c, &k, PGLOCK_SHARED, 1000, -1, &err), 0);
     assert_int_equal(pt_proxy_roundtrips(), 1);
     pt_execf(c, "COMMIT");
     PQfinish(c);
@@ -239,7 +244,8 @@ int main(void)
         cmocka_unit_test(a_timed_out_xact_lock_leaves_the_transaction_usable),
         cmocka_unit_test(begin_lock_opens_a_transaction_holding_the_lock),
         cmocka_unit_test(begin_lock_busy_rolls_back),
-        cmocka_unit_test(an_interrupted_xact_wait_leaves_the_transaction_usable),
+        cmocka_unit_test(
+            an_interrupted_xact_wait_leaves_the_transaction_usable),
         cmocka_unit_test(xact_locks_work_through_a_transaction_pooler),
         cmocka_unit_test(begin_lock_is_one_round_trip),
     };

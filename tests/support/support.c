@@ -19,8 +19,10 @@ const char *pt_env_or_skip(const char *var)
 {
     const char *v = getenv(var);
     if (v == NULL || *v == '\0') {
-        fprintf(stderr, "# skip: %s is unset (run through tests/run.sh, or the "
-                        "harness was pointed at PGLOCK_TEST_SERVER)\n", var);
+        fprintf(stderr,
+                "# skip: %s is unset (run through tests/run.sh, or the "
+                "harness was pointed at PGLOCK_TEST_SERVER)\n",
+                var);
         skip();
     }
     return v;
@@ -59,7 +61,9 @@ long pt_query_int(PGconn *conn, const char *sql)
     long v = 0;
     if (PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
         const char *s = PQgetvalue(res, 0, 0);
-        v = strcmp(s, "t") == 0 ? 1 : strcmp(s, "f") == 0 ? 0 : strtol(s, NULL, 10);
+        v = strcmp(s, "t") == 0   ? 1
+            : strcmp(s, "f") == 0 ? 0
+                                  : strtol(s, NULL, 10);
     }
     PQclear(res);
     return v;
@@ -191,7 +195,8 @@ void pt_cancel_storm(const char *conninfo, int pid, long ms)
     pt_execf(conn,
              "DO $$ BEGIN WHILE clock_timestamp() < statement_timestamp() + "
              "interval '%ld ms' LOOP EXIT WHEN NOT pg_cancel_backend(%d); "
-             "END LOOP; END $$", ms, pid);
+             "END LOOP; END $$",
+             ms, pid);
     PQfinish(conn);
 }
 
@@ -226,7 +231,7 @@ int pt_wait_until(int (*cond)(void *arg), void *arg, long timeout_ms)
             return 1;
         if (pt_now_ms() >= deadline)
             return 0;
-        struct timespec ts = { 0, 10 * 1000000L };
+        struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
 }
@@ -272,7 +277,8 @@ struct backend_arg {
 
 int pt_backend_waiting_on_advisory(PGconn *observer, int pid)
 {
-    return pt_query_intf(observer, "select count(*) from pg_locks where "
+    return pt_query_intf(observer,
+                         "select count(*) from pg_locks where "
                          "locktype = 'advisory' and not granted and pid = %d",
                          pid) > 0;
 }
@@ -285,26 +291,30 @@ static int waiting_cond(void *p)
 
 int pt_wait_backend_waiting(PGconn *observer, int pid, long timeout_ms)
 {
-    struct backend_arg a = { observer, pid };
+    struct backend_arg a = {observer, pid};
     return pt_wait_until(waiting_cond, &a, timeout_ms);
 }
 
 long pt_backend_advisory_granted(PGconn *observer, int pid)
 {
-    return pt_query_intf(observer, "select count(*) from pg_locks where "
-                         "locktype = 'advisory' and granted and pid = %d", pid);
+    return pt_query_intf(observer,
+                         "select count(*) from pg_locks where "
+                         "locktype = 'advisory' and granted and pid = %d",
+                         pid);
 }
 
 static int gone_cond(void *p)
 {
     struct backend_arg *a = p;
-    return pt_query_intf(a->observer, "select count(*) from pg_stat_activity"
-                         " where pid = %d", a->pid) == 0;
+    return pt_query_intf(a->observer,
+                         "select count(*) from pg_stat_activity"
+                         " where pid = %d",
+                         a->pid) == 0;
 }
 
 int pt_wait_backend_gone(PGconn *observer, int pid, long timeout_ms)
 {
-    struct backend_arg a = { observer, pid };
+    struct backend_arg a = {observer, pid};
     return pt_wait_until(gone_cond, &a, timeout_ms);
 }
 
@@ -326,8 +336,10 @@ void pt_lock_table_fill(PGconn *filler)
     char sql[200];
     /* In the select list the series is produced row by row (in FROM it
      * would be built whole first). */
-    snprintf(sql, sizeof sql, "select pg_advisory_lock(%d,"
-             " generate_series(1, 100000000))", FILL_NS);
+    snprintf(sql, sizeof sql,
+             "select pg_advisory_lock(%d,"
+             " generate_series(1, 100000000))",
+             FILL_NS);
     PGresult *res = PQexec(filler, sql);
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     char got[8];
@@ -336,8 +348,10 @@ void pt_lock_table_fill(PGconn *filler)
     if (strcmp(got, "53200") != 0)
         fail_msg("filling the lock table ended with SQLSTATE %s, not 53200",
                  got);
-    if (pt_query_intf(filler, "select count(*) from pg_locks where locktype ="
-                      " 'advisory' and classid = %d and granted", FILL_NS) < 1)
+    if (pt_query_intf(filler,
+                      "select count(*) from pg_locks where locktype ="
+                      " 'advisory' and classid = %d and granted",
+                      FILL_NS) < 1)
         fail_msg("the filler holds no lock after filling the lock table");
 }
 
@@ -349,7 +363,7 @@ void pt_lock_table_release(PGconn *filler)
 int pt_proxy_command(const char *cmd, char *reply, size_t len)
 {
     const char *path = pt_env_or_skip("PGLOCK_TEST_PROXY_CTL");
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (len == 0)
         return -1;
     reply[0] = '\0';
@@ -360,7 +374,7 @@ int pt_proxy_command(const char *cmd, char *reply, size_t len)
     if (fd < 0)
         return -1;
     /* The proxy answers at once; a stuck proxy must not hang the test. */
-    struct timeval tv = { 5, 0 };
+    struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char line[128];
     int n = snprintf(line, sizeof line, "%s\n", cmd);
@@ -392,13 +406,23 @@ int pt_proxy_command(const char *cmd, char *reply, size_t len)
 static void proxy_ok(const char *cmd)
 {
     char reply[128];
-    if (pt_proxy_command(cmd, reply, sizeof reply) != 0 || strcmp(reply, "ok") != 0)
+    if (pt_proxy_command(cmd, reply, sizeof reply) != 0 ||
+        strcmp(reply, "ok") != 0)
         fail_msg("proxy command %s failed: %s", cmd, reply);
 }
 
-void pt_proxy_cut(void) { proxy_ok("cut"); }
-void pt_proxy_heal(void) { proxy_ok("heal"); }
-void pt_proxy_reset(void) { proxy_ok("reset"); }
+void pt_proxy_cut(void)
+{
+    proxy_ok("cut");
+}
+void pt_proxy_heal(void)
+{
+    proxy_ok("heal");
+}
+void pt_proxy_reset(void)
+{
+    proxy_ok("reset");
+}
 
 static void proxy_counts(long *messages, long *roundtrips)
 {

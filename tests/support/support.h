@@ -40,10 +40,10 @@ void pt_exec_ok(PGconn *conn, const char *sql);
 
 /* pt_query_int and pt_exec_ok on SQL formatted printf-style (trusted test
  * input, at most 2047 bytes). */
-__attribute__((format(printf, 2, 3)))
-long pt_query_intf(PGconn *conn, const char *fmt, ...);
-__attribute__((format(printf, 2, 3)))
-void pt_execf(PGconn *conn, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) long pt_query_intf(PGconn *conn,
+                                                         const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void pt_execf(PGconn *conn,
+                                                    const char *fmt, ...);
 
 /* Opens a pglock client on conninfo with opts (NULL: defaults) and asserts
  * success; pglock_client_close() it. */
@@ -155,7 +155,8 @@ void pt_proxy_reset(void);
  * sockets close at the heal, which unsticks a call that would never
  * return) and joins the thread.  Returns the milliseconds the call took,
  * or -1 if it had not returned within timeout_ms. */
-long pt_call_on_cut_network(void (*call)(void *arg), void *arg, long timeout_ms);
+long pt_call_on_cut_network(void (*call)(void *arg), void *arg,
+                            long timeout_ms);
 
 /* Round trips ('Q' and 'S' messages) clients sent through the proxy since
  * the last reset; pt_proxy_messages() counts every frontend message. */

@@ -19,7 +19,8 @@ int main(int argc, char **argv)
         return 64;
     }
     if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0) {
-        fprintf(stderr, "become_root: could not become root: %s\n", strerror(errno));
+        fprintf(stderr, "become_root: could not become root: %s\n",
+                strerror(errno));
         return 1;
     }
     execvp(argv[1], argv + 1);

@@ -2,4 +2,7 @@
 #include "pglock.h"
 
 int header_alone_dummy(void);
-int header_alone_dummy(void) { return PGLOCK_OK; }
+int header_alone_dummy(void)
+{
+    return PGLOCK_OK;
+}

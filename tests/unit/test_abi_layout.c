@@ -15,6 +15,11 @@
  * Which structs and fields there are is read from the header itself, so
  * a struct or field added to pglock.h and not listed in current() below
  * fails too.
+ *
+ * The error codes are part of the ABI as well: each code's value is a
+ * line ("pglock_error_codes - PGLOCK_EBUSY 1 0", the value negated),
+ * made from PGLOCK_ERRNO_MAP itself, so a value that changes or a code
+ * that goes fails, and a new code is appended to the baseline.
  */
 #include <ctype.h>
 #include <stddef.h>
@@ -31,8 +36,8 @@ typedef struct layout {
     int n;
 } layout;
 
-static void add(layout *l, const char *s, const char *version,
-                const char *what, size_t a, size_t b)
+static void add(layout *l, const char *s, const char *version, const char *what,
+                size_t a, size_t b)
 {
     assert_true(l->n < MAX_LINES);
     /* The SONAME, and the data model: an ILP32 build has layouts of its
@@ -42,8 +47,7 @@ static void add(layout *l, const char *s, const char *version,
                         : sizeof(void *) == 4                    ? "ilp32"
                                                                  : "other";
     if (PGLOCK_VERSION_MAJOR == 0)
-        snprintf(soname, sizeof soname, "0.%d/%s", PGLOCK_VERSION_MINOR,
-                 model);
+        snprintf(soname, sizeof soname, "0.%d/%s", PGLOCK_VERSION_MINOR, model);
     else
         snprintf(soname, sizeof soname, "%d/%s", PGLOCK_VERSION_MAJOR, model);
     snprintf(l->line[l->n++], LINE_LEN, "%s %s %s %s %zu %zu", soname, s,
@@ -53,10 +57,12 @@ static void add(layout *l, const char *s, const char *version,
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define SIZE(l, T, V) add(l, #T, V, "sizeof", sizeof(T), 0)
-#define FIELD(l, T, V, f) \
-    add(l, #T, V, #f, offsetof(T, f), sizeof(((T *)0)->f))
+#define FIELD(l, T, V, f) add(l, #T, V, #f, offsetof(T, f), sizeof(((T *)0)->f))
 
-/* Every public struct and every one of its fields. */
+/* The key of the error codes' lines (not a struct of the header's). */
+#define ERROR_CODES "pglock_error_codes"
+
+/* Every public struct and every one of its fields, and the error codes. */
 static void current(layout *l)
 {
     l->n = 0;
@@ -84,6 +90,7 @@ static void current(layout *l)
     FIELD(l, pglock_options, v, cancel_timeout_ms);
     FIELD(l, pglock_options, v, dead_peer_ms);
     FIELD(l, pglock_options, v, lifetime);
+    FIELD(l, pglock_options, v, connect_timeout_ms);
     v = STR(PGLOCK_HOLD_OPTIONS_VERSION);
     SIZE(l, pglock_hold_options, v);
     FIELD(l, pglock_hold_options, v, version);
@@ -91,6 +98,7 @@ static void current(layout *l)
     FIELD(l, pglock_hold_options, v, on_lost);
     FIELD(l, pglock_hold_options, v, arg);
     FIELD(l, pglock_hold_options, v, stop_budget_ms);
+    FIELD(l, pglock_hold_options, v, watch_stop_requests);
     v = "-";
     SIZE(l, pglock_holder, v);
     FIELD(l, pglock_holder, v, key);
@@ -111,6 +119,10 @@ static void current(layout *l)
     FIELD(l, pglock_holder, v, waiting_source);
     FIELD(l, pglock_holder, v, blocked_by);
     FIELD(l, pglock_holder, v, n_blocked_by);
+#define CODE(name, value, text) \
+    add(l, ERROR_CODES, "-", "PGLOCK_" #name, (size_t) - (value), 0);
+    PGLOCK_ERRNO_MAP(CODE)
+#undef CODE
 }
 
 /* ------------------------------------------- what the header declares */
@@ -217,8 +229,9 @@ static void covered_fields(const layout *l, names *out)
     for (int i = 0; i < l->n; i++) {
         char model[48], st[64], ver[16], field[64];
         assert_int_equal(sscanf(l->line[i], "%47s %63s %15s %63s", model, st,
-                                ver, field), 4);
-        if (strcmp(field, "sizeof") != 0)
+                                ver, field),
+                         4);
+        if (strcmp(field, "sizeof") != 0 && strcmp(st, ERROR_CODES) != 0)
             snprintf(out->name[out->n++], sizeof out->name[0], "%s %s", st,
                      field);
     }
@@ -298,26 +311,35 @@ static void every_public_struct_keeps_the_layout_of_its_version(void **s)
         if (i > 0 && strncmp(now.line[i - 1], k, key_len(k)) == 0)
             continue; /* one check per key */
         if (!key_known(&base, k)) {
-            printf("# no baseline for \"%.*s\": a new struct or version; append the "
-                   "output of test_abi_layout --print for it to "
-                   "tests/data/abi-layout.txt\n", (int)key_len(k) - 1, k);
+            printf(
+                "# no baseline for \"%.*s\": a new struct or version; append the "
+                "output of test_abi_layout --print for it to "
+                "tests/data/abi-layout.txt\n",
+                (int)key_len(k) - 1, k);
             failed = 1;
             continue;
         }
         printf("# checking \"%.*s\"\n", (int)key_len(k) - 1, k);
         int changed = missing(&now, &base, k) | missing(&base, &now, k);
-        if (changed && strstr(k, " - ")) {
+        if (changed && strstr(k, " " ERROR_CODES " ")) {
+            printf("# the error codes differ from the baseline (lines above):"
+                   " a code's value never changes and no code goes within a "
+                   "SONAME; a new code is appended to the baseline\n");
+            failed = 1;
+        } else if (changed && strstr(k, " - ")) {
             printf("# the layout of \"%.*s\" differs from the baseline (lines"
                    " above), but the SONAME did not change: a struct without "
                    "a version keeps its layout within a SONAME (pglock_holder"
                    " may gain fields at its end: append their lines, change "
-                   "its sizeof line)\n", (int)key_len(k) - 1, k);
+                   "its sizeof line)\n",
+                   (int)key_len(k) - 1, k);
             failed = 1;
         } else if (changed) {
             printf("# the layout of \"%.*s\" differs from the baseline (lines"
                    " above), but its version and the SONAME did not change: "
                    "bump its PGLOCK_*_VERSION (append fields only) or the "
-                   "SONAME\n", (int)key_len(k) - 1, k);
+                   "SONAME\n",
+                   (int)key_len(k) - 1, k);
             failed = 1;
         }
     }

@@ -66,7 +66,8 @@ static void test_name_and_host_whole(void **state)
     assert_keys(&said, "nightly-billing");
     assert_host(&said, "cron-3");
     cli_application_name(app, "lead", "scheduler", "cron-3.prod.example.com");
-    assert_string_equal(app, "pglock lead scheduler on cron-3.prod.example.com");
+    assert_string_equal(app,
+                        "pglock lead scheduler on cron-3.prod.example.com");
     cli_application_name(app, "record", "nightly-billing", "cron-3");
     assert_string_equal(app, "pglock record nightly-billing on cron-3");
     /* no host: the format of older versions */
@@ -84,7 +85,8 @@ static void test_host_cut_first(void **state)
     cli_app_said said;
     const char *name = "nightly-billing-customer-export-eu"; /* 34 */
     cli_application_name(app, "run", name, "ip-10-0-12-34.ec2.internal");
-    assert_string_equal(app, "pglock run nightly-billing-customer-export-eu on ip-10-0-12-34.");
+    assert_string_equal(
+        app, "pglock run nightly-billing-customer-export-eu on ip-10-0-12-34.");
     assert_int_equal(strlen(app), 63);
     assert_int_equal(read_for(app, name, &said), 1);
     assert_true(said.checked);
@@ -113,16 +115,19 @@ static void test_name_cut_when_it_cannot_name(void **state)
     (void)state;
     char app[64], shown[512];
     cli_app_said said;
-    const char *n60 = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde";
+    const char
+        *n60 = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde";
     cli_application_name(app, "run", n60, "cron-3");
-    assert_string_equal(app, "pglock run abcdefghij-abcdefghij-abcdefghij-abcdefghi on cron-3");
+    assert_string_equal(
+        app, "pglock run abcdefghij-abcdefghij-abcdefghij-abcdefghi on cron-3");
     assert_int_equal(read_for(app, n60, &said), 1);
     assert_false(said.checked);
     assert_host(&said, "cron-3");
     /* a long name and a long host: half the room each (48 / 2) */
     const char *host40 = "a-very-long-host-name.region.example.com";
     cli_application_name(app, "run", n60, host40);
-    assert_string_equal(app, "pglock run abcdefghij-abcdefghij-ab on a-very-long-host-name.re");
+    assert_string_equal(
+        app, "pglock run abcdefghij-abcdefghij-ab on a-very-long-host-name.re");
     assert_int_equal(read_for(app, n60, &said), 1);
     assert_host(&said, "a-very-long-host-name.re");
     /* non-ASCII: each of the 6 bytes of "żół" is shown as its \xNN */
@@ -132,7 +137,9 @@ static void test_name_cut_when_it_cannot_name(void **state)
     assert_true(strlen(shown) <= 63);
     /* 40 shown bytes each: half the room each, "żół" being 24 */
     assert_string_equal(app, "pglock run żół on a-very-long-host-name.re");
-    assert_string_equal(shown, "pglock run \\xc5\\xbc\\xc3\\xb3\\xc5\\x82 on a-very-long-host-name.re");
+    assert_string_equal(
+        shown,
+        "pglock run \\xc5\\xbc\\xc3\\xb3\\xc5\\x82 on a-very-long-host-name.re");
     /* the server kept it whole: the host reads back as written */
     assert_int_equal(read_for(shown, nonascii, &said), 1);
     assert_false(said.checked);
@@ -147,12 +154,21 @@ static void test_never_cut_by_the_server(void **state)
 {
     (void)state;
     static const char *const names[] = {
-        "k", "nightly-billing", "żółw", "名前のとても長いロックの名前です",
+        "k",
+        "nightly-billing",
+        "żółw",
+        "名前のとても長いロックの名前です",
         "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij",
-        "backup on sunday", "a b c", "@billing",
+        "backup on sunday",
+        "a b c",
+        "@billing",
     };
     static const char *const hosts[] = {
-        "h", "cron-3", "król-1", "ホスト名", "ip-10-0-12-34.ec2.internal",
+        "h",
+        "cron-3",
+        "król-1",
+        "ホスト名",
+        "ip-10-0-12-34.ec2.internal",
         "a-very-long-host-name.region.example.com.and-then-some-more-of-it",
     };
     static const char *const commands[] = {"run", "lead", "record"};
@@ -182,20 +198,24 @@ static void test_reads_old_and_new(void **state)
     (void)state;
     cli_app_said said;
     /* an older pglock's holder: its name whole, no host */
-    assert_int_equal(read_for("pglock run nightly-billing", "nightly-billing", &said), 1);
+    assert_int_equal(
+        read_for("pglock run nightly-billing", "nightly-billing", &said), 1);
     assert_true(said.checked);
     assert_host(&said, NULL);
-    assert_int_equal(read_for("pglock run backup on sunday", "backup on sunday", &said), 1);
+    assert_int_equal(
+        read_for("pglock run backup on sunday", "backup on sunday", &said), 1);
     assert_true(said.checked);
     assert_keys(&said, "backup on sunday");
     assert_host(&said, NULL);
     /* this version's, with " on " in the name and in the host */
     assert_int_equal(read_for("pglock run backup on sunday on cron-3",
-                              "backup on sunday", &said), 1);
+                              "backup on sunday", &said),
+                     1);
     assert_true(said.checked);
     assert_keys(&said, "backup on sunday");
     assert_host(&said, "cron-3");
-    assert_int_equal(read_for("pglock run job on box on rack", "job", &said), 1);
+    assert_int_equal(read_for("pglock run job on box on rack", "job", &said),
+                     1);
     assert_true(said.checked);
     assert_host(&said, "box on rack");
     /* keys that are no name: the host after the last " on " */
@@ -209,10 +229,14 @@ static void test_reads_old_and_new(void **state)
     assert_int_equal(read_for("pglock run k-?? on kr??l-1", "k-é", &said), 1);
     assert_false(said.checked);
     assert_host(&said, "kr??l-1");
-    assert_int_equal(read_for("pglock run k-\\xc3\\xa9 on kr\\xc3\\xb3l-1", "k-é", &said), 1);
+    assert_int_equal(read_for("pglock run k-\\xc3\\xa9 on kr\\xc3\\xb3l-1",
+                              "k-é", &said),
+                     1);
     assert_host(&said, "kr\\xc3\\xb3l-1");
     /* the record connection's */
-    assert_int_equal(cli_app_read("pglock record nightly-billing on cron-3", NULL, NULL, &said), 1);
+    assert_int_equal(cli_app_read("pglock record nightly-billing on cron-3",
+                                  NULL, NULL, &said),
+                     1);
     assert_string_equal(said.command, "record");
     assert_keys(&said, "nightly-billing");
     assert_host(&said, "cron-3");
@@ -229,7 +253,8 @@ static void test_reads_old_and_new(void **state)
     pglock_key k;
     assert_int_equal(pglock_key_text(&k, "nightly-billing"), 0);
     assert_string_equal(cli_app_host("pglock run nightly-billing on cron-3", &k,
-                                     NULL, host, sizeof host), "cron-3");
+                                     NULL, host, sizeof host),
+                        "cron-3");
     assert_null(cli_app_host("pglock run nightly-billing", &k, NULL, host,
                              sizeof host));
 }

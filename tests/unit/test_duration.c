@@ -18,12 +18,14 @@ static void test_accepts(void **state)
         const char *text;
         long ms;
     } goods[] = {
-        {"0", 0},          {"30", 30000},      {"500ms", 500},
-        {"0ms", 0},        {"30s", 30000},     {"5m", 300000},
-        {"2h", 7200000},   {"05s", 5000},      {"1ms", 1},
-        {"86400", 86400000L}, {"1.5s", 1500},   {"1.5", 1500},
-        {"0.25m", 15000},  {"2.5h", 9000000L}, {"0.001s", 1},
-        {"1.000s", 1000},
+        {"0", 0},         {"30", 30000},
+        {"500ms", 500},   {"0ms", 0},
+        {"30s", 30000},   {"5m", 300000},
+        {"2h", 7200000},  {"05s", 5000},
+        {"1ms", 1},       {"86400", 86400000L},
+        {"1.5s", 1500},   {"1.5", 1500},
+        {"0.25m", 15000}, {"2.5h", 9000000L},
+        {"0.001s", 1},    {"1.000s", 1000},
     };
     for (size_t i = 0; i < sizeof goods / sizeof goods[0]; i++) {
         long ms = -1;
@@ -65,7 +67,7 @@ static void test_rejects(void **state)
         {"ms", "expected a number"},
         {"99999999999999999999999", "too large"},
         {"9223372036854775807h", "too large"},
-        {"9223372036854775807", "too large"},   /* seconds -> ms overflows */
+        {"9223372036854775807", "too large"}, /* seconds -> ms overflows */
         {"9223372035854775807ms", "too large"},
         {"2147483648ms", "too large"},
         {"25d", "unknown unit"},
@@ -76,7 +78,8 @@ static void test_rejects(void **state)
         if (cli_parse_duration(bads[i].text, &ms, err, sizeof err) != -1)
             fail_msg("\"%s\" accepted as %ld", bads[i].text, ms);
         assert_int_equal(ms, 1234);
-        if (!strstr(err, bads[i].why) || strncmp(err, "invalid duration \"", 18))
+        if (!strstr(err, bads[i].why) ||
+            strncmp(err, "invalid duration \"", 18))
             fail_msg("\"%s\": message \"%s\" lacks \"%s\"", bads[i].text, err,
                      bads[i].why);
     }
@@ -110,13 +113,26 @@ static void test_formats(void **state)
         int tenths;
         const char *text;
     } cases[] = {
-        {0, 0, "0s"},           {0.4, 0, "0s"},         {41.5, 0, "42s"},
-        {59.4, 0, "59s"},       {59.6, 0, "1m00s"},     {133, 0, "2m13s"},
-        {3599.4, 0, "59m59s"},  {3600, 0, "1h00m"},     {11100, 0, "3h05m"},
-        {86399, 0, "23h59m"},   {86400, 0, "1d00h"},    {187200, 0, "2d04h"},
-        {12.34, 1, "12.3s"},    {0, 1, "0.0s"},         {59.94, 1, "59.9s"},
-        {59.96, 1, "1m00s"},    {65, 1, "1m05s"},       {-1, 1, "0.0s"},
-        {1e300, 0, "11574074d01h"}, {NAN, 1, "0.0s"},
+        {0, 0, "0s"},
+        {0.4, 0, "0s"},
+        {41.5, 0, "42s"},
+        {59.4, 0, "59s"},
+        {59.6, 0, "1m00s"},
+        {133, 0, "2m13s"},
+        {3599.4, 0, "59m59s"},
+        {3600, 0, "1h00m"},
+        {11100, 0, "3h05m"},
+        {86399, 0, "23h59m"},
+        {86400, 0, "1d00h"},
+        {187200, 0, "2d04h"},
+        {12.34, 1, "12.3s"},
+        {0, 1, "0.0s"},
+        {59.94, 1, "59.9s"},
+        {59.96, 1, "1m00s"},
+        {65, 1, "1m05s"},
+        {-1, 1, "0.0s"},
+        {1e300, 0, "11574074d01h"},
+        {NAN, 1, "0.0s"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[32];
@@ -150,10 +166,8 @@ static void test_decimals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_accepts),
-        cmocka_unit_test(test_rejects),
-        cmocka_unit_test(test_largest),
-        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_accepts),  cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_largest),  cmocka_unit_test(test_formats),
         cmocka_unit_test(test_decimals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,8 @@ static FILE *open_vectors(void)
         snprintf(path, sizeof path, "%s", __FILE__);
         char *cut = strstr(path, "unit/test_key.c");
         assert_non_null(cut);
-        snprintf(cut, sizeof path - (size_t)(cut - path), "data/key_vectors.txt");
+        snprintf(cut, sizeof path - (size_t)(cut - path),
+                 "data/key_vectors.txt");
     }
     FILE *f = fopen(path, "r");
     if (!f)
@@ -231,9 +232,11 @@ static void test_sql(void **state)
     /* Bad mode or scope. */
     char buf[8];
     assert_int_equal(pglock_key_sql(&k, (pglock_mode)7, PGLOCK_SESSION, buf,
-                                    sizeof buf), PGLOCK_EINVAL);
+                                    sizeof buf),
+                     PGLOCK_EINVAL);
     assert_int_equal(pglock_key_sql(&k, PGLOCK_SHARED, (pglock_scope)7, buf,
-                                    sizeof buf), PGLOCK_EINVAL);
+                                    sizeof buf),
+                     PGLOCK_EINVAL);
     /* Truncation like snprintf. */
     pglock_key_int64(&k, 1);
     assert_int_equal(pglock_key_sql(&k, 0, 0, buf, sizeof buf), 27);
@@ -245,17 +248,20 @@ static void test_sql(void **state)
 typedef struct good {
     const char *text;
     pglock_key_kind kind;
-    int64_t id;      /* INT64/TEXT: the bigint */
+    int64_t id; /* INT64/TEXT: the bigint */
     int32_t ns, nsid;
     int64_t seed;
     const char *name;
 } good;
 
+/* (clang-format would lay out this braced initializer as a block) */
+/* clang-format off */
 #define I(t, v) {t, PGLOCK_KEY_INT64, INT64_C(v), 0, 0, 0, NULL}
 #define P(t, a, b) {t, PGLOCK_KEY_PAIR, 0, a, b, 0, NULL}
 #define T(t, n) {t, PGLOCK_KEY_TEXT, 0, 0, 0, 0, n}
 #define H(t, n) {t, PGLOCK_KEY_HASHTEXT, 0, 0, 0, 0, n}
 #define X(t, s, n) {t, PGLOCK_KEY_HASHTEXTEXTENDED, 0, 0, 0, INT64_C(s), n}
+/* clang-format on */
 
 static const good goods[] = {
     I("0", 0),
@@ -298,8 +304,7 @@ static const good goods[] = {
     X("hashtextextended:7:nightly-billing", 7, "nightly-billing"),
     X("hashtextextended:-1:x:y", -1, "x:y"),
     X("hashtextextended:0:0", 0, "0"),
-    X("hashtextextended:-9223372036854775808:n", -9223372036854775807 - 1,
-      "n"),
+    X("hashtextextended:-9223372036854775808:n", -9223372036854775807 - 1, "n"),
 };
 
 typedef struct bad {
@@ -467,8 +472,12 @@ static void test_parse_error_message_exact(void **state)
 static void test_format_parse_round_trip(void **state)
 {
     (void)state;
-    const int64_t ids[] = {0, 1, -1, 9, 10, -10, 72001, INT64_MAX, INT64_MIN,
-                           INT64_MIN + 1, INT32_MAX, (int64_t)INT32_MAX + 1};
+    const int64_t ids[] = {0,         1,
+                           -1,        9,
+                           10,        -10,
+                           72001,     INT64_MAX,
+                           INT64_MIN, INT64_MIN + 1,
+                           INT32_MAX, (int64_t)INT32_MAX + 1};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         pglock_key a, b;
         char buf[64];
@@ -503,33 +512,33 @@ static void test_utf8_validation(void **state)
         {"", 0, 1},
         {"ascii", 5, 1},
         {"caf\xc3\xa9", 5, 1},
-        {"\xc2\x80", 2, 1},               /* U+0080, lowest 2-byte */
-        {"\xdf\xbf", 2, 1},               /* U+07FF */
-        {"\xe0\xa0\x80", 3, 1},           /* U+0800, lowest 3-byte */
-        {"\xed\x9f\xbf", 3, 1},           /* U+D7FF, below surrogates */
-        {"\xee\x80\x80", 3, 1},           /* U+E000, above surrogates */
-        {"\xef\xbf\xbf", 3, 1},           /* U+FFFF */
-        {"\xf0\x90\x80\x80", 4, 1},       /* U+10000 */
-        {"\xf4\x8f\xbf\xbf", 4, 1},       /* U+10FFFF */
-        {"\xf0\x9f\x94\x92", 4, 1},       /* emoji */
-        {"a\0b", 3, 0},                   /* NUL */
-        {"\x80", 1, 0},                   /* lone continuation */
+        {"\xc2\x80", 2, 1},         /* U+0080, lowest 2-byte */
+        {"\xdf\xbf", 2, 1},         /* U+07FF */
+        {"\xe0\xa0\x80", 3, 1},     /* U+0800, lowest 3-byte */
+        {"\xed\x9f\xbf", 3, 1},     /* U+D7FF, below surrogates */
+        {"\xee\x80\x80", 3, 1},     /* U+E000, above surrogates */
+        {"\xef\xbf\xbf", 3, 1},     /* U+FFFF */
+        {"\xf0\x90\x80\x80", 4, 1}, /* U+10000 */
+        {"\xf4\x8f\xbf\xbf", 4, 1}, /* U+10FFFF */
+        {"\xf0\x9f\x94\x92", 4, 1}, /* emoji */
+        {"a\0b", 3, 0},             /* NUL */
+        {"\x80", 1, 0},             /* lone continuation */
         {"\xbf", 1, 0},
-        {"\xc0\x80", 2, 0},               /* overlong NUL */
-        {"\xc1\xbf", 2, 0},               /* overlong */
-        {"\xc2", 1, 0},                   /* truncated */
-        {"\xc2\x41", 2, 0},               /* bad continuation */
-        {"\xe0\x9f\xbf", 3, 0},           /* overlong 3-byte */
-        {"\xed\xa0\x80", 3, 0},           /* U+D800 surrogate */
-        {"\xed\xbf\xbf", 3, 0},           /* U+DFFF surrogate */
-        {"\xe2\x82", 2, 0},               /* truncated 3-byte */
-        {"\xf0\x8f\xbf\xbf", 4, 0},       /* overlong 4-byte */
-        {"\xf4\x90\x80\x80", 4, 0},       /* U+110000 */
+        {"\xc0\x80", 2, 0},         /* overlong NUL */
+        {"\xc1\xbf", 2, 0},         /* overlong */
+        {"\xc2", 1, 0},             /* truncated */
+        {"\xc2\x41", 2, 0},         /* bad continuation */
+        {"\xe0\x9f\xbf", 3, 0},     /* overlong 3-byte */
+        {"\xed\xa0\x80", 3, 0},     /* U+D800 surrogate */
+        {"\xed\xbf\xbf", 3, 0},     /* U+DFFF surrogate */
+        {"\xe2\x82", 2, 0},         /* truncated 3-byte */
+        {"\xf0\x8f\xbf\xbf", 4, 0}, /* overlong 4-byte */
+        {"\xf4\x90\x80\x80", 4, 0}, /* U+110000 */
         {"\xf5\x80\x80\x80", 4, 0},
-        {"\xf8\x88\x80\x80\x80", 5, 0},   /* 5-byte form */
+        {"\xf8\x88\x80\x80\x80", 5, 0}, /* 5-byte form */
         {"\xfe", 1, 0},
         {"\xff", 1, 0},
-        {"\xf0\x9f\x94", 3, 0},           /* truncated emoji */
+        {"\xf0\x9f\x94", 3, 0}, /* truncated emoji */
         {"\xf0\x9f\x94\x41", 4, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

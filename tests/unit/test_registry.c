@@ -25,8 +25,8 @@ static void expect_error(const char *text, size_t len, const char *want)
 {
     cli_registry *reg = (cli_registry *)1;
     char err[256] = "";
-    assert_int_equal(cli_registry_parse(&reg, text, len, "keys.conf", err,
-                                        sizeof err), -1);
+    assert_int_equal(
+        cli_registry_parse(&reg, text, len, "keys.conf", err, sizeof err), -1);
     assert_null(reg);
     if (strcmp(err, want) != 0)
         fail_msg("got \"%s\", want \"%s\"", err, want);
@@ -35,15 +35,14 @@ static void expect_error(const char *text, size_t len, const char *want)
 static void test_format_and_lookup(void **state)
 {
     (void)state;
-    cli_registry *reg = parse_ok(
-        "# lock constants for billing\n"
-        "\n"
-        "nightly-billing = 72001\n"
-        "  report\t=\t42:9  \r\n"
-        "migrations\n"
-        "legacy = hashtext:old-name\n"
-        "spaced-name = text: padded \n"
-        "café = text:café\n");
+    cli_registry *reg = parse_ok("# lock constants for billing\n"
+                                 "\n"
+                                 "nightly-billing = 72001\n"
+                                 "  report\t=\t42:9  \r\n"
+                                 "migrations\n"
+                                 "legacy = hashtext:old-name\n"
+                                 "spaced-name = text: padded \n"
+                                 "café = text:café\n");
     const pglock_key *k = cli_registry_lookup(reg, "nightly-billing");
     assert_non_null(k);
     assert_int_equal(k->kind, PGLOCK_KEY_INT64);
@@ -94,9 +93,11 @@ static void test_errors_name_file_and_line(void **state)
     expect_error("two words = 5\n", 14,
                  "keys.conf:1: name \"two words\" contains whitespace or a "
                  "control character");
-    expect_error("@a = 5\n", 7, "keys.conf:1: name \"@a\" must not begin with '@'");
-    expect_error("a = @b\n", 7,
-                 "keys.conf:1: a key cannot refer to another registry name (@b)");
+    expect_error("@a = 5\n", 7,
+                 "keys.conf:1: name \"@a\" must not begin with '@'");
+    expect_error(
+        "a = @b\n", 7,
+        "keys.conf:1: a key cannot refer to another registry name (@b)");
     expect_error("ok\nbad\xff\n", 8, "keys.conf:2: name is not valid UTF-8");
     expect_error("ok\nx\0y\n", 6, "keys.conf:2: contains a NUL byte");
     expect_error("a = 007 # comment\n", 18,
@@ -159,16 +160,19 @@ static void test_cli_parse_key(void **state)
     cli_registry *reg = parse_ok("nightly-billing = 72001\n");
     pglock_key k;
     char err[256];
-    assert_int_equal(cli_parse_key("@nightly-billing", reg, &k, err, sizeof err), 0);
+    assert_int_equal(
+        cli_parse_key("@nightly-billing", reg, &k, err, sizeof err), 0);
     assert_true(k.id == 72001);
     assert_int_equal(cli_parse_key("@nope", reg, &k, err, sizeof err), -1);
-    assert_string_equal(err, "unknown key \"@nope\": not in registry \"keys.conf\"");
+    assert_string_equal(err,
+                        "unknown key \"@nope\": not in registry \"keys.conf\"");
     assert_int_equal(cli_parse_key("42:9", reg, &k, err, sizeof err), 0);
     assert_int_equal(k.kind, PGLOCK_KEY_PAIR);
     assert_int_equal(cli_parse_key("42:x", reg, &k, err, sizeof err), -1);
     assert_non_null(strstr(err, "invalid key \"42:x\""));
     /* The name is not a key by itself: without '@' it is hashed. */
-    assert_int_equal(cli_parse_key("nightly-billing", reg, &k, err, sizeof err), 0);
+    assert_int_equal(cli_parse_key("nightly-billing", reg, &k, err, sizeof err),
+                     0);
     assert_int_equal(k.kind, PGLOCK_KEY_TEXT);
     cli_registry_free(reg);
 
@@ -184,7 +188,8 @@ static void test_load_file_and_env(void **state)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     const char body[] = "a = 1\nb = 2 x\n";
-    assert_int_equal(write(fd, body, sizeof body - 1), (ssize_t)(sizeof body - 1));
+    assert_int_equal(write(fd, body, sizeof body - 1),
+                     (ssize_t)(sizeof body - 1));
     close(fd);
 
     cli_registry *reg = NULL;

@@ -55,8 +55,7 @@ static void kill_after_beyond_the_rule_names_the_bound(void **state)
 /* A kill-after longer than T_s/6 brings T_c forward: T_c + kill-after +
  * margin <= T_s still, T_c sees four heartbeats or more, and a
  * kill-after up to T_s/6 changes nothing. */
-static void a_longer_kill_after_brings_the_client_deadline_forward(
-    void **state)
+static void a_longer_kill_after_brings_the_client_deadline_forward(void **state)
 {
     (void)state;
     char err[256];
@@ -91,7 +90,8 @@ static void lease_out_of_range_is_refused(void **state)
     char err[256];
     assert_int_equal(run_lease_derive(&l, 999, -1, err, sizeof err), -1);
     assert_non_null(strstr(err, "out of range"));
-    assert_int_equal(run_lease_derive(&l, 2147483648L, -1, err, sizeof err), -1);
+    assert_int_equal(run_lease_derive(&l, 2147483648L, -1, err, sizeof err),
+                     -1);
 }
 
 static void formats_durations(void **state)

@@ -37,7 +37,8 @@ static void no_kernel_ends_a_holder_before_the_lease(void **state)
         assert_true((idle + count * interval) * 1000 >= ms);
         /* and not much later: within one probe interval (rounding up to
          * whole seconds adds at most 2 s) */
-        assert_true((idle + count * interval) * 1000 <= ms + interval * 1000 + 2000);
+        assert_true((idle + count * interval) * 1000 <=
+                    ms + interval * 1000 + 2000);
         assert_int_equal(atol(d.lease), ms);
     }
 }
@@ -108,24 +109,29 @@ static void a_setting_follows_the_one_version_rule(void **state)
     char b[256];
     assert_int_equal(pglock__setting_since(b, sizeof b, 150000, 140000,
                                            "idle_session_timeout", "0",
-                                           "false"), 0);
+                                           "false"),
+                     0);
     assert_string_equal(b, "set_config('idle_session_timeout', '0', false)");
     assert_int_equal(pglock__setting_since(b, sizeof b, 130000, 140000,
                                            "idle_session_timeout", "0",
-                                           "false"), 1);
+                                           "false"),
+                     1);
     assert_string_equal(b, "NULL");
     assert_int_equal(pglock__setting_since(b, sizeof b, 0, 140000,
                                            "idle_session_timeout", "0",
-                                           "false"), 0);
+                                           "false"),
+                     0);
     assert_string_equal(b, "CASE WHEN current_setting('server_version_num')"
                            "::int >= 140000 THEN set_config("
                            "'idle_session_timeout', '0', false) END");
     /* a setting every version has needs no test, even when unknown */
     assert_int_equal(pglock__setting_since(b, sizeof b, 0, 0, "lock_timeout",
-                                           "0", "true"), 0);
+                                           "0", "true"),
+                     0);
     assert_string_equal(b, "set_config('lock_timeout', '0', true)");
-    assert_int_equal(pglock__setting_since(b, 8, 150000, 0, "lock_timeout",
-                                           "0", "true"), -1);
+    assert_int_equal(pglock__setting_since(b, 8, 150000, 0, "lock_timeout", "0",
+                                           "true"),
+                     -1);
     /* and the settings' statement applies it: none of 14's on a 13 */
     char sql[2048];
     pglock_options o;
@@ -143,7 +149,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_kernel_ends_a_holder_before_the_lease),
-        cmocka_unit_test(the_kill_after_ends_before_the_servers_kernel_may_end_it),
+        cmocka_unit_test(
+            the_kill_after_ends_before_the_servers_kernel_may_end_it),
         cmocka_unit_test(the_6s_lease_of_the_partition_tests),
         cmocka_unit_test(
             without_a_lease_dead_peer_ms_is_the_lease_by_the_same_rule),

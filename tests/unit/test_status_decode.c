@@ -20,8 +20,8 @@ static int same_lock(const pglock_key *a, const pglock_key *b)
     uint32_t ca, oa, cb, ob;
     int sa, sb;
     return pglock_key_locktag(a, &ca, &oa, &sa) == 0 &&
-           pglock_key_locktag(b, &cb, &ob, &sb) == 0 &&
-           ca == cb && oa == ob && sa == sb;
+           pglock_key_locktag(b, &cb, &ob, &sb) == 0 && ca == cb && oa == ob &&
+           sa == sb;
 }
 
 static void test_bigint_locktags_decode_with_sign(void **state)
@@ -40,12 +40,15 @@ static void test_bigint_locktags_decode_with_sign(void **state)
         {0x80000000u, 0, INT64_MIN, "-9223372036854775808"},
         {0x7FFFFFFFu, 0xFFFFFFFFu, INT64_MAX, "9223372036854775807"},
         /* nightly-billing by the SHA-256 rule (docs/keys.md) */
-        {3595566995u, 1535581631u, -3003901418071974465LL, "-3003901418071974465"},
+        {3595566995u, 1535581631u, -3003901418071974465LL,
+         "-3003901418071974465"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pglock_key k;
         char buf[64];
-        assert_int_equal(pglock__key_from_locktag(cases[i].classid, cases[i].objid, 1, &k), 0);
+        assert_int_equal(pglock__key_from_locktag(cases[i].classid,
+                                                  cases[i].objid, 1, &k),
+                         0);
         assert_int_equal(k.kind, PGLOCK_KEY_INT64);
         assert_true(k.id == cases[i].id);
         status_key_text(&k, buf, sizeof buf);
@@ -72,10 +75,12 @@ static void test_pair_locktags_decode_as_int4(void **state)
     status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "42:9");
     /* pg_advisory_lock(-1, -2) shows classid 4294967295 objid 4294967294 */
-    assert_int_equal(pglock__key_from_locktag(4294967295u, 4294967294u, 2, &k), 0);
+    assert_int_equal(pglock__key_from_locktag(4294967295u, 4294967294u, 2, &k),
+                     0);
     status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "-1:-2");
-    assert_int_equal(pglock__key_from_locktag(0x80000000u, 0x7FFFFFFFu, 2, &k), 0);
+    assert_int_equal(pglock__key_from_locktag(0x80000000u, 0x7FFFFFFFu, 2, &k),
+                     0);
     status_key_text(&k, buf, sizeof buf);
     assert_string_equal(buf, "-2147483648:2147483647");
     /* a pair and a bigint with the same numbers are different locks */
@@ -96,8 +101,13 @@ static void test_locktag_lists_decode_every_bigint(void **state)
     static const struct {
         uint32_t classid, objid;
     } want[] = {
-        {0, 72001}, {4294967295u, 4294967295u}, {0x80000000u, 0},
-        {0x7FFFFFFFu, 0xFFFFFFFFu}, {1, 0}, {0, 0}, {3595566995u, 1535581631u},
+        {0, 72001},
+        {4294967295u, 4294967295u},
+        {0x80000000u, 0},
+        {0x7FFFFFFFu, 0xFFFFFFFFu},
+        {1, 0},
+        {0, 0},
+        {3595566995u, 1535581631u},
     };
     uint32_t classid, objid;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -108,8 +118,15 @@ static void test_locktag_lists_decode_every_bigint(void **state)
     assert_int_equal(pglock__locktag_next(&list, &classid, &objid), -1);
     /* anything but a bigint ends the list */
     static const char *const bad[] = {
-        "", " ", "-", "9223372036854775808", "-9223372036854775809",
-        "18446744073709551616", "12x", "1.5", "+1",
+        "",
+        " ",
+        "-",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551616",
+        "12x",
+        "1.5",
+        "+1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *b = bad[i];
@@ -139,7 +156,8 @@ static void test_json_strings_are_escaped_and_valid_utf8(void **state)
         {"quote\" back\\slash", "\"quote\\\" back\\\\slash\""},
         {"nl\ntab\tcr\r", "\"nl\\ntab\\tcr\\r\""},
         {"\x01\x1f\x7f", "\"\\u0001\\u001f\\u007f\""},
-        {"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x94\x92", "\"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x94\x92\""},
+        {"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x94\x92",
+         "\"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x94\x92\""},
         {"bad \xff end", "\"bad \\ufffd end\""},
         {"cut \xe2\x9c", "\"cut \\ufffd\\ufffd\""},
         {"overlong \xc0\xaf", "\"overlong \\ufffd\\ufffd\""},
@@ -175,7 +193,8 @@ static void test_json_writer_places_commas(void **state)
     json_object_end(&w);
     json_end(&w);
     fclose(f);
-    assert_string_equal(buf, "{\"a\":1,\"b\":[2,null,{}],\"c\":null,\"d\":1.500,\"e\":true}\n");
+    assert_string_equal(
+        buf, "{\"a\":1,\"b\":[2,null,{}],\"c\":null,\"d\":1.500,\"e\":true}\n");
     free(buf);
 }
 

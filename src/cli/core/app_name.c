@@ -15,7 +15,7 @@
 #include <string.h>
 #include "cli.h"
 
-#define APP_MAX 63           /* NAMEDATALEN - 1 */
+#define APP_MAX 63 /* NAMEDATALEN - 1 */
 static const char host_sep[] = " on ";
 #define SEP_LEN (sizeof host_sep - 1)
 
@@ -180,6 +180,16 @@ int cli_app_read_key(const char *app, const pglock_key *key,
 {
     names_arg a = {key, reg};
     return cli_app_read(app, key ? names : NULL, &a, out);
+}
+
+/* See cli.h. */
+int cli_app_read_holder(const char *app, const pglock_key *key,
+                        const cli_registry *reg, cli_app_said *out)
+{
+    if (!cli_app_read_key(app, key, reg, out) ||
+        !strcmp(out->command, "record"))
+        return 0;
+    return !key || out->checked;
 }
 
 /* See cli.h. */

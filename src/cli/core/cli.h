@@ -5,7 +5,6 @@
 #ifndef PGLOCK_CLI_H
 #define PGLOCK_CLI_H
 
-#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,27 +12,36 @@
 
 /* Exit codes (sysexits.h values; pglock(1), EXIT STATUS). */
 enum {
-    CLI_EXIT_PROBLEM = 1,        /* doctor: a problem was found */
-    CLI_EXIT_USAGE = 64,         /* bad options, key, duration, lease */
-    CLI_EXIT_UNAVAILABLE = 69,   /* connect, auth, standby, pooler refused */
-    CLI_EXIT_SOFTWARE = 70,      /* internal error */
-    CLI_EXIT_LOST = 74,          /* the lock was lost while the job ran */
-    CLI_EXIT_CONFLICT = 75,      /* busy (--try) or the wait timed out */
+    CLI_EXIT_PROBLEM = 1,      /* doctor: a problem was found */
+    CLI_EXIT_USAGE = 64,       /* bad options, key, duration, lease */
+    CLI_EXIT_UNAVAILABLE = 69, /* connect, auth, standby, pooler refused */
+    CLI_EXIT_SOFTWARE = 70,    /* internal error */
+    CLI_EXIT_LOST = 74,        /* the lock was lost while the job ran */
+    CLI_EXIT_CONFLICT = 75,    /* busy (--try) or the wait timed out */
     CLI_EXIT_CANNOT_EXEC = 126,
     CLI_EXIT_NOT_FOUND = 127
 };
 
 /*
- * Return conventions, one meaning each.  A library call returns 0 or a
- * negative PGLOCK_E* code, so `rc < 0` always means a library error.  A
- * step of a command that may end it (an option, a check, a preparation)
- * returns an exit status (0..255, its message printed) or CLI_GO_ON; an
- * option function that is asked about an id not its own returns
- * CLI_OPT_NOT_MINE, so that the next one is asked.  Both lie outside
- * every exit status and library code: compare them by name, never by
- * sign.
+ * Return conventions, one meaning each, written once here:
+ * - a library call returns 0 or a negative PGLOCK_E* code, so `rc < 0`
+ *   always means a library error; a function of ours that passes such a
+ *   code on says "0, or a PGLOCK_E* code";
+ * - a cli_step (a step of a command that may end it: an option's value, a
+ *   check, a preparation) returns an exit status (0..255, its message
+ *   printed) or CLI_GO_ON;
+ * - a check that fills an error buffer returns 0, or -1 with the buffer
+ *   set;
+ * - a question (a name that asks "whether") returns 1 or 0;
+ * - a number (a count, an index, a signal, a slot) is that number alone;
+ *   where there may be none, its declaration says which value is none.
+ * An outcome with more cases than these is an enum of its own (lead's
+ * lead_step, run_refusal, the watchdog's wd_phase), never a mix in one
+ * int.  CLI_GO_ON lies outside every exit status and library code:
+ * compare it by name, never by sign.
  */
-enum { CLI_GO_ON = 256, CLI_OPT_NOT_MINE = 257 };
+enum { CLI_GO_ON = 256 };
+typedef int cli_step;
 
 /* The one mapping from a library code (a negative PGLOCK_E*) to an exit
  * status, for the codes a command has no story of its own for: 64 for
@@ -50,11 +58,11 @@ int cli_error(int code, const char *fmt, ...)
 void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "pglock: hint: MESSAGE\n" on stderr. */
 void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* cli_error(CLI_EXIT_USAGE, ...) followed by cli_try_help(command). */
 /* The candidate that word most likely misspells (at most two edits), or
  * NULL. */
 const char *cli_did_you_mean(const char *word, const char *const *candidates,
                              size_t n);
+/* cli_error(CLI_EXIT_USAGE, ...) followed by cli_try_help(command). */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* `Try "pglock COMMAND --help" for more information.` on stderr; returns
@@ -75,7 +83,7 @@ typedef struct cli_conn {
     const char *host;
     const char *port;
     const char *user;
-    const char *dbname;   /* a dbname, conninfo string or URI */
+    const char *dbname; /* a dbname, conninfo string or URI */
 } cli_conn;
 
 /* Fills keywords/values (room for 8 entries incl. the NULL terminator)
@@ -97,11 +105,11 @@ void cli_application_name(char buf[64], const char *command, const char *keys,
 struct cli_registry; /* the key registry, below */
 /* What a pglock application_name says (borrowed from it). */
 typedef struct cli_app_said {
-    const char *command;  /* "run", "lead" or "record" */
-    const char *keys;     /* KEYS, keys_len bytes (not NUL-terminated) */
+    const char *command; /* "run", "lead" or "record" */
+    const char *keys;    /* KEYS, keys_len bytes (not NUL-terminated) */
     size_t keys_len;
-    const char *host;     /* HOST to the end of the string; NULL: none */
-    int checked;          /* the check said yes to KEYS */
+    const char *host; /* HOST to the end of the string; NULL: none */
+    int checked;      /* the check said yes to KEYS */
 } cli_app_said;
 /* Whether text (a candidate KEYS, NUL-terminated) is the right one. */
 typedef int cli_app_check(const char *text, void *arg);
@@ -121,6 +129,14 @@ int cli_app_names_key(const char *text, const pglock_key *key,
  * and reg (key NULL: unchecked). */
 int cli_app_read_key(const char *app, const pglock_key *key,
                      const struct cli_registry *reg, cli_app_said *out);
+/* A lock holder's application_name, a run's or lead's: 1 when
+ * cli_app_read_key() reads it and, with key, its KEYS name key (a name
+ * is believed only if it hashes back to the key: application_name is cut
+ * at 63 bytes and non-ASCII bytes are rewritten, which changes the hash);
+ * else 0.  A --record connection's ("pglock record KEYS") is not one: it
+ * holds the run's history lock, not KEYS. */
+int cli_app_read_holder(const char *app, const pglock_key *key,
+                        const struct cli_registry *reg, cli_app_said *out);
 /* The host in app, a holder of key, into buf; NULL when it names none
  * (not pglock's, or written by an older pglock). */
 const char *cli_app_host(const char *app, const pglock_key *key,
@@ -154,40 +170,93 @@ PGresult *cli_query(PGconn *conn, const char *sql, int nparams,
 long cli_query_timeout_ms(PGconn *conn);
 
 /*
- * Options, declared once in tables (option_table.c): the parser and --help both
- * read them.  A table is an array ended by CLI_OPT_END; an entry without
- * long_name is a group heading (its help is the heading's text), and a
- * table that opens without one continues the group before it; an entry
- * without help is parsed but not shown.  Ids: a letter, or a command's
- * own from 256 up to 899; 900 and up are the shared ones below.
+ * Options, declared once (option_table.c, as libgit2's CLI declares its
+ * cli_opt_spec): each entry says what the option is, which field it
+ * fills and how it reads its value, and both the parser (cli_opt_parse())
+ * and --help read the same entries, so neither can drift from the other.
+ *
+ * A command's options live in one struct of its own, whose first member
+ * is a cli_common (the fields the shared options fill); an entry names
+ * its field by offsetof() in that struct (the shared ones: in
+ * cli_common).  A table is an array of entries ended by CLI_OPT_END; a
+ * command lists its tables in --help's order.  An entry without help is
+ * parsed but not shown.  Entries are written with designated initializers
+ * ({.type = CLI_OPT_FLAG, ...}), the rest of an entry zero.
  */
-enum { CLI_OPT_NO_VALUE, CLI_OPT_VALUE, CLI_OPT_OPTIONAL };
-#define CLI_OPT_HELP 1000    /* the id of -? and --help */
-#define CLI_OPT_DONE 0       /* cli_opt_next(): the options have ended */
-#define CLI_OPT_REFUSED 1001 /* cli_opt_next(): a usage error, printed */
-typedef struct cli_opt {
-    int id;                 /* what cli_opt_next() returns for it */
-    char short_name;        /* 0: long only */
-    const char *long_name;
-    int value;              /* CLI_OPT_NO_VALUE, _VALUE or _OPTIONAL */
-    const char *value_name; /* "DURATION", for --help */
-    const char *help;       /* lines separated by '\n' */
-} cli_opt;
-#define CLI_OPT_END {0, 0, NULL, 0, NULL, NULL}
+typedef enum cli_opt_type {
+    CLI_OPT_END = 0,  /* ends a table */
+    CLI_OPT_HEADING,  /* a group heading in --help: help is its text */
+    CLI_OPT_FLAG,     /* an int field set to 1 */
+    CLI_OPT_SET,      /* an int or enum field set to .set */
+    CLI_OPT_COUNT,    /* an int field, one more each time */
+    CLI_OPT_STRING,   /* a const char * field: the value as given */
+    CLI_OPT_DURATION, /* a long field: the value in ms, cli_parse_duration() */
+    CLI_OPT_INT,      /* an int field: decimal digits, .min to .max */
+    CLI_OPT_CHOICE,   /* an int or enum field: the value of the word given,
+                         one of .choices */
+    CLI_OPT_CALL,     /* .call reads the value (checks that need more than
+                         one field, or messages of their own) */
+    CLI_OPT_VERSION,  /* prints the version: the command ends, 0 */
+    CLI_OPT_HELP      /* prints the command's help: the command ends, 0 */
+} cli_opt_type;
 
-/*
- * The options that several commands share, each declared once, with one
+/* The fields that the shared options fill, first in every command's
+ * options. */
+typedef struct cli_common {
+    cli_conn conn;         /* -h -p -U -d */
+    const char *keys_file; /* --keys=FILE, or NULL: $PGLOCK_KEYS */
+    int json;              /* --json */
+} cli_common;
+
+/* Stated beside a command's options struct T: its cli_common comes
+ * first, where the shared options' offsets point. */
+#define CLI_COMMON_FIRST(T) \
+    _Static_assert(offsetof(T, common) == 0, #T ": cli_common comes first")
+
+/* One word of a CLI_OPT_CHOICE and the value it stands for. */
+typedef struct cli_opt_choice {
+    const char *word;
+    int value;
+} cli_opt_choice;
+
+typedef struct cli_opt cli_opt;
+/* A CLI_OPT_CALL's reader: command names the command (for messages),
+ * the field is cli_opt_field(o, target), value is NULL when none was
+ * given (an optional one, or an option without).  CLI_GO_ON, else the
+ * exit status (the usage error printed). */
+typedef cli_step cli_opt_call_fn(const char *command, const cli_opt *o,
+                                 cli_common *target, const char *value);
+
+struct cli_opt {
+    cli_opt_type type;
+    char short_name; /* 0: long only */
+    const char *long_name;
+    size_t field;           /* offsetof() the field in the command's options */
+    const char *value_name; /* "DURATION": the option takes a value; NULL:
+                               it takes none */
+    const char *help;       /* lines separated by '\n'; NULL: not shown */
+    int optional;           /* the value may be left out: --name[=VALUE] */
+    int *global;            /* the field is this global instead (only the
+                               output verbosity: cli_quiet, cli_verbosity) */
+    int set;                /* CLI_OPT_SET's value */
+    long min, max;          /* CLI_OPT_INT's range */
+    const cli_opt_choice *choices; /* CLI_OPT_CHOICE's words, ended by
+                                      {NULL, 0} */
+    cli_opt_call_fn *call;         /* CLI_OPT_CALL's reader */
+};
+
+/* The field o fills in target. */
+void *cli_opt_field(const cli_opt *o, cli_common *target);
+
+/* The options that several commands share, each declared once, with one
  * help text; a command lists the tables it takes, in its --help's order.
- *   cli_conn_opts     -h -p -U -d (ids 'h' 'p' 'U' 'd', cli_conn_option()),
- *                     under "Connection"
- *   cli_keys_opts     --keys=FILE (id CLI_OPT_KEYS), under "Key registry"
+ *   cli_conn_opts     -h -p -U -d (common.conn), under "Connection"
+ *   cli_keys_opts     --keys=FILE (common.keys_file), under "Key registry"
  *   cli_output_heading  the "Output" heading alone, for the next three:
- *   cli_json_opts     --json (id CLI_OPT_JSON)
- *   cli_quiet_opts    -q (id 'q': set cli_quiet)
- *   cli_verbose_opts  -v (id 'v': cli_verbosity++)
- *   cli_help_opts     -V and -?/--help, under "Other", last
- */
-enum { CLI_OPT_KEYS = 900, CLI_OPT_JSON };
+ *   cli_json_opts     --json (common.json)
+ *   cli_quiet_opts    -q (cli_quiet)
+ *   cli_verbose_opts  -v (cli_verbosity)
+ *   cli_help_opts     -V and -?/--help, under "Other", last */
 extern const cli_opt cli_conn_opts[];
 extern const cli_opt cli_keys_opts[];
 extern const cli_opt cli_output_heading[];
@@ -196,53 +265,43 @@ extern const cli_opt cli_quiet_opts[];
 extern const cli_opt cli_verbose_opts[];
 extern const cli_opt cli_help_opts[];
 
-typedef struct cli_opt_parser {
-    const char *command;
-    int argc;
-    char **argv;
-    const cli_opt *const *tables;
-    struct option longopts[48];
-    char shorts[96];
-    int at;           /* optind before the last getopt_long() */
-    int key_operands; /* set by a command whose operands are KEYs: a
-                         refused "-5" is then hinted at int:-5 */
-} cli_opt_parser;
+/* How a command reads its options. */
+enum {
+    /* options end at the first operand (run's KEY: what follows is the
+     * job's), and -?/--help counts only among them; otherwise operands
+     * and options may mix, and help is asked wherever it is before "--" */
+    CLI_OPT_STOP_AT_OPERAND = 1,
+    /* the operands are KEYs: a refused "-5" is hinted at int:-5 */
+    CLI_OPT_KEY_OPERANDS = 2
+};
+typedef struct cli_opt_command {
+    const char *name;             /* "status", for messages */
+    const cli_opt *const *tables; /* NULL-terminated, in --help's order */
+    /* prints the command's --help on stdout; target is the options */
+    void (*print_help)(const cli_common *target);
+    unsigned flags; /* CLI_OPT_STOP_AT_OPERAND, CLI_OPT_KEY_OPERANDS */
+} cli_opt_command;
 
-/* Prepares to parse argv[1..] against tables (NULL-terminated).
- * stop_at_operand: options end at the first operand (run's KEY), else
- * operands and options may mix.  0, or -1 if the tables are too big. */
-int cli_opt_init(cli_opt_parser *p, const char *command, int argc,
-                 char **argv, const cli_opt *const *tables,
-                 int stop_at_operand);
-/* The next option's id, its value in *value (NULL if none);
- * CLI_OPT_DONE when the options end (optind is then the first operand);
- * or CLI_OPT_REFUSED after printing the usage error (an unknown option, a
- * missing or unwanted value): the command then exits CLI_EXIT_USAGE. */
-int cli_opt_next(cli_opt_parser *p, const char **value);
+/* Reads the options of argv[1..] into target (the command's options,
+ * their defaults already set), as cmd declares them.  CLI_GO_ON with
+ * *operand the index of the first operand; else the exit status: 0
+ * after --help or --version, 64 after a usage error (printed: an unknown
+ * option, with "did you mean", a missing or unwanted value, a value its
+ * type refuses), 70 if the tables are too big. */
+cli_step cli_opt_parse(const cli_opt_command *cmd, int argc, char **argv,
+                       cli_common *target, int *operand);
+/* A CLI_OPT_DURATION's reading of value into *out_ms, for a
+ * CLI_OPT_CALL that reads one too: CLI_GO_ON, else the usage error's
+ * exit status ("invalid value for --NAME: ...", printed). */
+cli_step cli_opt_read_duration(const char *command, const cli_opt *o,
+                               const char *value, long *out_ms);
+/* 1 if -? or --help comes before any "--" in argv[1..]: help is asked
+ * for wherever it is, as PostgreSQL's tools do (how cli_opt_parse()
+ * reads help without CLI_OPT_STOP_AT_OPERAND). */
+int cli_opt_help_asked(int argc, char **argv);
 /* Prints the tables' entries: headings, then "  -x, --name=VALUE" with
  * the description in one column, for every command alike. */
 void cli_opt_help(FILE *out, const cli_opt *const *tables);
-
-/* Stores arg in conn if c is 'h', 'p', 'U' or 'd'.  Returns 1 if it was
- * one of them, else 0. */
-int cli_conn_option(cli_conn *conn, int c, const char *arg);
-/* 1 if -? or --help comes before any "--" in argv[1..]: help is asked
- * for wherever it is, as PostgreSQL's tools do. */
-int cli_help_asked(int argc, char **argv);
-/* The start of a one-shot command's options: print_help() and 0 when
- * help is asked for (cli_help_asked()), else cli_opt_init(p, ...,
- * stop_at_operand 0) and CLI_GO_ON. */
-int cli_opt_start(cli_opt_parser *p, const char *command, int argc,
-                  char **argv, const cli_opt *const *tables,
-                  void (*print_help)(void));
-/* What a command does with an option id its own switch leaves: -V prints
- * the version (0), CLI_OPT_REFUSED (the error already printed) is
- * CLI_EXIT_USAGE, -h -p -U -d go into conn (cli_conn_option()) and
- * anything else is ignored.  CLI_GO_ON, else the exit status. */
-int cli_shared_option(cli_conn *conn, int id, const char *value);
-/* Makes the next getopt_long() start afresh: main or a test may have used
- * getopt before. */
-void cli_getopt_reset(void);
 /* "pglock VERSION (libpglock VERSION, libpq N)" on stdout: -V, --version
  * of every command. */
 void cli_print_version(void);
@@ -268,16 +327,16 @@ const char *cli_holder_host(const pglock_holder *e,
 /* One phrase: cron-3 (backend pid 812, user app, client 10.0.0.5:41234,
  * "pglock run K on cron-3", held 41s to 2m13s); without a host, backend
  * pid 812 (user app, ...). */
-void cli_holder_describe(const pglock_holder *e,
-                         const struct cli_registry *reg, char *buf,
-                         size_t len);
+void cli_holder_describe(const pglock_holder *e, const struct cli_registry *reg,
+                         char *buf, size_t len);
 
 /* Parses a DURATION: "500ms", "30s", "5m", "2h" or plain integer seconds
  * ("30").  Strict: no sign, no spaces, no empty string, and at most
  * CLI_DURATION_MAX_MS (PostgreSQL's own timeouts stop there too), so that
  * sums of durations never overflow.  0 on success, -1 with one line in err. */
 #define CLI_DURATION_MAX_MS 2147483647L
-int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen);
+int cli_parse_duration(const char *text, long *out_ms, char *err,
+                       size_t errlen);
 /* s seconds for people, rounded, in at most two units: "41s" ("41.3s"
  * with tenths), "2m13s", "3h05m", "2d04h". */
 void cli_format_duration(double s, int tenths, char *buf, size_t len);
@@ -301,12 +360,14 @@ void cli_registry_free(cli_registry *reg);
 /* The file the registry came from, or NULL when none was given. */
 const char *cli_registry_origin(const cli_registry *reg);
 /* The key registered under name, or NULL. */
-const pglock_key *cli_registry_lookup(const cli_registry *reg, const char *name);
+const pglock_key *cli_registry_lookup(const cli_registry *reg,
+                                      const char *name);
 /* The registered name that name most likely misspells (as options and
  * commands, cli_did_you_mean()), or NULL. */
 const char *cli_registry_near(const cli_registry *reg, const char *name);
 /* The first name registered for key (compared by locktag), or NULL. */
-const char *cli_registry_name_of(const cli_registry *reg, const pglock_key *key);
+const char *cli_registry_name_of(const cli_registry *reg,
+                                 const pglock_key *key);
 /* Calls fn for each pair of names that share one key. */
 void cli_registry_collisions(const cli_registry *reg,
                              void (*fn)(const char *a, const char *b,

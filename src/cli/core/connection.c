@@ -46,8 +46,7 @@ void cli_conn_params(const cli_conn *conn, const char *application_name,
 PGconn *cli_connect(const cli_conn *conn, const char *application_name,
                     const char *client_encoding, pglock_error *err)
 {
-    return cli_connect_until(conn, application_name, client_encoding, -1,
-                             err);
+    return cli_connect_until(conn, application_name, client_encoding, -1, err);
 }
 
 PGconn *cli_connect_until(const cli_conn *conn, const char *application_name,
@@ -67,8 +66,7 @@ PGconn *cli_connect_until(const cli_conn *conn, const char *application_name,
     }
     /* No interrupt: these commands keep the default signal actions, so a
      * signal ends them at once (no lock of theirs to release). */
-    return pglock__connect_params(keywords, values, 1, deadline, -1,
-                                  err);
+    return pglock__connect_params(keywords, values, 1, deadline, -1, err);
 }
 
 /* libpq's second line for the two commonest failures, which it indents

@@ -13,14 +13,16 @@
  * days): callers add durations together (lease arithmetic, deadlines), and
  * a huge value must be refused, not wrap around.
  */
-int cli_parse_duration(const char *text, long *out_ms, char *err,
-                       size_t errlen)
+int cli_parse_duration(const char *text, long *out_ms, char *err, size_t errlen)
 {
     static const struct {
         const char *unit;
         long ms;
-    } units[] = {{"", 1000L}, {"ms", 1L}, {"s", 1000L},
-                 {"m", 60000L}, {"h", 3600000L}};
+    } units[] = {{"", 1000L},
+                 {"ms", 1L},
+                 {"s", 1000L},
+                 {"m", 60000L},
+                 {"h", 3600000L}};
     if (err && errlen)
         err[0] = '\0';
     if (!text || !*text) {
@@ -43,15 +45,16 @@ int cli_parse_duration(const char *text, long *out_ms, char *err,
     long frac = 0, frac_div = 1;
     size_t frac_at = i;
     if (text[i] == '.' && i > 0) {
-        for (i++; text[i] >= '0' && text[i] <= '9' && frac_div < 1000000000L; i++) {
+        for (i++; text[i] >= '0' && text[i] <= '9' && frac_div < 1000000000L;
+             i++) {
             frac = frac * 10 + (text[i] - '0');
             frac_div *= 10;
         }
     }
     const char *why = NULL;
     long scale = 0;
-    if (frac_at > 0 && text[frac_at] == '.' && (i == frac_at + 1 ||
-                                                (text[i] >= '0' && text[i] <= '9')))
+    if (frac_at > 0 && text[frac_at] == '.' &&
+        (i == frac_at + 1 || (text[i] >= '0' && text[i] <= '9')))
         why = i == frac_at + 1 ? "expected digits after the decimal point"
                                : "too many decimals";
     else if (i == 0)
@@ -87,7 +90,8 @@ char *cli_put_decimal(char *p, long long v, int min_digits)
 {
     char digits[24];
     int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                                 : (unsigned long long)v;
     do {
         digits[n++] = (char)('0' + u % 10);
         u /= 10;

@@ -22,7 +22,7 @@ void cli_holder_how_long(const pglock_holder *e, char *buf, size_t len)
     if (lower >= 0) {
         /* "min to max", or one of them when they read the same */
         cli_format_duration(lower, 0, min, sizeof min);
-        if (strcmp(min, max))
+        if (strcmp(min, max) != 0)
             snprintf(buf, len, "%s to %s", min, max);
         else
             snprintf(buf, len, "%s", max);
@@ -59,14 +59,17 @@ void cli_holder_describe(const pglock_holder *e, const cli_registry *reg,
                          char *buf, size_t len)
 {
     char app[80], user[80], client[80], how_long[64], host[80];
-    cli_echo_arg(e->application_name ? e->application_name : "?", 1, app, sizeof app);
+    cli_echo_arg(e->application_name ? e->application_name : "?", 1, app,
+                 sizeof app);
     cli_echo_arg(e->user ? e->user : "?", 0, user, sizeof user);
     cli_holder_client(e, client, sizeof client);
     cli_holder_how_long(e, how_long, sizeof how_long);
     /* The host first: it is what the reader asks. */
     if (cli_holder_host(e, reg, host, sizeof host))
-        snprintf(buf, len, "%s (backend pid %d, user %s, client %s, \"%s\", "
-                 "%s %s)", host, e->pid, user, client, app,
+        snprintf(buf, len,
+                 "%s (backend pid %d, user %s, client %s, \"%s\", "
+                 "%s %s)",
+                 host, e->pid, user, client, app,
                  e->granted ? "held" : "waiting", how_long);
     else
         snprintf(buf, len, "backend pid %d (user %s, client %s, \"%s\", %s %s)",

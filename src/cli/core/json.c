@@ -60,12 +60,24 @@ void json_write_string(FILE *out, const char *s)
             p++;
         } else if (c < 0x20 || c == 0x7F) {
             switch (c) {
-            case '\n': fputs("\\n", out); break;
-            case '\r': fputs("\\r", out); break;
-            case '\t': fputs("\\t", out); break;
-            case '\b': fputs("\\b", out); break;
-            case '\f': fputs("\\f", out); break;
-            default: fprintf(out, "\\u%04x", c); break;
+            case '\n':
+                fputs("\\n", out);
+                break;
+            case '\r':
+                fputs("\\r", out);
+                break;
+            case '\t':
+                fputs("\\t", out);
+                break;
+            case '\b':
+                fputs("\\b", out);
+                break;
+            case '\f':
+                fputs("\\f", out);
+                break;
+            default:
+                fprintf(out, "\\u%04x", c);
+                break;
             }
             p++;
         } else {
@@ -109,10 +121,22 @@ static void close_container(json_writer *w, char c)
         w->depth--;
 }
 
-void json_object_begin(json_writer *w, const char *key) { open_container(w, key, '{'); }
-void json_object_end(json_writer *w) { close_container(w, '}'); }
-void json_array_begin(json_writer *w, const char *key) { open_container(w, key, '['); }
-void json_array_end(json_writer *w) { close_container(w, ']'); }
+void json_object_begin(json_writer *w, const char *key)
+{
+    open_container(w, key, '{');
+}
+void json_object_end(json_writer *w)
+{
+    close_container(w, '}');
+}
+void json_array_begin(json_writer *w, const char *key)
+{
+    open_container(w, key, '[');
+}
+void json_array_end(json_writer *w)
+{
+    close_container(w, ']');
+}
 
 void json_string(json_writer *w, const char *key, const char *value)
 {

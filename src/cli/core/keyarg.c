@@ -20,15 +20,20 @@ int cli_parse_key(const char *text, const cli_registry *reg, pglock_key *out,
         const char *near = cli_registry_near(reg, name);
         if (err && errlen) {
             if (near)
-                snprintf(err, errlen, "unknown key \"@%.200s\": not in registry "
-                         "\"%.200s\" (did you mean \"@%.200s\"?)", name, origin,
-                         near);
+                snprintf(err, errlen,
+                         "unknown key \"@%.200s\": not in registry "
+                         "\"%.200s\" (did you mean \"@%.200s\"?)",
+                         name, origin, near);
             else if (origin)
-                snprintf(err, errlen, "unknown key \"@%.200s\": not in registry "
-                         "\"%.200s\"", name, origin);
+                snprintf(err, errlen,
+                         "unknown key \"@%.200s\": not in registry "
+                         "\"%.200s\"",
+                         name, origin);
             else
-                snprintf(err, errlen, "unknown key \"@%.200s\": no registry "
-                         "given (use --keys FILE or PGLOCK_KEYS)", name);
+                snprintf(err, errlen,
+                         "unknown key \"@%.200s\": no registry "
+                         "given (use --keys FILE or PGLOCK_KEYS)",
+                         name);
         }
         return -1;
     }

@@ -1,17 +1,58 @@
 /* Error and progress output shared by every subcommand. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "cli.h"
 
 int cli_quiet;
 int cli_verbosity;
 
+/* Writes "HEAD" + the formatted message + a newline to stderr in one
+ * write(): several pglock processes often share one stderr (a cron line
+ * racing on one host, a test's background jobs), and a line written in
+ * pieces (prefix, body, newline) came out interleaved with another's. */
+static void print_line(const char *head, const char *fmt, va_list ap)
+{
+    char small[1024];
+    char *line = small;
+    size_t room = sizeof small;
+    va_list again;
+    va_copy(again, ap);
+    int h = snprintf(small, room, "%s", head);
+    int b = vsnprintf(small + h, room - (size_t)h, fmt, ap);
+    if (b >= 0 && (size_t)(h + b) + 2 > room) {
+        room = (size_t)(h + b) + 2;
+        char *big = malloc(room);
+        if (big) {
+            line = big;
+            memcpy(line, head, (size_t)h);
+            vsnprintf(line + h, room - (size_t)h, fmt, again);
+        }
+    }
+    va_end(again);
+    size_t len = b < 0 ? (size_t)h : strnlen(line, room - 1);
+    line[len++] = '\n';
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(STDERR_FILENO, line + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    if (line != small)
+        free(line);
+}
+
 static void print_prefixed(const char *kind, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "pglock: %s: ", kind);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char head[32];
+    snprintf(head, sizeof head, "pglock: %s: ", kind);
+    print_line(head, fmt, ap);
 }
 
 int cli_error(int code, const char *fmt, ...)
@@ -60,9 +101,7 @@ void cli_notice(const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("pglock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    print_line("pglock: ", fmt, ap);
     va_end(ap);
 }
 
@@ -92,10 +131,11 @@ void cli_verbose(const char *fmt, ...)
     localtime_r(&ts.tv_sec, &tm);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
-    fprintf(stderr, "pglock: %s.%03ld ", stamp, ts.tv_nsec / 1000000L);
+    char head[64];
+    snprintf(head, sizeof head, "pglock: %s.%03ld ", stamp,
+             ts.tv_nsec / 1000000L);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    print_line(head, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }

@@ -183,8 +183,7 @@ int cli_registry_parse(cli_registry **out, const char *text, size_t len,
         char *nl = memchr(p, '\n', (size_t)(end - p));
         char *stop = nl ? nl : end;
         if (memchr(p, '\0', (size_t)(stop - p))) {
-            fail(err, errlen, reg->origin, lineno, "contains a NUL byte",
-                 NULL);
+            fail(err, errlen, reg->origin, lineno, "contains a NUL byte", NULL);
             cli_registry_free(reg);
             return -1;
         }
@@ -200,8 +199,7 @@ int cli_registry_parse(cli_registry **out, const char *text, size_t len,
 }
 
 /* Reads a whole file into a malloc'd buffer. */
-static char *read_file(const char *path, size_t *len, char *err,
-                       size_t errlen)
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -288,8 +286,7 @@ const char *cli_registry_origin(const cli_registry *reg)
     return reg ? reg->origin : NULL;
 }
 
-const pglock_key *cli_registry_lookup(const cli_registry *reg,
-                                      const char *name)
+const pglock_key *cli_registry_lookup(const cli_registry *reg, const char *name)
 {
     const entry *e = name ? find(reg, name) : NULL;
     return e ? &e->key : NULL;
@@ -309,8 +306,7 @@ const char *cli_registry_near(const cli_registry *reg, const char *name)
     return near;
 }
 
-const char *cli_registry_name_of(const cli_registry *reg,
-                                 const pglock_key *key)
+const char *cli_registry_name_of(const cli_registry *reg, const pglock_key *key)
 {
     for (size_t i = 0; reg && key && i < reg->count; i++)
         if (cli_same_lock(&reg->entries[i].key, key))

@@ -16,6 +16,5 @@ int cli_same_lock(const pglock_key *a, const pglock_key *b)
     if (ra == PGLOCK_OK || rb == PGLOCK_OK)
         return 0;
     return a->kind == b->kind && a->seed == b->seed && a->name && b->name &&
-           a->name_len == b->name_len &&
-           !memcmp(a->name, b->name, a->name_len);
+           a->name_len == b->name_len && !memcmp(a->name, b->name, a->name_len);
 }

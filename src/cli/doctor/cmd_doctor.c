@@ -6,16 +6,18 @@
  * doctor is meant to run through a pooler, where a SET would leak to the
  * pool's other clients.
  */
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bounded_conn.h"
 #include "cli.h"
 #include "doctor_hosts.h"
+#include "doctor_lease.h"
 #include "doctor_tls.h"
 #include "history.h"
 #include "json.h"
+#include "run.h"
 
 #define MAX_FINDINGS 24
 #define PROBE_TIMEOUT_MS 3000
@@ -79,10 +81,28 @@ static const char facts_sql[] =
     " pg_has_role(current_user, 'pg_signal_backend', 'USAGE')";
 
 enum {
-    F_PID, F_RECOVERY, F_VERSION, F_VERSION_NUM, F_MAX_LOCKS, F_MAX_CONN,
-    F_MAX_PREPARED, F_ADVISORY, F_LOCKS, F_UNIX, F_KA_IDLE, F_KA_INTERVAL,
-    F_KA_COUNT, F_IDLE_SESSION, F_IDLE_XACT, F_STATEMENT, F_LOCK_TIMEOUT,
-    F_USER, F_SUPER, F_READ_STATS, F_SIGNAL, F_NCOLS
+    F_PID,
+    F_RECOVERY,
+    F_VERSION,
+    F_VERSION_NUM,
+    F_MAX_LOCKS,
+    F_MAX_CONN,
+    F_MAX_PREPARED,
+    F_ADVISORY,
+    F_LOCKS,
+    F_UNIX,
+    F_KA_IDLE,
+    F_KA_INTERVAL,
+    F_KA_COUNT,
+    F_IDLE_SESSION,
+    F_IDLE_XACT,
+    F_STATEMENT,
+    F_LOCK_TIMEOUT,
+    F_USER,
+    F_SUPER,
+    F_READ_STATS,
+    F_SIGNAL,
+    F_NCOLS
 };
 
 static const char *val(const PGresult *res, int col)
@@ -96,40 +116,26 @@ static int is_true(const PGresult *res, int col)
     return v && v[0] == 't';
 }
 
-static void first_line(const char *msg, char *buf, size_t len)
-{
-    if (!msg || !*msg)
-        msg = "unknown error";
-    snprintf(buf, len, "%.*s", (int)strcspn(msg, "\n"), msg);
-}
-
 /* ------------------------------------------------ the pooler probe */
 
 /*
  * Waits up to timeout_ms for the whole answer to the query in flight on
- * conn.  Returns the last result (caller clears), or NULL on timeout or a
- * dead connection (*timed_out says which).
+ * conn, without a cancel: after a timeout the query is still in flight,
+ * to wait for again or to close.  Returns the last result (caller
+ * clears), or NULL on timeout (*timed_out) or a connection lost before
+ * the server said why.
  */
 static PGresult *answer_within(PGconn *conn, int timeout_ms, int *timed_out)
 {
-    *timed_out = 0;
-    int64_t deadline = pglock_now_ms() + timeout_ms;
-    while (PQisBusy(conn)) {
-        int64_t left = deadline - pglock_now_ms();
-        if (left <= 0) {
-            *timed_out = 1;
-            return NULL;
-        }
-        struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
-        if (poll(&p, 1, (int)left) < 0 || !PQconsumeInput(conn))
-            return NULL;
+    pglock__wait_end end;
+    PGresult *res = pglock__answer_until(conn, pglock__deadline(timeout_ms, 0),
+                                         &end);
+    *timed_out = end == PGLOCK__WAIT_ABANDONED;
+    if (*timed_out) {
+        PQclear(res);
+        return NULL;
     }
-    PGresult *last = NULL, *res;
-    while ((res = PQgetResult(conn)) != NULL) {
-        PQclear(last);
-        last = res;
-    }
-    return last;
+    return res;
 }
 
 /* Sends sql (no parameters) and waits as answer_within(). */
@@ -158,8 +164,7 @@ static int pid_of(PGresult *res)
  * hands backends out per transaction.  A refused BEGIN means statement
  * mode.  Anything else cannot be told apart from session mode.
  */
-static void probe_pool_mode(report *r, PGconn *a, int a_pid,
-                            const cli_conn *cc)
+static void probe_pool_mode(report *r, PGconn *a, int a_pid, const cli_conn *cc)
 {
     static const char session_fix[] =
         "through a transaction-mode pooler use transaction locks only "
@@ -174,7 +179,8 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
             err.message);
         return;
     }
-    PGresult *res = exec_within(b, "BEGIN READ ONLY", PROBE_TIMEOUT_MS, &timed_out);
+    PGresult *res = exec_within(b, "BEGIN READ ONLY", PROBE_TIMEOUT_MS,
+                                &timed_out);
     if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
         /* PgBouncer ends the connection with a FATAL saying so */
         if ((res && strstr(PQresultErrorMessage(res), "statement pooling")) ||
@@ -197,7 +203,8 @@ static void probe_pool_mode(report *r, PGconn *a, int a_pid,
     int b_pid = pid_of(res = exec_within(b, "SELECT pg_backend_pid()",
                                          PROBE_TIMEOUT_MS, &timed_out));
     PQclear(res);
-    res = exec_within(a, "SELECT pg_backend_pid()", PROBE_TIMEOUT_MS, &timed_out);
+    res = exec_within(a, "SELECT pg_backend_pid()", PROBE_TIMEOUT_MS,
+                      &timed_out);
     int a_waited = timed_out;
     int a_pid2 = pid_of(res);
     PQclear(res);
@@ -233,7 +240,8 @@ static void check_version(report *r, const PGresult *res)
     if (num >= 140000)
         add(r, "server_version", OK, NULL,
             "PostgreSQL %s: leases (idle_session_timeout) and "
-            "pg_locks.waitstart are available (14 or newer)", v);
+            "pg_locks.waitstart are available (14 or newer)",
+            v);
     else
         add(r, "server_version", PROBLEM,
             "upgrade to PostgreSQL 14 or newer; until then run pglock run "
@@ -241,8 +249,8 @@ static void check_version(report *r, const PGresult *res)
             "PostgreSQL %s: no idle_session_timeout (14), so pglock run and "
             "lead refuse session locks here; --mode=xact works (its lease is "
             "idle_in_transaction_session_timeout), and pglock status has no "
-            "pg_locks.waitstart%s", v,
-            num < 110000 ? "; sha256() for text keys in SQL needs 11" : "");
+            "pg_locks.waitstart%s",
+            v, num < 110000 ? "; sha256() for text keys in SQL needs 11" : "");
 }
 
 static void check_standby(report *r, const PGresult *res)
@@ -254,7 +262,8 @@ static void check_standby(report *r, const PGresult *res)
             "the server is a standby (in recovery): advisory locks are not "
             "replicated, so a lock taken here excludes nobody on the primary");
     else
-        add(r, "standby", OK, NULL, "the server is a primary (not in recovery)");
+        add(r, "standby", OK, NULL,
+            "the server is a primary (not in recovery)");
 }
 
 /* A multi-host conninfo: each host's role; two primaries is a split brain
@@ -287,7 +296,8 @@ static void check_hosts(report *r, const doctor_host *h, int n)
                       : "promote a standby, or point pglock at the primary",
             "%s primary among the hosts doctor could reach (%s)", many, list);
     else
-        add(r, "hosts", OK, NULL, "one primary among the hosts listed (%s)", list);
+        add(r, "hosts", OK, NULL, "one primary among the hosts listed (%s)",
+            list);
 }
 
 static void check_lock_table(report *r, const PGresult *res)
@@ -304,8 +314,9 @@ static void check_lock_table(report *r, const PGresult *res)
     else if (locks * 2 >= floor)
         s = WARNING;
     add(r, "lock_table", s,
-        s == OK ? NULL : "raise max_locks_per_transaction (needs a restart), "
-                         "or hold fewer locks",
+        s == OK ? NULL
+                : "raise max_locks_per_transaction (needs a restart), "
+                  "or hold fewer locks",
         "room for at least %ld locks (max_locks_per_transaction %ld x "
         "(max_connections %ld + max_prepared_transactions %ld); a floor, "
         "not a ceiling: spare shared memory and other backend slots add "
@@ -328,7 +339,8 @@ static void check_keepalives(report *r, const PGresult *res, PGconn *conn,
     const char *host = PQhost(conn);
     char client[200] = "";
     if (pooled)
-        snprintf(client, sizeof client, "; this client's link to the pooler "
+        snprintf(client, sizeof client,
+                 "; this client's link to the pooler "
                  "is %s (its keepalives are the pooler's own settings, which "
                  "doctor cannot read)",
                  host && host[0] == '/' ? "a Unix-domain socket" : "TCP");
@@ -336,7 +348,8 @@ static void check_keepalives(report *r, const PGresult *res, PGconn *conn,
         if (pooled)
             add(r, "keepalives", OK, NULL,
                 "the pooler's link to the server is a Unix-domain socket: "
-                "TCP keepalives do not apply to it%s", client);
+                "TCP keepalives do not apply to it%s",
+                client);
         else
             add(r, "keepalives", OK, NULL,
                 "this client's link to the server is a Unix-domain socket: "
@@ -354,20 +367,20 @@ static void check_keepalives(report *r, const PGresult *res, PGconn *conn,
             "the server; pglock run sets its own lease and keepalives",
             "%s: tcp_keepalives_idle %s s (0 = the kernel's default, usually "
             "2 h), interval %s s, count %s: a client that vanishes without "
-            "closing its connection keeps its locks that long%s", link,
-            idle ? idle : "?", val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
+            "closing its connection keeps its locks that long%s",
+            link, idle ? idle : "?",
+            val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
             val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?", client);
     else
         add(r, "keepalives", OK, NULL,
             "%s: tcp_keepalives_idle %s s, interval %s s, count %s: a vanished "
-            "client's locks are freed within minutes%s", link,
-            idle, val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
+            "client's locks are freed within minutes%s",
+            link, idle, val(res, F_KA_INTERVAL) ? val(res, F_KA_INTERVAL) : "?",
             val(res, F_KA_COUNT) ? val(res, F_KA_COUNT) : "?", client);
 }
 
 static void check_timeout(report *r, const PGresult *res, int col,
-                          const char *name, const char *effect,
-                          const char *fix)
+                          const char *name, const char *effect, const char *fix)
 {
     const char *v = val(res, col);
     if (!v)
@@ -375,7 +388,8 @@ static void check_timeout(report *r, const PGresult *res, int col,
     else if (is_zero(v))
         add(r, name, OK, NULL, "%s is 0 (off) for this role", name);
     else
-        add(r, name, WARNING, fix, "%s is %s for this role: %s", name, v, effect);
+        add(r, name, WARNING, fix, "%s is %s for this role: %s", name, v,
+            effect);
 }
 
 static void check_timeouts(report *r, const PGresult *res)
@@ -404,8 +418,7 @@ static void check_timeouts(report *r, const PGresult *res)
 
 /* "GRANT role TO user", the user written as an SQL identifier: in double
  * quotes, each '"' doubled, so that the hint can be pasted as it is. */
-static void grant_fix(char *fix, size_t len, const char *role,
-                      const char *user)
+static void grant_fix(char *fix, size_t len, const char *role, const char *user)
 {
     int n = snprintf(fix, len, "GRANT %s TO \"", role);
     if (n < 0 || (size_t)n + 2 > len) {
@@ -429,7 +442,8 @@ static void check_privileges(report *r, const PGresult *res, int want_record)
     const char *user = val(res, F_USER);
     int super = is_true(res, F_SUPER);
     severity lacking = want_record ? OK : WARNING;
-    const char *not_needed = want_record ? " (recording runs does not need it)" : "";
+    const char *not_needed = want_record ? " (recording runs does not need it)"
+                                         : "";
     char fix[256];
     if (super || is_true(res, F_READ_STATS))
         add(r, "see_sessions", OK, NULL,
@@ -439,8 +453,8 @@ static void check_privileges(report *r, const PGresult *res, int want_record)
         grant_fix(fix, sizeof fix, "pg_read_all_stats", user);
         add(r, "see_sessions", lacking, fix,
             "role \"%s\" cannot see other roles' sessions: pglock status "
-            "shows their locks without client, state or times%s", user,
-            not_needed);
+            "shows their locks without client, state or times%s",
+            user, not_needed);
     }
     if (super || is_true(res, F_SIGNAL))
         add(r, "signal_backends", OK, NULL,
@@ -450,7 +464,8 @@ static void check_privileges(report *r, const PGresult *res, int want_record)
         grant_fix(fix, sizeof fix, "pg_signal_backend", user);
         add(r, "signal_backends", lacking, fix,
             "role \"%s\" cannot end another role's stuck holder with "
-            "pg_terminate_backend()%s", user, not_needed);
+            "pg_terminate_backend()%s",
+            user, not_needed);
     }
 }
 
@@ -465,13 +480,15 @@ static void check_history(report *r, PGconn *conn, const char *user,
                           int want_record)
 {
     int timed_out;
-    PGresult *p = exec_within(conn, history_probe_sql, PROBE_TIMEOUT_MS, &timed_out);
+    PGresult *p = exec_within(conn, history_probe_sql, PROBE_TIMEOUT_MS,
+                              &timed_out);
     if (PQresultStatus(p) != PGRES_TUPLES_OK || PQntuples(p) != 1 ||
         PQnfields(p) < 5) {
         char msg[300];
-        first_line(p ? PQresultErrorMessage(p) : timed_out ? "no answer in time"
-                                                            : PQerrorMessage(conn),
-                   msg, sizeof msg);
+        doctor_first_line(msg, sizeof msg,
+                          p           ? PQresultErrorMessage(p)
+                          : timed_out ? "no answer in time"
+                                      : PQerrorMessage(conn));
         if (want_record)
             add(r, "run_history", PROBLEM, NULL,
                 "could not read the run history's catalog: %s", msg);
@@ -480,38 +497,51 @@ static void check_history(report *r, PGconn *conn, const char *user,
     }
     if (!is_true(p, 0)) {
         if (want_record)
-            add(r, "run_history", PROBLEM, "pglock init (once, as a role "
-                "that may create a schema)", "no run history in database "
-                "\"%s\": --record would exit 69", PQdb(conn));
+            add(r, "run_history", PROBLEM,
+                "pglock init (once, as a role "
+                "that may create a schema)",
+                "no run history in database "
+                "\"%s\": --record would exit 69",
+                PQdb(conn));
         PQclear(p);
         return;
     }
     const char *v = val(p, 1);
     if (!v || atoi(v) != HISTORY_SCHEMA_VERSION) {
-        add(r, "run_history", PROBLEM, "pglock init, with this version of "
-            "pglock", "pglock.runs has schema version %s; this pglock "
-            "reads version %d", v ? v : "(none)", HISTORY_SCHEMA_VERSION);
+        add(r, "run_history", PROBLEM,
+            "pglock init, with this version of "
+            "pglock",
+            "pglock.runs has schema version %s; this pglock "
+            "reads version %d",
+            v ? v : "(none)", HISTORY_SCHEMA_VERSION);
         PQclear(p);
         return;
     }
     add(r, "run_history", OK, NULL, "pglock.runs, schema version %s", v);
     int record = is_true(p, 2), read = is_true(p, 3), prune = is_true(p, 4);
     char fix[256];
-    snprintf(fix, sizeof fix, "pglock init --%s='%s' prints the GRANTs "
-             "(--apply runs them)", !record ? "recorder" : "pruner", user);
+    snprintf(fix, sizeof fix,
+             "pglock init --%s='%s' prints the GRANTs "
+             "(--apply runs them)",
+             !record ? "recorder" : "pruner", user);
     if (record && read && prune)
-        add(r, "history_grants", OK, NULL, "role \"%s\" may record, read "
-            "and prune runs", user);
+        add(r, "history_grants", OK, NULL,
+            "role \"%s\" may record, read "
+            "and prune runs",
+            user);
     else if (want_record && record)
         /* the recorder's grants (pglock init --recorder): all its job needs */
-        add(r, "history_grants", OK, NULL, "role \"%s\" may record runs%s; "
+        add(r, "history_grants", OK, NULL,
+            "role \"%s\" may record runs%s; "
             "pruning them is another role's job (pglock init --pruner)",
             user, read ? " and read them" : "");
     else
         /* Without --record the role's job is not known: only a role that
          * may do nothing with the history is warned. */
         add(r, "history_grants",
-            want_record ? PROBLEM : record || read || prune ? OK : WARNING,
+            want_record               ? PROBLEM
+            : record || read || prune ? OK
+                                      : WARNING,
             fix, "role \"%s\" may not %s%s%s%s%s", user,
             record ? "" : "record runs (USAGE, SELECT, INSERT, UPDATE)",
             !record && !read ? ", " : "",
@@ -587,73 +617,174 @@ static void print_json(const report *r, PGconn *conn, const doctor_host *hosts,
 
 /* ------------------------------------------------ the command */
 
-enum { OPT_RECORD = 300 };
+typedef struct doctor_options {
+    cli_common common; /* first: the shared options' fields */
+    int record;
+    doctor_promotion promo; /* lease_ms -1 until given or defaulted */
+} doctor_options;
+CLI_COMMON_FIRST(doctor_options);
 
 static const cli_opt doctor_opts[] = {
-    {0, 0, NULL, 0, NULL, "Options:"},
-    {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
-     "check the run history for --record (else only when\n"
-     "pglock.runs exists)"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "Options:"},
+    {.type = CLI_OPT_FLAG,
+     .long_name = "record",
+     .field = offsetof(doctor_options, record),
+     .help = "check the run history for --record (else only when\n"
+             "pglock.runs exists)"},
+    {.type = CLI_OPT_DURATION,
+     .long_name = "promotion-after",
+     .field = offsetof(doctor_options, promo.promotion_ms),
+     .value_name = "DURATION",
+     .help = "check run's and lead's lease against the HA\n"
+             "manager's earliest promotion after a silent\n"
+             "primary death (Patroni: ttl - loop_wait)"},
+    {.type = CLI_OPT_DURATION,
+     .long_name = "lease",
+     .field = offsetof(doctor_options, promo.lease_ms),
+     .value_name = "DURATION",
+     .help = "the lease to check, as run takes it (default 20s)"},
+    {.type = CLI_OPT_DURATION,
+     .long_name = "kill-after",
+     .field = offsetof(doctor_options, promo.kill_after_ms),
+     .value_name = "DURATION",
+     .help = "the kill-after to check, as run takes it"},
+    {.type = CLI_OPT_END}};
 
 static const cli_opt *const doctor_tables[] = {
-    doctor_opts, cli_output_heading, cli_json_opts, cli_conn_opts,
-    cli_help_opts, NULL};
+    doctor_opts,   cli_output_heading, cli_json_opts,
+    cli_conn_opts, cli_help_opts,      NULL};
 
-static void print_help(void)
+static void print_help(const cli_common *target)
 {
-    printf("pglock doctor checks the server and the path to it.\n\n"
-           "Usage:\n"
-           "  pglock doctor [OPTION]...\n\n"
-           "Each finding is ok, warning or problem, with the reason and the fix.\n"
-           "Only read-only statements are sent (safe through a pooler).\n\n");
+    (void)target;
+    printf(
+        "pglock doctor checks the server and the path to it.\n\n"
+        "Usage:\n"
+        "  pglock doctor [OPTION]...\n\n"
+        "Each finding is ok, warning or problem, with the reason and the fix.\n"
+        "Only read-only statements are sent (safe through a pooler).\n\n");
     cli_opt_help(stdout, doctor_tables);
     printf("\nExit status: 0 with no problem, 1 with a problem, 64 for bad\n"
            "options, 69 when it could not connect.\n"
            "See pglock-doctor(1).\n");
 }
 
+/* Connects and reads facts_sql's one row: CLI_GO_ON with *conn and
+ * *res (the caller's to free), else the exit status, its error printed
+ * and nothing left open. */
+static cli_step read_facts(const cli_conn *cc, PGconn **conn, PGresult **res)
+{
+    pglock_error err = {0};
+    *res = NULL;
+    *conn = cli_connect(cc, "pglock doctor", NULL, &err);
+    if (!*conn)
+        return cli_connect_error(&err, NULL);
+    *res = cli_query(*conn, facts_sql, 0, NULL, &err);
+    if (PQresultStatus(*res) == PGRES_TUPLES_OK && PQntuples(*res) == 1 &&
+        PQnfields(*res) == F_NCOLS)
+        return CLI_GO_ON;
+    char msg[512];
+    doctor_first_line(msg, sizeof msg,
+                      !*res ? err.message
+                      : PQresultErrorMessage(*res)[0]
+                          ? PQresultErrorMessage(*res)
+                          : PQerrorMessage(*conn));
+    /* No answer, an error, a lost connection: unavailable.  An answer of
+     * the wrong shape is ours to fix. */
+    int ours = PQresultStatus(*res) == PGRES_TUPLES_OK;
+    PQclear(*res);
+    PQfinish(*conn);
+    *res = NULL;
+    *conn = NULL;
+    return cli_error(ours ? CLI_EXIT_SOFTWARE : CLI_EXIT_UNAVAILABLE,
+                     "could not read the server's settings: %s", msg);
+}
+
+/* Whether a pooler is in the path (libpq's backend pid is not the
+ * server's), with its findings: the pooler, its pool mode, its waiters.
+ * 1 if one is, else 0. */
+static int check_pooler(report *r, PGconn *conn, const PGresult *res,
+                        const cli_conn *cc)
+{
+    int protocol_pid = PQbackendPID(conn);
+    int sql_pid = atoi(val(res, F_PID));
+    if (protocol_pid == sql_pid) {
+        add(r, "pooler", OK, NULL,
+            "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
+            "both %d",
+            sql_pid);
+        return 0;
+    }
+    /* The setup docs/deployment.md recommends: run and lead (--mode=auto)
+     * hold their locks in a transaction here.  PgBouncer's backend pid is
+     * a random 32-bit cancel key: unsigned, as in run. */
+    add(r, "pooler", OK, NULL,
+        "a pooler is in the path (PQbackendPID() %u is not the server's "
+        "pg_backend_pid() %d): pglock run and lead hold their locks in a "
+        "transaction here (--mode=auto, the default); session locks are "
+        "refused",
+        (unsigned)protocol_pid, sql_pid);
+    probe_pool_mode(r, conn, sql_pid, cc);
+    add(r, "pooled_waiters", WARNING,
+        "wait with a timeout (or --try), and size the pool above the number "
+        "of clients that may wait at once",
+        "each client waiting for a lock holds a pooled server connection for "
+        "its whole wait: enough waiters exhaust the pool and stall every "
+        "other client");
+    return 1;
+}
+
+static const cli_opt_command doctor_command = {"doctor", doctor_tables,
+                                               print_help, 0};
+
+/* CLI_GO_ON, else the exit status. */
+static cli_step parse_options(int argc, char **argv, doctor_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->promo = (doctor_promotion){-1, -1, -1};
+    int operand;
+    cli_step step = cli_opt_parse(&doctor_command, argc, argv, &o->common,
+                                  &operand);
+    if (step != CLI_GO_ON)
+        return step;
+    if (operand < argc)
+        return cli_usage_error("doctor", "unexpected argument \"%s\"",
+                               argv[operand]);
+    if ((o->promo.lease_ms >= 0 || o->promo.kill_after_ms >= 0) &&
+        o->promo.promotion_ms < 0)
+        return cli_usage_error("doctor", "--lease and --kill-after are checked "
+                                         "against --promotion-after, which is "
+                                         "missing");
+    if (o->promo.lease_ms < 0)
+        o->promo.lease_ms = RUN_LEASE_DEFAULT_MS;
+    return CLI_GO_ON;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
-    cli_conn cc = {0};
-    int json = 0, record = 0, id;
-    cli_opt_parser p;
-    const char *value;
-    int rc = cli_opt_start(&p, "doctor", argc, argv, doctor_tables, print_help);
-    if (rc != CLI_GO_ON)
-        return rc;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_JSON)
-            json = 1;
-        else if (id == OPT_RECORD)
-            record = 1;
-        else if ((rc = cli_shared_option(&cc, id, value)) != CLI_GO_ON)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage_error("doctor", "unexpected argument \"%s\"", argv[optind]);
+    doctor_options o;
+    cli_step step = parse_options(argc, argv, &o);
+    if (step != CLI_GO_ON)
+        return step;
+    cli_conn cc = o.common.conn;
+    doctor_promotion promo = o.promo;
+    const int json = o.common.json, record = o.record;
+    /* The lease check is arithmetic: its bad input is refused before any
+     * connection. */
+    char promo_reason[sizeof((finding *)0)->reason];
+    char promo_fix[sizeof promo_reason];
+    int promo_fits = 0;
+    if (promo.promotion_ms >= 0 &&
+        doctor_promotion_check(&promo, &promo_fits, promo_reason,
+                               sizeof promo_reason, promo_fix,
+                               sizeof promo_fix) < 0)
+        return cli_usage_error("doctor", "%s", promo_reason);
 
-    char msg[512];
-    pglock_error err = {0};
-    PGconn *conn = cli_connect(&cc, "pglock doctor", NULL, &err);
-    if (!conn)
-        return cli_connect_error(&err, NULL);
-    int protocol_pid = PQbackendPID(conn);
-    PGresult *res = cli_query(conn, facts_sql, 0, NULL, &err);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
-        PQnfields(res) != F_NCOLS) {
-        first_line(!res                            ? err.message
-                   : PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
-                                                  : PQerrorMessage(conn),
-                   msg, sizeof msg);
-        /* No answer, an error, a lost connection: unavailable.  An
-         * answer of the wrong shape is ours to fix. */
-        int ours = PQresultStatus(res) == PGRES_TUPLES_OK;
-        PQclear(res);
-        PQfinish(conn);
-        return cli_error(ours ? CLI_EXIT_SOFTWARE : CLI_EXIT_UNAVAILABLE,
-                         "could not read the server's settings: %s", msg);
-    }
+    PGconn *conn;
+    PGresult *res;
+    step = read_facts(&cc, &conn, &res);
+    if (step != CLI_GO_ON)
+        return step;
 
     report r;
     memset(&r, 0, sizeof r);
@@ -663,37 +794,18 @@ int cmd_doctor(int argc, char **argv)
     int nhosts = doctor_hosts(conn, hosts, DOCTOR_MAX_HOSTS);
     if (nhosts > 1)
         check_hosts(&r, hosts, nhosts);
-    int sql_pid = atoi(val(res, F_PID));
-    if (protocol_pid == sql_pid) {
-        add(&r, "pooler", OK, NULL,
-            "no pooler in the path: PQbackendPID() and pg_backend_pid() are "
-            "both %d", sql_pid);
-    } else {
-        /* The setup docs/deployment.md recommends: run and lead (--mode=auto)
-         * hold their locks in a transaction here.  PgBouncer's backend
-         * pid is a random 32-bit cancel key: unsigned, as in run. */
-        add(&r, "pooler", OK, NULL,
-            "a pooler is in the path (PQbackendPID() %u is not the "
-            "server's pg_backend_pid() %d): pglock run and lead hold their "
-            "locks in a transaction here (--mode=auto, the default); "
-            "session locks are refused",
-            (unsigned)protocol_pid, sql_pid);
-        probe_pool_mode(&r, conn, sql_pid, &cc);
-        add(&r, "pooled_waiters", WARNING,
-            "wait with a timeout (or --try), and size the pool above the "
-            "number of clients that may wait at once",
-            "each client waiting for a lock holds a pooled server connection "
-            "for its whole wait: enough waiters exhaust the pool and stall "
-            "every other client");
-    }
+    int pooled = check_pooler(&r, conn, res, &cc);
     char tls[sizeof r.f[0].reason];
     doctor_tls(conn, tls, sizeof tls);
     add(&r, "tls", OK, NULL, "%s", tls);
     check_lock_table(&r, res);
-    check_keepalives(&r, res, conn, protocol_pid != sql_pid);
+    check_keepalives(&r, res, conn, pooled);
     check_timeouts(&r, res);
     check_privileges(&r, res, record);
     check_history(&r, conn, val(res, F_USER), record);
+    if (promo.promotion_ms >= 0)
+        add(&r, "promotion", promo_fits ? OK : PROBLEM, promo_fix, "%s",
+            promo_reason);
 
     if (json)
         print_json(&r, conn, hosts, nhosts);

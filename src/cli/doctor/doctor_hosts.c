@@ -15,16 +15,17 @@
 #include <string.h>
 #include "bounded_conn.h"
 #include "cli.h"
+#include "error_text.h"
 #include "conninfo_rules.h"
 #include "doctor_hosts.h"
 
 #define CONNINFO_MAX_OPTIONS 64
 
-static void first_line(char *buf, size_t len, const char *msg)
+void doctor_first_line(char *buf, size_t len, const char *msg)
 {
-    if (!msg || !*msg)
-        msg = "unknown error";
-    snprintf(buf, len, "%.*s", (int)strcspn(msg, "\n"), msg);
+    pglock__first_line(buf, len, msg);
+    if (len > 0 && !*buf)
+        snprintf(buf, len, "unknown error");
 }
 
 /* Connects to host h alone with every other option of opts, and sets
@@ -60,15 +61,15 @@ static void probe(const PQconninfoOption *opts, doctor_host *h,
     pglock_error err = {0};
     PGconn *c = pglock__connect_params(k, v, 0, -1, -1, &err);
     if (!c) {
-        first_line(h->error, sizeof h->error, err.message);
+        doctor_first_line(h->error, sizeof h->error, err.message);
         return;
     }
     PGresult *res = cli_query(c, "SELECT pg_is_in_recovery()", 0, NULL, &err);
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
         h->role = PQgetvalue(res, 0, 0)[0] == 't' ? "standby" : "primary";
     else
-        first_line(h->error, sizeof h->error,
-                   res ? PQresultErrorMessage(res) : err.message);
+        doctor_first_line(h->error, sizeof h->error,
+                          res ? PQresultErrorMessage(res) : err.message);
     PQclear(res);
     PQfinish(c);
 }
@@ -97,7 +98,8 @@ int doctor_hosts(PGconn *conn, doctor_host *out, int max)
             char addr[256];
             conninfo_list_item(host, i, out[i].host, sizeof out[i].host);
             conninfo_list_item(hostaddr, i, addr, sizeof addr);
-            conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0, out[i].port, sizeof out[i].port);
+            conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0,
+                               out[i].port, sizeof out[i].port);
             out[i].error[0] = '\0';
             if (!out[i].host[0])
                 snprintf(out[i].host, sizeof out[i].host, "%s", addr);

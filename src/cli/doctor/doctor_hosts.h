@@ -2,15 +2,16 @@
 #ifndef PGLOCK_CLI_DOCTOR_HOSTS_H
 #define PGLOCK_CLI_DOCTOR_HOSTS_H
 
+#include <stddef.h>
 #include <libpq-fe.h>
 
 #define DOCTOR_MAX_HOSTS 16
 
 typedef struct doctor_host {
-    char host[256];  /* as listed: a name, an address or a socket directory */
+    char host[256]; /* as listed: a name, an address or a socket directory */
     char port[32];
     const char *role; /* "primary", "standby" or "unreachable" */
-    char error[256]; /* why unreachable, first line of libpq's message */
+    char error[256];  /* why unreachable, first line of libpq's message */
 } doctor_host;
 
 /*
@@ -21,5 +22,9 @@ typedef struct doctor_host {
  * hosts listed; 0 or 1 means a single host, and nothing was probed.
  */
 int doctor_hosts(PGconn *conn, doctor_host *out, int max);
+
+/* Copies msg's first line into buf (len bytes) as a finding's reason:
+ * "unknown error" when it has none. */
+void doctor_first_line(char *buf, size_t len, const char *msg);
 
 #endif

@@ -28,12 +28,14 @@ void doctor_tls(PGconn *conn, char *buf, size_t len)
         if (host && (host[0] == '/' || host[0] == '@'))
             snprintf(buf, len,
                      "not used: a Unix-domain socket (sslmode %s does not "
-                     "apply there)", mode);
+                     "apply there)",
+                     mode);
         else
             snprintf(buf, len,
                      "not used (sslmode %s): lock statements and heartbeats "
                      "travel in clear text, and nothing proves the server "
-                     "is the one meant", mode);
+                     "is the one meant",
+                     mode);
         return;
     }
     const char *protocol = PQsslAttribute(conn, "protocol");

@@ -23,24 +23,40 @@
 #include "history.h"
 
 enum { CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN };
-static const char *const state_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
+static const char *const state_names[] = {"OK", "WARNING", "CRITICAL",
+                                          "UNKNOWN"};
 
-enum { OPT_WITHIN = 300, OPT_WARN };
+typedef struct check_args {
+    cli_common common; /* first: the shared options' fields */
+    long within_ms, warn_ms;
+    const char *key_text;
+} check_args;
+CLI_COMMON_FIRST(check_args);
 
 static const cli_opt check_opts[] = {
-    {0, 0, NULL, 0, NULL, "Check:"},
-    {OPT_WITHIN, 0, "within", CLI_OPT_VALUE, "AGE",
-     "CRITICAL unless the last run started this recently\n"
-     "(required)"},
-    {OPT_WARN, 0, "warn", CLI_OPT_VALUE, "AGE",
-     "WARNING when the last run started longer ago"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "Check:"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "within",
+     .field = offsetof(check_args, within_ms),
+     .value_name = "AGE",
+     .call = history_age_option,
+     .help = "CRITICAL unless the last run started this recently\n"
+             "(required)"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "warn",
+     .field = offsetof(check_args, warn_ms),
+     .value_name = "AGE",
+     .call = history_age_option,
+     .help = "WARNING when the last run started longer ago"},
+    {.type = CLI_OPT_END}};
 
-static const cli_opt *const check_tables[] = {
-    check_opts, cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
+static const cli_opt *const check_tables[] = {check_opts, cli_keys_opts,
+                                              cli_conn_opts, cli_help_opts,
+                                              NULL};
 
-static void usage(void)
+static void usage(const cli_common *target)
 {
+    (void)target;
     printf("pglock check tells a monitoring system whether KEY's job ran\n"
            "lately and succeeded, from the history that --record writes.\n\n"
            "Usage:\n  pglock check [OPTION]... KEY --within=AGE\n\n");
@@ -59,45 +75,22 @@ static int unknown(const char *why)
     return CHECK_UNKNOWN;
 }
 
-typedef struct check_args {
-    cli_conn conn;
-    long within_ms, warn_ms;
-    const char *keys_file;
-    const char *key_text;
-} check_args;
+static const cli_opt_command check_command = {"check", check_tables, usage,
+                                              CLI_OPT_KEY_OPERANDS};
 
 static int parse(int argc, char **argv, check_args *c)
 {
-    const char *value;
-    int id;
-    cli_opt_parser p;
-    cli_opt_init(&p, "check", argc, argv, check_tables, 0);
-    p.key_operands = 1;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        char err[256];
-        switch (id) {
-        case OPT_WITHIN:
-        case OPT_WARN:
-            if (history_parse_age(value, id == OPT_WITHIN ? &c->within_ms
-                                                           : &c->warn_ms,
-                                   err, sizeof err) < 0)
-                return cli_usage_error("check", "invalid value for %s: %s",
-                                       id == OPT_WITHIN ? "--within" : "--warn", err);
-            break;
-        case CLI_OPT_KEYS: c->keys_file = value; break;
-        default: {
-            int rc = cli_shared_option(&c->conn, id, value);
-            if (rc != CLI_GO_ON)
-                return rc;
-        }
-        }
-    }
-    if (optind >= argc)
+    int operand;
+    cli_step step = cli_opt_parse(&check_command, argc, argv, &c->common,
+                                  &operand);
+    if (step != CLI_GO_ON)
+        return step;
+    if (operand >= argc)
         return cli_usage_error("check", "no key given");
-    if (optind + 1 < argc)
+    if (operand + 1 < argc)
         return cli_usage_error("check", "one key at a time: unexpected \"%s\"",
-                               argv[optind + 1]);
-    c->key_text = argv[optind];
+                               argv[operand + 1]);
+    c->key_text = argv[operand];
     if (c->within_ms < 0)
         return cli_usage_error("check", "--within is required");
     if (c->within_ms == 0)
@@ -142,7 +135,8 @@ static void say_unsure(PGresult *r, int row)
     char host[300];
     cli_echo_arg(PQgetvalue(r, row, 0), 0, host, sizeof host);
     printf(", a later run started %s on %s is going or ended unrecorded "
-           "(cannot tell without pg_read_all_stats)", PQgetvalue(r, row, 1), host);
+           "(cannot tell without pg_read_all_stats)",
+           PQgetvalue(r, row, 1), host);
 }
 
 static int judge(PGresult *r, const check_args *c, const char *name)
@@ -161,18 +155,20 @@ static int judge(PGresult *r, const check_args *c, const char *name)
     char host[300];
     cli_echo_arg(PQgetvalue(r, row, 0), 0, host, sizeof host);
     double age = strtod(PQgetvalue(r, row, 2), NULL);
-    double dur = PQgetisnull(r, row, 3) ? -1 : strtod(PQgetvalue(r, row, 3), NULL);
+    double dur = PQgetisnull(r, row, 3) ? -1
+                                        : strtod(PQgetvalue(r, row, 3), NULL);
     const char *outcome = PQgetvalue(r, row, 4);
     int state = CHECK_OK;
     if (strcmp(outcome, "succeeded") != 0 || age * 1000 > c->within_ms)
         state = CHECK_CRITICAL;
     else if (c->warn_ms > 0 && age * 1000 > c->warn_ms)
         state = CHECK_WARNING;
-    printf("PGLOCK %s - %s %s on %s, started %s (%.0fs ago)", state_names[state],
-           name, strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded"
-                 : strcmp(outcome, "failover") == 0
-                     ? "ran when the server failed over (its end is unknown)"
-                     : outcome,
+    printf("PGLOCK %s - %s %s on %s, started %s (%.0fs ago)",
+           state_names[state], name,
+           strcmp(outcome, "unrecorded") == 0 ? "ended unrecorded"
+           : strcmp(outcome, "failover") == 0
+               ? "ran when the server failed over (its end is unknown)"
+               : outcome,
            host, PQgetvalue(r, row, 1), age);
     if (dur >= 0)
         printf(", took %.3fs", dur);
@@ -189,14 +185,16 @@ static int judge(PGresult *r, const check_args *c, const char *name)
         printf("%.3fs;;;0;", dur);
     else
         printf("U;;;0;");
-    printf(" exit_status=%s\n", PQgetisnull(r, row, 5) ? "U" : PQgetvalue(r, row, 5));
+    printf(" exit_status=%s\n",
+           PQgetisnull(r, row, 5) ? "U" : PQgetvalue(r, row, 5));
     return state;
 }
 
 static int check(PGconn **pg, const check_args *c)
 {
     char err[512], sql[8192], id[64];
-    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
+    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err,
+                                   sizeof err);
     if (!probe)
         return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
     int rc = history_check_probe(probe, 0, CHECK_UNKNOWN);
@@ -206,14 +204,15 @@ static int check(PGconn **pg, const check_args *c)
     cli_registry *reg = NULL;
     pglock_key key;
     pglock_error perr = {0};
-    if (cli_registry_load(&reg, c->keys_file, err, sizeof err) < 0 ||
+    if (cli_registry_load(&reg, c->common.keys_file, err, sizeof err) < 0 ||
         cli_parse_key(c->key_text, reg, &key, err, sizeof err) < 0) {
         cli_registry_free(reg);
         return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
     }
     cli_registry_free(reg);
     if (!key.resolved && pglock_key_resolve(&key, *pg, &perr) < 0)
-        return cli_error(CHECK_UNKNOWN, "%s", perr.message), unknown(perr.message);
+        return cli_error(CHECK_UNKNOWN, "%s", perr.message),
+               unknown(perr.message);
     pglock_key_format(&key, id, sizeof id);
     snprintf(sql, sizeof sql, last_runs_fmt, history_outcome_expr);
     const char *params[1] = {id};
@@ -232,17 +231,14 @@ int cmd_check(int argc, char **argv)
     check_args c;
     memset(&c, 0, sizeof c);
     c.within_ms = -1;
-    if (cli_help_asked(argc, argv)) {
-        usage();
-        return 0;
-    }
     int rc = parse(argc, argv, &c);
     if (rc == 0)
         return 0;
     if (rc != CLI_GO_ON)
         return unknown("invalid options (see pglock check --help)");
     char err[512];
-    PGconn *pg = history_connect(&c.conn, "pglock check", -1, err, sizeof err);
+    PGconn *pg = history_connect(&c.common.conn, "pglock check", -1, err,
+                                 sizeof err);
     if (!pg)
         return cli_error(CHECK_UNKNOWN, "%s", err), unknown(err);
     rc = check(&pg, &c);

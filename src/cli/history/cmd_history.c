@@ -14,104 +14,84 @@
 #define HISTORY_PRUNE_BATCH 10000
 #define HISTORY_DEFAULT_LIMIT 20
 
-enum { OPT_SINCE = 300, OPT_LIMIT, OPT_PRUNE };
+typedef struct history_args {
+    cli_common common; /* first: the shared options' fields */
+    long since_ms;     /* -1: all */
+    int limit;
+    long prune_ms;   /* -1: no prune */
+    int revision;    /* the table's (history_revision()) */
+    char **key_args; /* the KEYs as given (the operands), nkeys of them */
+    int nkeys;
+    char
+        keys[4096]; /* the keys asked for, '\n'-separated pglock_key_format() */
+} history_args;
+CLI_COMMON_FIRST(history_args);
 
 static const cli_opt history_opts[] = {
-    {0, 0, NULL, 0, NULL, "History:"},
-    {OPT_SINCE, 0, "since", CLI_OPT_VALUE, "AGE",
-     "only runs started within AGE"},
-    {OPT_LIMIT, 0, "limit", CLI_OPT_VALUE, "N",
-     "at most N runs (default 20)"},
-    {OPT_PRUNE, 0, "prune", CLI_OPT_VALUE, "AGE",
-     "delete finished runs older than AGE (at most\n"
-     "10000 a call), then exit"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "History:"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "since",
+     .field = offsetof(history_args, since_ms),
+     .value_name = "AGE",
+     .call = history_age_option,
+     .help = "only runs started within AGE"},
+    {.type = CLI_OPT_INT,
+     .long_name = "limit",
+     .field = offsetof(history_args, limit),
+     .value_name = "N",
+     .min = 1,
+     .max = 1000000,
+     .help = "at most N runs (default 20)"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "prune",
+     .field = offsetof(history_args, prune_ms),
+     .value_name = "AGE",
+     .call = history_age_option,
+     .help = "delete finished runs older than AGE (at most\n"
+             "10000 a call), then exit"},
+    {.type = CLI_OPT_END}};
 
 static const cli_opt *const history_tables[] = {
-    history_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
-    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
+    history_opts,  cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts,      cli_help_opts, NULL};
 
-typedef struct history_args {
-    cli_conn conn;
-    long since_ms;   /* -1: all */
-    long limit;
-    long prune_ms;   /* -1: no prune */
-    int json;
-    int revision;    /* the table's (history_revision()) */
-    const char *keys_file;
-    char keys[4096]; /* the keys asked for, '\n'-separated pglock_key_format() */
-} history_args;
-
-static void usage(void)
+static void usage(const cli_common *target)
 {
+    (void)target;
     printf("pglock history shows the runs recorded by run --record and lead\n"
            "--record, newest first.\n\n"
            "Usage:\n  pglock history [OPTION]... [KEY]...\n\n");
     cli_opt_help(stdout, history_tables);
-    printf("\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
-           "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
-           "unrecorded (pglock ended without recording the end), running?\n"
-           "(cannot tell those two apart), failover (the server failed over\n"
-           "while it ran: its end is unknown; see pglock-history(1)).\n"
-           "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n"
-           "See pglock-history(1).\n");
+    printf(
+        "\nAGE: 500ms, 30s, 5m, 2h, plain seconds, or days (30d).\n"
+        "Outcomes: succeeded, failed, killed, lost, skipped, running,\n"
+        "unrecorded (pglock ended without recording the end), running?\n"
+        "(cannot tell those two apart), failover (the server failed over\n"
+        "while it ran: its end is unknown; see pglock-history(1)).\n"
+        "Exit status: 0, 69 server unavailable or no history table, 64 usage.\n"
+        "See pglock-history(1).\n");
 }
 
-static int parse(int argc, char **argv, history_args *h)
-{
-    const char *value;
-    int id;
-    cli_opt_parser p;
-    cli_opt_init(&p, "history", argc, argv, history_tables, 0);
-    p.key_operands = 1;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        char err[256], *end;
-        switch (id) {
-        case OPT_SINCE:
-        case OPT_PRUNE:
-            if (history_parse_age(value, id == OPT_SINCE ? &h->since_ms
-                                                          : &h->prune_ms,
-                                   err, sizeof err) < 0)
-                return cli_usage_error("history", "invalid value for %s: %s",
-                                       id == OPT_SINCE ? "--since" : "--prune", err);
-            break;
-        case OPT_LIMIT:
-            h->limit = strtol(value, &end, 10);
-            if (*end || end == value || h->limit < 1 || h->limit > 1000000 ||
-                value[0] == '+')
-                return cli_usage_error("history", "invalid value for --limit: "
-                                       "\"%s\" (expected 1 to 1000000)", value);
-            break;
-        case CLI_OPT_JSON: h->json = 1; break;
-        case CLI_OPT_KEYS: h->keys_file = value; break;
-        case 'q': cli_quiet = 1; break;
-        default: {
-            int rc = cli_shared_option(&h->conn, id, value);
-            if (rc != CLI_GO_ON)
-                return rc;
-        }
-        }
-    }
-    return CLI_GO_ON;
-}
+static const cli_opt_command history_command = {"history", history_tables,
+                                                usage, CLI_OPT_KEY_OPERANDS};
 
 /* The keys asked for, as stored (pglock_key_format()), into h->keys.
  * With pg NULL it only parses them, before any connection, so that a key
  * that cannot parse is a usage error (64) whether the server is up or not;
  * a legacy key (hashtext) is computed by the server, with pg. */
-static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
+static int keys_of(history_args *h, PGconn *pg)
 {
     cli_registry *reg = NULL;
     char err[512];
     int rc = 0;
-    if (cli_registry_load(&reg, h->keys_file, err, sizeof err) < 0)
+    if (cli_registry_load(&reg, h->common.keys_file, err, sizeof err) < 0)
         return cli_error(CLI_EXIT_USAGE, "%s", err);
     size_t used = 0;
-    for (int i = optind; i < argc && !rc; i++) {
+    for (int i = 0; i < h->nkeys && !rc; i++) {
         pglock_key key;
         char id[64];
         pglock_error perr = {0};
-        if (cli_parse_key(argv[i], reg, &key, err, sizeof err) < 0)
+        if (cli_parse_key(h->key_args[i], reg, &key, err, sizeof err) < 0)
             rc = cli_usage_error("history", "%s", err);
         else if (!pg)
             continue;
@@ -132,14 +112,14 @@ static int keys_of(int argc, char **argv, history_args *h, PGconn *pg)
  * 7 hold, 8 backend_pid, 9 fencing_token, 10 started_at, 11 ended_at,
  * 12 duration (s), 13 exit_status, 14 outcome, 15 wait (s), 16
  * skip_reason (history_sql.c: NULL on a table of revision 1). */
-#define HISTORY_COLUMNS                                                       \
-    "r.id, r.key, r.key_name, r.host, r.os_user, r.pid, r.command, r.hold,"  \
-    " r.backend_pid, r.fencing_token,"                                        \
-    " to_char(r.started_at AT TIME ZONE 'UTC',"                               \
-    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
-    " to_char(r.ended_at AT TIME ZONE 'UTC',"                                 \
-    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
-    " extract(epoch FROM COALESCE(r.ended_at, now()) - r.started_at)::float8,"\
+#define HISTORY_COLUMNS \
+    "r.id, r.key, r.key_name, r.host, r.os_user, r.pid, r.command, r.hold," \
+    " r.backend_pid, r.fencing_token," \
+    " to_char(r.started_at AT TIME ZONE 'UTC'," \
+    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')," \
+    " to_char(r.ended_at AT TIME ZONE 'UTC'," \
+    "  'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')," \
+    " extract(epoch FROM COALESCE(r.ended_at, now()) - r.started_at)::float8," \
     " r.exit_status, "
 
 static const char *const history_select_fmt =
@@ -190,13 +170,13 @@ static void print_json(PGresult *r)
         json_int_or_null(&w, "fencing_token", val(r, i, 9));
         json_string(&w, "started_at", val(r, i, 10));
         json_string(&w, "ended_at", val(r, i, 11));
-        json_seconds(&w, "duration_seconds", val(r, i, 11)
-                     ? strtod(val(r, i, 12), NULL) : -1);
+        json_seconds(&w, "duration_seconds",
+                     val(r, i, 11) ? strtod(val(r, i, 12), NULL) : -1);
         json_int_or_null(&w, "exit_status", val(r, i, 13));
         json_string(&w, "outcome", val(r, i, 14));
         json_string(&w, "skipped_as", val(r, i, 16));
-        json_seconds(&w, "wait_seconds", val(r, i, 15)
-                     ? strtod(val(r, i, 15), NULL) : -1);
+        json_seconds(&w, "wait_seconds",
+                     val(r, i, 15) ? strtod(val(r, i, 15), NULL) : -1);
         json_object_end(&w);
     }
     json_array_end(&w);
@@ -251,26 +231,27 @@ static void print_text(PGresult *r)
                                 strcmp(outcome, "unrecorded") == 0 ||
                                 strcmp(outcome, "failover") == 0 ||
                                 strcmp(outcome, "running?") == 0
-                            ? NULL : val(r, i, 12),
+                            ? NULL
+                            : val(r, i, 12),
                         dur, sizeof dur);
         printf("%-24s %-10s %8s %4s %*s  %s%*s  %s\n", val(r, i, 10), outcome,
                dur, val(r, i, 13) ? val(r, i, 13) : "-", tw,
-               val(r, i, 9) ? val(r, i, 9) : "-", host,
-               width - columns(host), "", name);
+               val(r, i, 9) ? val(r, i, 9) : "-", host, width - columns(host),
+               "", name);
     }
 }
 
 /* "no runs recorded for KEY, KEY2 (within --since)", for an empty answer
  * in text: a bare header would look like a broken query. */
-static void say_none(int argc, char **argv, const history_args *h)
+static void say_none(const history_args *h)
 {
     char keys[1024] = "";
     size_t used = 0;
-    for (int i = optind; i < argc && used < sizeof keys; i++) {
+    for (int i = 0; i < h->nkeys && used < sizeof keys; i++) {
         char one[300];
-        cli_echo_arg(argv[i], 0, one, sizeof one);
+        cli_echo_arg(h->key_args[i], 0, one, sizeof one);
         used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s",
-                                 i > optind ? ", " : "", one);
+                                 i > 0 ? ", " : "", one);
     }
     cli_notice("no runs recorded%s%s%s", *keys ? " for " : "", keys,
                h->since_ms >= 0 ? " within --since" : "");
@@ -279,7 +260,8 @@ static void say_none(int argc, char **argv, const history_args *h)
 static int prune(PGconn **pg, const history_args *h)
 {
     char sql[8192], ms[24], err[512];
-    snprintf(sql, sizeof sql, prune_fmt, history_outcome_expr, HISTORY_PRUNE_BATCH);
+    snprintf(sql, sizeof sql, prune_fmt, history_outcome_expr,
+             HISTORY_PRUNE_BATCH);
     snprintf(ms, sizeof ms, "%ld", h->prune_ms);
     const char *params[1] = {ms};
     PGresult *r = history_exec(pg, sql, 1, params, -1, err, sizeof err);
@@ -293,23 +275,23 @@ static int prune(PGconn **pg, const history_args *h)
     return 0;
 }
 
-static int show(PGconn **pg, const history_args *h, int argc, char **argv)
+static int show(PGconn **pg, const history_args *h)
 {
     char sql[8192], since[24], limit[24], err[512];
     snprintf(sql, sizeof sql, history_select_fmt, history_outcome_expr,
              history_wait_ms_col(h->revision),
              history_skip_reason_col(h->revision));
     snprintf(since, sizeof since, "%ld", h->since_ms);
-    snprintf(limit, sizeof limit, "%ld", h->limit);
+    snprintf(limit, sizeof limit, "%d", h->limit);
     const char *params[3] = {h->keys[0] ? h->keys : NULL,
                              h->since_ms >= 0 ? since : NULL, limit};
     PGresult *r = history_exec(pg, sql, 3, params, -1, err, sizeof err);
     if (!r)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
-    if (h->json)
+    if (h->common.json)
         print_json(r);
     else if (PQntuples(r) == 0)
-        say_none(argc, argv, h);
+        say_none(h);
     else
         print_text(r);
     PQclear(r);
@@ -322,20 +304,20 @@ int cmd_history(int argc, char **argv)
     memset(&h, 0, sizeof h);
     h.since_ms = h.prune_ms = -1;
     h.limit = HISTORY_DEFAULT_LIMIT;
-    if (cli_help_asked(argc, argv)) {
-        usage();
-        return 0;
-    }
-    int rc = parse(argc, argv, &h);
+    int operand;
+    int rc = cli_opt_parse(&history_command, argc, argv, &h.common, &operand);
     if (rc != CLI_GO_ON)
         return rc;
-    if (h.prune_ms >= 0 && optind < argc)
+    h.key_args = argv + operand;
+    h.nkeys = argc - operand;
+    if (h.prune_ms >= 0 && h.nkeys)
         return cli_usage_error("history", "--prune deletes for every key: "
-                               "give no KEY with it");
-    if ((rc = keys_of(argc, argv, &h, NULL)) != 0)
+                                          "give no KEY with it");
+    if ((rc = keys_of(&h, NULL)) != 0)
         return rc;
     char err[512];
-    PGconn *pg = history_connect(&h.conn, "pglock history", -1, err, sizeof err);
+    PGconn *pg = history_connect(&h.common.conn, "pglock history", -1, err,
+                                 sizeof err);
     if (!pg)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     PGresult *probe = history_exec(&pg, history_probe_sql, 0, NULL, -1, err,
@@ -346,9 +328,9 @@ int cmd_history(int argc, char **argv)
         h.revision = history_revision(probe);
     PQclear(probe);
     if (!rc)
-        rc = keys_of(argc, argv, &h, pg);
+        rc = keys_of(&h, pg);
     if (!rc)
-        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h, argc, argv);
+        rc = h.prune_ms >= 0 ? prune(&pg, &h) : show(&pg, &h);
     PQfinish(pg);
     return rc;
 }

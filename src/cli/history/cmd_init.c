@@ -10,31 +10,59 @@
 #include "cli.h"
 #include "history.h"
 
-enum { OPT_RECORDER = 300, OPT_READER, OPT_PRUNER, OPT_GRANT_TO, OPT_APPLY };
-
 /* The most roles one init grants to. */
 #define INIT_MAX_ROLES 16
 
+typedef struct init_args {
+    cli_common common; /* first: the shared options' fields */
+    int nroles;
+    int kinds[INIT_MAX_ROLES];
+    const char *roles[INIT_MAX_ROLES];
+    int apply;
+} init_args;
+CLI_COMMON_FIRST(init_args);
+
+static cli_opt_call_fn role_option;
+
 static const cli_opt init_opts[] = {
-    {0, 0, NULL, 0, NULL, "Grants (each may be given again):"},
-    {OPT_RECORDER, 0, "recorder", CLI_OPT_VALUE, "ROLE",
-     "print the GRANTs for a role that records runs"},
-    {OPT_READER, 0, "reader", CLI_OPT_VALUE, "ROLE",
-     "... that reads them (history, check, metrics)"},
-    {OPT_PRUNER, 0, "pruner", CLI_OPT_VALUE, "ROLE",
-     "... that prunes them (history --prune)"},
-    {OPT_GRANT_TO, 0, "grant-to", CLI_OPT_VALUE, "ROLE",
-     "... that does all three"},
-    {OPT_APPLY, 0, "apply", CLI_OPT_NO_VALUE, NULL,
-     "run those GRANTs too (in one transaction)"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "Grants (each may be given again):"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "recorder",
+     .value_name = "ROLE",
+     .set = HISTORY_RECORDER,
+     .call = role_option,
+     .help = "print the GRANTs for a role that records runs"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "reader",
+     .value_name = "ROLE",
+     .set = HISTORY_READER,
+     .call = role_option,
+     .help = "... that reads them (history, check, metrics)"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "pruner",
+     .value_name = "ROLE",
+     .set = HISTORY_PRUNER,
+     .call = role_option,
+     .help = "... that prunes them (history --prune)"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "grant-to",
+     .value_name = "ROLE",
+     .set = HISTORY_EVERY,
+     .call = role_option,
+     .help = "... that does all three"},
+    {.type = CLI_OPT_FLAG,
+     .long_name = "apply",
+     .field = offsetof(init_args, apply),
+     .help = "run those GRANTs too (in one transaction)"},
+    {.type = CLI_OPT_END}};
 
-static const cli_opt *const init_tables[] = {
-    init_opts, cli_output_heading, cli_quiet_opts, cli_conn_opts,
-    cli_help_opts, NULL};
+static const cli_opt *const init_tables[] = {init_opts,      cli_output_heading,
+                                             cli_quiet_opts, cli_conn_opts,
+                                             cli_help_opts,  NULL};
 
-static void usage(void)
+static void usage(const cli_common *target)
 {
+    (void)target;
     printf("pglock init creates the run history (schema \"pglock\", table\n"
            "pglock.runs) in the database, and prints the GRANTs other roles\n"
            "need to record, read and prune (for the roles named, or as a\n"
@@ -46,14 +74,6 @@ static void usage(void)
            "create\nor to grant, 64 usage.\n"
            "See pglock-init(1).\n");
 }
-
-typedef struct init_args {
-    cli_conn conn;
-    int nroles;
-    int kinds[INIT_MAX_ROLES];
-    const char *roles[INIT_MAX_ROLES];
-    int apply;
-} init_args;
 
 /* The GRANTs for the roles in a (quoted with PQescapeIdentifier()), or
  * with placeholder names when none is named; printed unless -q, and
@@ -92,7 +112,8 @@ static int grants(PGconn *pg, const init_args *a)
                 PQclear(r);
                 PQfreemem(quoted);
                 PQclear(PQexec(pg, "ROLLBACK"));
-                return cli_error(CLI_EXIT_UNAVAILABLE, "could not grant: %s", line);
+                return cli_error(CLI_EXIT_UNAVAILABLE, "could not grant: %s",
+                                 line);
             }
             PQclear(r);
         }
@@ -106,7 +127,7 @@ static int grants(PGconn *pg, const init_args *a)
     PQclear(r);
     if (!ok)
         return cli_error(CLI_EXIT_UNAVAILABLE, "could not grant: the "
-                         "transaction was rolled back");
+                                               "transaction was rolled back");
     cli_notice("granted to %d role%s", a->nroles, a->nroles == 1 ? "" : "s");
     return 0;
 }
@@ -119,7 +140,8 @@ static int version_found(PGconn *pg, int *revision)
     PGresult *r = cli_query(pg, history_probe_sql, 0, NULL, &err);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char line[512];
-        snprintf(line, sizeof line, "%s", r ? PQresultErrorMessage(r) : err.message);
+        snprintf(line, sizeof line, "%s",
+                 r ? PQresultErrorMessage(r) : err.message);
         line[strcspn(line, "\n")] = '\0';
         PQclear(r);
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", line), -1;
@@ -153,65 +175,60 @@ static int init_database(PGconn *pg, const init_args *a)
             snprintf(line, sizeof line, "%s", PQresultErrorMessage(r));
             line[strcspn(line, "\n")] = '\0';
             PQclear(r);
-            return cli_error(CLI_EXIT_UNAVAILABLE, "could not create the run "
-                             "history: %s", line);
+            return cli_error(CLI_EXIT_UNAVAILABLE,
+                             "could not create the run "
+                             "history: %s",
+                             line);
         }
         PQclear(r);
     }
     if (upgrade)
         cli_notice("run history upgraded from schema version %d, revision %d "
-                   "to revision %d in database \"%s\"", found, revision,
-                   HISTORY_SCHEMA_REVISION, PQdb(pg));
+                   "to revision %d in database \"%s\"",
+                   found, revision, HISTORY_SCHEMA_REVISION, PQdb(pg));
     else
         cli_notice("run history (schema version %d, revision %d) %s in "
-                   "database \"%s\"", HISTORY_SCHEMA_VERSION,
+                   "database \"%s\"",
+                   HISTORY_SCHEMA_VERSION,
                    found ? revision : HISTORY_SCHEMA_REVISION,
                    found ? "already present" : "created", PQdb(pg));
     return grants(pg, a);
 }
 
-static int role_option(init_args *a, int id, const char *value)
+/* --recorder, --reader, --pruner, --grant-to: one more role, of the kind
+ * o->set says. */
+static cli_step role_option(const char *command, const cli_opt *o,
+                            cli_common *target, const char *value)
 {
+    init_args *a = (init_args *)target; /* (its first member) */
     if (!*value)
-        return cli_usage_error("init", "invalid role name: it is empty");
+        return cli_usage_error(command, "invalid role name: it is empty");
     if (a->nroles == INIT_MAX_ROLES)
-        return cli_usage_error("init", "too many roles: at most %d",
+        return cli_usage_error(command, "too many roles: at most %d",
                                INIT_MAX_ROLES);
-    a->kinds[a->nroles] = id == OPT_RECORDER ? HISTORY_RECORDER
-                          : id == OPT_READER ? HISTORY_READER
-                          : id == OPT_PRUNER ? HISTORY_PRUNER
-                                             : HISTORY_EVERY;
+    a->kinds[a->nroles] = o->set;
     a->roles[a->nroles++] = value;
-    return 0;
+    return CLI_GO_ON;
 }
+
+static const cli_opt_command init_command = {"init", init_tables, usage, 0};
 
 int cmd_init(int argc, char **argv)
 {
     init_args a;
     memset(&a, 0, sizeof a);
-    const char *value;
-    int id, rc;
-    cli_opt_parser p;
-    if ((rc = cli_opt_start(&p, "init", argc, argv, init_tables, usage)) != CLI_GO_ON)
+    int operand;
+    int rc = cli_opt_parse(&init_command, argc, argv, &a.common, &operand);
+    if (rc != CLI_GO_ON)
         return rc;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        if (id == 'q')
-            cli_quiet = 1;
-        else if (id == OPT_APPLY)
-            a.apply = 1;
-        else if (id >= OPT_RECORDER && id <= OPT_GRANT_TO) {
-            if ((rc = role_option(&a, id, value)) != 0)
-                return rc;
-        } else if ((rc = cli_shared_option(&a.conn, id, value)) != CLI_GO_ON)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage_error("init", "unexpected argument \"%s\"", argv[optind]);
+    if (operand < argc)
+        return cli_usage_error("init", "unexpected argument \"%s\"",
+                               argv[operand]);
     if (a.apply && !a.nroles)
         return cli_usage_error("init", "--apply needs a role: --recorder, "
-                               "--reader, --pruner or --grant-to");
+                                       "--reader, --pruner or --grant-to");
     pglock_error err = {0};
-    PGconn *pg = cli_connect(&a.conn, "pglock init", NULL, &err);
+    PGconn *pg = cli_connect(&a.common.conn, "pglock init", NULL, &err);
     if (!pg)
         return cli_connect_error(&err, NULL);
     rc = init_database(pg, &a);

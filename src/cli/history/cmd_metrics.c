@@ -25,12 +25,29 @@
 #include "history.h"
 #include "metrics.h"
 
+typedef struct metrics_args {
+    cli_common common; /* first: the shared options' fields */
+    long window_ms;
+} metrics_args;
+CLI_COMMON_FIRST(metrics_args);
+
+static const cli_opt metrics_window_opts[] = {
+    {.type = CLI_OPT_HEADING, .help = "Runs:"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "window",
+     .field = offsetof(metrics_args, window_ms),
+     .value_name = "AGE",
+     .call = history_age_option,
+     .help = "count the runs started within AGE (default 24h)"},
+    {.type = CLI_OPT_END}};
+
 static const cli_opt *const metrics_tables[] = {metrics_window_opts,
                                                 cli_keys_opts, cli_conn_opts,
                                                 cli_help_opts, NULL};
 
-static void usage(void)
+static void usage(const cli_common *target)
 {
+    (void)target;
     printf("pglock metrics prints the advisory locks and the recorded runs of\n"
            "a database as Prometheus metrics (text exposition format).\n\n"
            "Usage:\n  pglock metrics [OPTION]...\n\n");
@@ -65,8 +82,8 @@ static const char locks_fmt[] =
     " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.database ="
     "  (SELECT oid FROM pg_database WHERE datname = current_database())"
-    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = "
-    HISTORY_RUN_LOCK_NS_SQL ")" /* a run lock, no job's key */
+    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = " HISTORY_RUN_LOCK_NS_SQL
+    ")" /* a run lock, no job's key */
     " GROUP BY 1, 2, 3) g ORDER BY 1, 2, 3";
 
 /* Each granted advisory lock (run locks aside), for the host its holder's
@@ -80,8 +97,8 @@ static const char holders_fmt[] =
     " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.granted AND l.database ="
     "  (SELECT oid FROM pg_database WHERE datname = current_database())"
-    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = "
-    HISTORY_RUN_LOCK_NS_SQL ")) g ORDER BY 1, 2, 3";
+    "  AND NOT (l.objsubid = 2 AND l.classid::bigint = " HISTORY_RUN_LOCK_NS_SQL
+    ")) g ORDER BY 1, 2, 3";
 
 static const char recorded_name_sql[] =
     "(SELECT r.key_name FROM pglock.runs r WHERE r.classid = g.classid"
@@ -114,8 +131,9 @@ static const char going_fmt[] =
     " WHERE outcome_now IN ('running', 'running?')"
     " GROUP BY key, classid, objid, objsubid ORDER BY key";
 
-static const char *const outcomes[] = {"succeeded", "failed", "killed", "lost",
-                                       "unrecorded", "failover", NULL};
+static const char *const outcomes[] = {"succeeded", "failed",     "killed",
+                                       "lost",      "unrecorded", "failover",
+                                       NULL};
 
 /* A label value, escaped as the format wants (\\, \", \n). */
 static void label(const char *s)
@@ -145,8 +163,8 @@ static void row_key(PGresult *r, int i, pglock_key *key)
  * one a line; -1: none) gives key, as status finds it, into buf; or NULL. */
 static const char *name_from_applications(PGresult *r, int i, int apps_col,
                                           const pglock_key *key,
-                                          const cli_registry *reg,
-                                          char *buf, size_t len)
+                                          const cli_registry *reg, char *buf,
+                                          size_t len)
 {
     if (apps_col < 0 || PQgetisnull(r, i, apps_col))
         return NULL;
@@ -155,8 +173,7 @@ static const char *name_from_applications(PGresult *r, int i, int apps_col,
         char one[64];
         cli_app_said said;
         snprintf(one, sizeof one, "%.*s", (int)n, app);
-        if (cli_app_read_key(one, key, reg, &said) &&
-            said.checked && strcmp(said.command, "record") != 0) {
+        if (cli_app_read_holder(one, key, reg, &said)) {
             int at = said.keys[0] == '@';
             snprintf(buf, len, "%.*s", (int)said.keys_len - at, said.keys + at);
             return buf;
@@ -178,7 +195,8 @@ static void labels_named(PGresult *r, int i, int apps_col, int name_col,
     pglock_key_format(&key, id, sizeof id);
     const char *name = reg ? cli_registry_name_of(reg, &key) : NULL;
     if (!name)
-        name = name_from_applications(r, i, apps_col, &key, reg, app, sizeof app);
+        name = name_from_applications(r, i, apps_col, &key, reg, app,
+                                      sizeof app);
     if (!name && !PQgetisnull(r, i, name_col))
         name = PQgetvalue(r, i, name_col);
     printf("{key=\"%s\",name=\"", id);
@@ -279,17 +297,20 @@ static int print_held_by_host(PGresult *r, const cli_registry *reg)
 static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
 {
     gauge(r, "pglock_last_run_start_timestamp_seconds",
-          "When the last finished run of the key started (server clock).", 3, -1, 6, reg);
+          "When the last finished run of the key started (server clock).", 3,
+          -1, 6, reg);
     gauge(r, "pglock_last_run_end_timestamp_seconds",
           "When the last finished run of the key ended (absent when its end "
-          "was never recorded).", 4, -1, 6, reg);
+          "was never recorded).",
+          4, -1, 6, reg);
     gauge(r, "pglock_last_run_duration_seconds",
           "How long the last finished run of the key took.", 5, -1, 6, reg);
     gauge(going, "pglock_runs_running",
           "Runs of the key going now (absent: none).", 3, -1, 5, reg);
     gauge(going, "pglock_runs_undetermined",
           "Runs of the key that are going or ended unrecorded: pglock "
-          "cannot tell (see pglock(1)).", 4, -1, 5, reg);
+          "cannot tell (see pglock(1)).",
+          4, -1, 5, reg);
     header("pglock_last_run_outcome",
            "1 for the outcome of the last finished run of the key, else 0.");
     for (int i = 0; i < PQntuples(r); i++)
@@ -306,10 +327,12 @@ static void print_runs(PGresult *r, PGresult *going, const cli_registry *reg)
 static int history_readable(PGconn **pg, int *revision)
 {
     char err[512];
-    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err, sizeof err);
+    PGresult *probe = history_exec(pg, history_probe_sql, 0, NULL, -1, err,
+                                   sizeof err);
     if (!probe)
         return cli_error(CLI_EXIT_UNAVAILABLE, "%s", err), -1;
-    int usable = PQgetvalue(probe, 0, 0)[0] == 't' && PQgetvalue(probe, 0, 3)[0] == 't';
+    int usable = PQgetvalue(probe, 0, 0)[0] == 't' &&
+                 PQgetvalue(probe, 0, 3)[0] == 't';
     *revision = usable ? history_revision(probe) : 0;
     PQclear(probe);
     return usable;
@@ -317,7 +340,8 @@ static int history_readable(PGconn **pg, int *revision)
 
 static void print_up(int up)
 {
-    header("pglock_up", "1 when the database answered every query of "
+    header("pglock_up",
+           "1 when the database answered every query of "
            "pglock metrics, else 0 (and nothing else is printed).");
     printf("pglock_up %d\n", up);
 }
@@ -337,8 +361,10 @@ static PGresult *query(PGconn **pg, const char *fmt, const char *arg)
 static PGresult *query_locks(PGconn **pg, int usable)
 {
     char err[512], sql[4096];
-    snprintf(sql, sizeof sql, locks_fmt, usable ? recorded_name_sql : "NULL::text",
-             PQserverVersion(*pg) >= 140000 ? "l.waitstart" : "NULL::timestamptz");
+    snprintf(sql, sizeof sql, locks_fmt,
+             usable ? recorded_name_sql : "NULL::text",
+             PQserverVersion(*pg) >= 140000 ? "l.waitstart"
+                                            : "NULL::timestamptz");
     PGresult *r = history_exec(pg, sql, 0, NULL, -1, err, sizeof err);
     if (!r)
         cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
@@ -355,7 +381,8 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
     if (usable >= 0)
         locks = query_locks(pg, usable);
     if (locks)
-        holders = query(pg, holders_fmt, usable ? recorded_name_sql : "NULL::text");
+        holders = query(pg, holders_fmt,
+                        usable ? recorded_name_sql : "NULL::text");
     if (!holders) {
         PQclear(locks);
         return CLI_EXIT_UNAVAILABLE;
@@ -373,15 +400,17 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
         return CLI_EXIT_UNAVAILABLE;
     }
     print_up(1);
-    gauge(locks, "pglock_locks_held", "Advisory locks granted on the key (pg_locks).",
-          3, 6, 7, reg);
-    gauge(locks, "pglock_locks_waiting", "Sessions waiting for the key (pg_locks).",
-          4, 6, 7, reg);
+    gauge(locks, "pglock_locks_held",
+          "Advisory locks granted on the key (pg_locks).", 3, 6, 7, reg);
+    gauge(locks, "pglock_locks_waiting",
+          "Sessions waiting for the key (pg_locks).", 4, 6, 7, reg);
     gauge(locks, "pglock_oldest_wait_seconds",
-          "How long the oldest waiter for the key has waited (0: none).", 5, 6, 7, reg);
+          "How long the oldest waiter for the key has waited (0: none).", 5, 6,
+          7, reg);
     if (print_held_by_host(holders, reg) < 0)
         cli_warning("out of memory: pglock_locks_held_by_host left out");
-    header("pglock_history_readable", "1 when pglock.runs exists and can be read.");
+    header("pglock_history_readable",
+           "1 when pglock.runs exists and can be read.");
     printf("pglock_history_readable %d\n", usable);
     if (usable) {
         print_runs(runs, going, reg);
@@ -395,36 +424,27 @@ static int metrics(PGconn **pg, const cli_registry *reg, long window_ms)
     return 0;
 }
 
+static const cli_opt_command metrics_command = {"metrics", metrics_tables,
+                                                usage, 0};
+
 int cmd_metrics(int argc, char **argv)
 {
-    cli_conn conn = {NULL, NULL, NULL, NULL};
-    const char *value, *keys_file = NULL;
-    long window_ms = METRICS_WINDOW_DEFAULT_MS;
-    int id;
-    cli_opt_parser p;
-    int rc = cli_opt_start(&p, "metrics", argc, argv, metrics_tables, usage);
+    metrics_args a = {.window_ms = METRICS_WINDOW_DEFAULT_MS};
+    int operand;
+    int rc = cli_opt_parse(&metrics_command, argc, argv, &a.common, &operand);
     if (rc != CLI_GO_ON)
         return rc;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        char err[256];
-        if (id == CLI_OPT_KEYS)
-            keys_file = value;
-        else if (id == METRICS_OPT_WINDOW) {
-            if (history_parse_age(value, &window_ms, err, sizeof err) < 0)
-                return cli_usage_error("metrics", "invalid value for "
-                                       "--window: %s", err);
-        }
-        else if ((rc = cli_shared_option(&conn, id, value)) != CLI_GO_ON)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage_error("metrics", "unexpected argument \"%s\"", argv[optind]);
+    if (operand < argc)
+        return cli_usage_error("metrics", "unexpected argument \"%s\"",
+                               argv[operand]);
     cli_registry *reg = NULL;
     char err[512];
-    if (cli_registry_load(&reg, keys_file, err, sizeof err) < 0)
+    if (cli_registry_load(&reg, a.common.keys_file, err, sizeof err) < 0)
         return cli_usage_error("metrics", "%s", err);
-    PGconn *pg = history_connect(&conn, "pglock metrics", -1, err, sizeof err);
-    rc = pg ? metrics(&pg, reg, window_ms) : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
+    PGconn *pg = history_connect(&a.common.conn, "pglock metrics", -1, err,
+                                 sizeof err);
+    rc = pg ? metrics(&pg, reg, a.window_ms)
+            : cli_error(CLI_EXIT_UNAVAILABLE, "%s", err);
     if (rc == CLI_EXIT_UNAVAILABLE)
         print_up(0);
     PQfinish(pg);

@@ -29,8 +29,13 @@
 extern const char history_init_sql[];
 /* The GRANTs each kind of role needs: NULL-terminated templates with one
  * %s, the role's quoted identifier (PQescapeIdentifier()). */
-enum { HISTORY_RECORDER, HISTORY_READER, HISTORY_PRUNER, HISTORY_EVERY,
-       HISTORY_ROLE_KINDS };
+enum {
+    HISTORY_RECORDER,
+    HISTORY_READER,
+    HISTORY_PRUNER,
+    HISTORY_EVERY,
+    HISTORY_ROLE_KINDS
+};
 extern const char *const history_role_kind_names[HISTORY_ROLE_KINDS];
 extern const char *const history_grants[HISTORY_ROLE_KINDS][3];
 /* SELECT: 1 when pglock.runs exists; NULL params.  Answers one row:
@@ -73,13 +78,17 @@ PGconn *history_connect(const cli_conn *conn, const char *application_name,
  * conn is closed and set to NULL when it could not be trusted further
  * (a timeout, a lost connection). */
 PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
-                       const char *const *params, int64_t deadline,
-                       char *err, size_t errlen);
+                       const char *const *params, int64_t deadline, char *err,
+                       size_t errlen);
 
 /* An age: a DURATION (cli_parse_duration()), or whole days ("30d").
  * 0, or -1 with one line in err. */
 #define HISTORY_AGE_MAX_DAYS 36500
 int history_parse_age(const char *text, long *out_ms, char *err, size_t errlen);
+/* An AGE option's reader (CLI_OPT_CALL, a long field in ms): CLI_GO_ON,
+ * else the usage error's exit status (printed). */
+cli_step history_age_option(const char *command, const cli_opt *o,
+                            cli_common *target, const char *value);
 
 /* Exit status and message for a probe that says the history cannot be
  * used by this role (missing table, another version, no privilege): 0

@@ -25,3 +25,13 @@ int history_parse_age(const char *text, long *out_ms, char *err, size_t errlen)
     *out_ms = days * 86400000L;
     return 0;
 }
+
+cli_step history_age_option(const char *command, const cli_opt *o,
+                            cli_common *target, const char *value)
+{
+    char err[256];
+    if (history_parse_age(value, cli_opt_field(o, target), err, sizeof err) < 0)
+        return cli_usage_error(command, "invalid value for --%s: %s",
+                               o->long_name, err);
+    return CLI_GO_ON;
+}

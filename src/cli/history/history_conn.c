@@ -3,27 +3,12 @@
  * non-blocking connect) and queried with a deadline, so that recording
  * never waits for a server or a pooled server connection past it.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "bounded_conn.h"
+#include "error_text.h"
 #include "history.h"
-
-/* Waits until fd is ready for events or the deadline; 1 ready, 0 not. */
-static int wait_fd(int fd, short events, int64_t deadline)
-{
-    int64_t left = deadline < 0 ? 1000 : deadline - pglock_now_ms();
-    if (left <= 0)
-        return 0;
-    struct pollfd p = {fd, events, 0};
-    return poll(&p, 1, left > 1000 ? 1000 : (int)left) > 0 || deadline < 0;
-}
-
-static void first_line(char *out, size_t len, const char *msg)
-{
-    size_t n = strcspn(msg, "\n");
-    snprintf(out, len, "%.*s", (int)n, msg);
-}
 
 PGconn *history_connect(const cli_conn *conn, const char *application_name,
                         int64_t deadline, char *err, size_t errlen)
@@ -73,7 +58,7 @@ static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
     }
     ExecStatusType s = PQresultStatus(res);
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        first_line(err, errlen, PQresultErrorMessage(res));
+        pglock__first_line(err, errlen, PQresultErrorMessage(res));
         PQclear(res);
         return NULL;
     }
@@ -81,8 +66,8 @@ static PGresult *one_shot(PGconn **conn, const char *sql, int nparams,
 }
 
 PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
-                       const char *const *params, int64_t deadline,
-                       char *err, size_t errlen)
+                       const char *const *params, int64_t deadline, char *err,
+                       size_t errlen)
 {
     if (!*conn || PQstatus(*conn) != CONNECTION_OK) {
         snprintf(err, errlen, "no connection");
@@ -90,42 +75,21 @@ PGresult *history_exec(PGconn **conn, const char *sql, int nparams,
     }
     if (deadline < 0) /* the one-shot commands: bounded by connect_timeout */
         return one_shot(conn, sql, nparams, params, err, errlen);
-    if (!PQsendQueryParams(*conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
-        first_line(err, errlen, PQerrorMessage(*conn));
+    pglock__wait_end end;
+    PGresult *res = pglock__exec_until(*conn, sql, nparams, NULL, params,
+                                       deadline, &end);
+    if (end != PGLOCK__WAIT_DONE) {
+        if (end == PGLOCK__WAIT_ABANDONED)
+            snprintf(err, errlen, "no answer in time");
+        else
+            pglock__first_line(err, errlen, PQerrorMessage(*conn));
+        PQclear(res);
         drop(conn);
         return NULL;
     }
-    PQflush(*conn);
-    for (;;) {
-        if (!PQconsumeInput(*conn)) {
-            first_line(err, errlen, PQerrorMessage(*conn));
-            drop(conn);
-            return NULL;
-        }
-        if (!PQisBusy(*conn))
-            break;
-        if (deadline >= 0 && pglock_now_ms() >= deadline) {
-            snprintf(err, errlen, "no answer in time");
-            drop(conn);
-            return NULL;
-        }
-        wait_fd(PQsocket(*conn), POLLIN, deadline);
-    }
-    PGresult *res = NULL, *r;
-    while ((r = PQgetResult(*conn)) != NULL) {
-        if (res && PQresultStatus(res) != PGRES_FATAL_ERROR) {
-            PQclear(res);
-            res = r;
-        } else if (res) {
-            PQclear(r); /* keep the first error */
-        } else {
-            res = r;
-        }
-    }
     ExecStatusType s = PQresultStatus(res);
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        first_line(err, errlen, res ? PQresultErrorMessage(res)
-                                    : PQerrorMessage(*conn));
+        pglock__first_line(err, errlen, PQresultErrorMessage(res));
         if (!*err)
             snprintf(err, errlen, "the query failed");
         PQclear(res);
@@ -140,14 +104,17 @@ int history_check_probe(PGresult *probe, int want_insert, int exit_code)
 {
     if (PQgetvalue(probe, 0, 0)[0] != 't') {
         cli_error(exit_code, "no run history in this database: the table "
-                  "pglock.runs does not exist");
-        cli_hint("Run \"pglock init\" once, as a role that may create a schema.");
+                             "pglock.runs does not exist");
+        cli_hint(
+            "Run \"pglock init\" once, as a role that may create a schema.");
         return exit_code;
     }
     const char *v = PQgetvalue(probe, 0, 1);
     if (PQgetisnull(probe, 0, 1) || strcmp(v, "1") != 0) {
-        cli_error(exit_code, "pglock.runs has schema version %s; this pglock "
-                  "reads version %d", PQgetisnull(probe, 0, 1) ? "(none)" : v,
+        cli_error(exit_code,
+                  "pglock.runs has schema version %s; this pglock "
+                  "reads version %d",
+                  PQgetisnull(probe, 0, 1) ? "(none)" : v,
                   HISTORY_SCHEMA_VERSION);
         cli_hint("Run \"pglock init\" with this version of pglock.");
         return exit_code;

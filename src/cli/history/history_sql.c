@@ -59,8 +59,7 @@ const char history_init_sql[] =
 const char *const history_role_kind_names[HISTORY_ROLE_KINDS] = {
     "records runs (run --record, lead --record)",
     "reads them (history, check, metrics, doctor --record)",
-    "prunes them (history --prune)",
-    "records, reads and prunes them"};
+    "prunes them (history --prune)", "records, reads and prunes them"};
 
 /* A pruner reads what it deletes (--prune decides "finished" with a
  * SELECT); a recorder reads the id its INSERT ... RETURNING gives back.
@@ -68,8 +67,8 @@ const char *const history_role_kind_names[HISTORY_ROLE_KINDS] = {
 const char *const history_grants[HISTORY_ROLE_KINDS][3] = {
     {"GRANT USAGE ON SCHEMA pglock TO %s",
      "GRANT SELECT, INSERT, UPDATE ON pglock.runs TO %s", NULL},
-    {"GRANT USAGE ON SCHEMA pglock TO %s",
-     "GRANT SELECT ON pglock.runs TO %s", NULL},
+    {"GRANT USAGE ON SCHEMA pglock TO %s", "GRANT SELECT ON pglock.runs TO %s",
+     NULL},
     {"GRANT USAGE ON SCHEMA pglock TO %s",
      "GRANT SELECT, DELETE ON pglock.runs TO %s", NULL},
     {"GRANT USAGE ON SCHEMA pglock TO %s",

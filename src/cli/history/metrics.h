@@ -15,10 +15,8 @@
 typedef void metrics_labeller(PGresult *r, int i, int name_col,
                               const cli_registry *reg);
 
-/* --window=AGE: its option table, and the default (24 h). */
-enum { METRICS_OPT_WINDOW = 500 };
+/* --window=AGE's default (24 h). */
 #define METRICS_WINDOW_DEFAULT_MS (24L * 3600 * 1000)
-extern const cli_opt metrics_window_opts[];
 /* The window's query on a readable table of that revision: the result,
  * or NULL after one line (printed). */
 PGresult *metrics_runs_query(PGconn **pg, int revision, long window_ms);

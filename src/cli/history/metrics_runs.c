@@ -23,17 +23,11 @@
 
 #define METRICS_WINDOW_MAX_KEYS 500
 
-const cli_opt metrics_window_opts[] = {
-    {0, 0, NULL, 0, NULL, "Runs:"},
-    {METRICS_OPT_WINDOW, 0, "window", CLI_OPT_VALUE, "AGE",
-     "count the runs started within AGE (default 24h)"},
-    CLI_OPT_END};
-
 /* Upper bounds in seconds: from a wait that is no wait at all to a job of
  * half a day. */
-static const char *const bounds[] = {"0.1", "1", "5", "15", "60", "300",
-                                     "900", "1800", "3600", "7200", "14400",
-                                     "43200", NULL};
+static const char *const bounds[] = {"0.1",   "1",     "5",    "15",   "60",
+                                     "300",   "900",   "1800", "3600", "7200",
+                                     "14400", "43200", NULL};
 #define NBOUNDS 12
 
 /* The outcome label of each count, and the rows it counts (w: a row with
@@ -83,13 +77,14 @@ static void add(char *sql, size_t len, size_t *used, const char *fmt,
 }
 
 /* A histogram's columns: count, sum, buckets of var, over rows of got. */
-static void histogram_cols(char *sql, size_t len, size_t *used,
-                           const char *var, const char *got)
+static void histogram_cols(char *sql, size_t len, size_t *used, const char *var,
+                           const char *got)
 {
     char cond[128];
     snprintf(cond, sizeof cond, "%s AND w.%s IS NOT NULL", got, var);
     add(sql, len, used, ", count(*) FILTER (WHERE %s)", cond, NULL);
-    add(sql, len, used, ", COALESCE(sum(w.%s) FILTER (WHERE %s), 0)", var, cond);
+    add(sql, len, used, ", COALESCE(sum(w.%s) FILTER (WHERE %s), 0)", var,
+        cond);
     for (int b = 0; bounds[b]; b++) {
         add(sql, len, used, ", count(*) FILTER (WHERE %s AND w.%s", cond, var);
         add(sql, len, used, " <= %s)", bounds[b], NULL);
@@ -100,9 +95,11 @@ PGresult *metrics_runs_query(PGconn **pg, int revision, long window_ms)
 {
     char sql[16384], err[512], ms[24];
     size_t used = 0;
-    add(sql, sizeof sql, &used, "SELECT * FROM (SELECT w.classid, w.objid,"
+    add(sql, sizeof sql, &used,
+        "SELECT * FROM (SELECT w.classid, w.objid,"
         " w.objsubid, (array_agg(w.key_name ORDER BY w.started_at DESC))[1],"
-        " count(*) OVER ()%s%s", "", "");
+        " count(*) OVER ()%s%s",
+        "", "");
     for (int c = 0; c < NCOUNTS; c++)
         add(sql, sizeof sql, &used, ", count(*) FILTER (WHERE %s)%s",
             counts[c].filter, "");
@@ -133,7 +130,8 @@ static void header(const char *metric, const char *type, const char *help)
 
 /* One histogram: its buckets, +Inf, _sum and _count per key. */
 static void histogram(PGresult *r, const char *metric, const char *help,
-                      int col, const cli_registry *reg, metrics_labeller *labels)
+                      int col, const cli_registry *reg,
+                      metrics_labeller *labels)
 {
     header(metric, "histogram", help);
     for (int i = 0; i < PQntuples(r); i++) {
@@ -155,18 +153,17 @@ void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg,
                         metrics_labeller *labels)
 {
     header("pglock_window_seconds", "gauge",
-                   "The window the pglock_window_ series count runs over "
-                   "(--window).");
+           "The window the pglock_window_ series count runs over "
+           "(--window).");
     printf("pglock_window_seconds %.3f\n", window_ms / 1000.0);
     header("pglock_window_keys", "gauge",
-                   "Keys with runs started in the window (series are printed "
-                   "for the 500 most recently run).");
-    printf("pglock_window_keys %s\n",
-           PQntuples(r) ? PQgetvalue(r, 0, 4) : "0");
+           "Keys with runs started in the window (series are printed "
+           "for the 500 most recently run).");
+    printf("pglock_window_keys %s\n", PQntuples(r) ? PQgetvalue(r, 0, 4) : "0");
     header("pglock_window_runs", "gauge",
-                   "Runs of the key started in the window: started (the lock "
-                   "taken), by outcome, busy, timed_out, or skipped (by an "
-                   "older pglock: busy or timed out).");
+           "Runs of the key started in the window: started (the lock "
+           "taken), by outcome, busy, timed_out, or skipped (by an "
+           "older pglock: busy or timed out).");
     for (int i = 0; i < PQntuples(r); i++)
         for (int c = 0; c < NCOUNTS; c++) {
             printf("pglock_window_runs");
@@ -177,8 +174,10 @@ void metrics_runs_print(PGresult *r, long window_ms, const cli_registry *reg,
     histogram(r, "pglock_window_wait_seconds",
               "How long the runs of the key started in the window waited, "
               "from pglock's start to the lock (of those that recorded "
-              "it).", COL_WAIT, reg, labels);
+              "it).",
+              COL_WAIT, reg, labels);
     histogram(r, "pglock_window_hold_seconds",
               "How long the runs of the key started in the window held the "
-              "lock, of those whose end was recorded.", COL_HOLD, reg, labels);
+              "lock, of those whose end was recorded.",
+              COL_HOLD, reg, labels);
 }

@@ -42,7 +42,8 @@ static int search(const char *name, const char *search_path)
         char path[PATH_MAX];
         /* An empty entry is the current directory. */
         int n = dlen == 0 ? snprintf(path, sizeof path, "%s", name)
-                          : snprintf(path, sizeof path, "%.*s/%s", (int)dlen, dir, name);
+                          : snprintf(path, sizeof path, "%.*s/%s", (int)dlen,
+                                     dir, name);
         if (n > 0 && (size_t)n < sizeof path) {
             int e = executable(path);
             if (e == 0)
@@ -56,7 +57,7 @@ static int search(const char *name, const char *search_path)
     }
 }
 
-int run_command_check(const run_args *a)
+cli_step run_command_check(const run_args *a)
 {
     if (a->shell_command || !a->argv || !a->argv[0])
         return CLI_GO_ON; /* /bin/sh -c STRING: the shell finds its own commands */

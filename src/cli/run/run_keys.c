@@ -20,7 +20,8 @@ void run_join_keys(char *buf, size_t len, const char *const *texts, int n,
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < n && used + 1 < len; i++) {
-        int w = snprintf(buf + used, len - used, "%s%s", i ? sep : "", texts[i]);
+        int w = snprintf(buf + used, len - used, "%s%s", i ? sep : "",
+                         texts[i]);
         if (w < 0)
             break;
         used += (size_t)w;
@@ -71,7 +72,8 @@ static int duplicate_error(const run_state *st, const pglock_key *keys,
     if (strcmp(st->key_texts[i], st->key_texts[j]) == 0)
         snprintf(err, errlen, "key \"%.200s\" given twice", st->key_texts[i]);
     else
-        snprintf(err, errlen, "keys \"%.200s\" and \"%.200s\" are the same lock",
+        snprintf(err, errlen,
+                 "keys \"%.200s\" and \"%.200s\" are the same lock",
                  st->key_texts[j], st->key_texts[i]);
     return -1;
 }
@@ -79,26 +81,28 @@ static int duplicate_error(const run_state *st, const pglock_key *keys,
 int run_keys_parse(run_state *st, pglock_key *keys, char *err, size_t errlen)
 {
     const run_args *a = st->args;
-    int registry = a->keys_file != NULL;
+    int registry = a->common.keys_file != NULL;
     st->nkeys = a->nkeys;
     for (int i = 0; i < a->nkeys; i++) {
         st->key_texts[i] = a->keys[i];
         registry |= a->keys[i][0] == '@';
     }
     if (registry && !st->registry &&
-        cli_registry_load(&st->registry, a->keys_file, err, errlen) < 0)
+        cli_registry_load(&st->registry, a->common.keys_file, err, errlen) < 0)
         return -1;
     size_t env = 0;
     for (int i = 0; i < st->nkeys; i++) {
-        if (cli_parse_key(st->key_texts[i], st->registry, &keys[i], err, errlen) < 0)
+        if (cli_parse_key(st->key_texts[i], st->registry, &keys[i], err,
+                          errlen) < 0)
             return -1;
         env += strlen(st->key_texts[i]) + (i > 0);
     }
     /* The job reads them all in PGLOCK_KEY: never a part of them. */
     if (env > RUN_MAX_KEY_ENV) {
-        snprintf(err, errlen, "the key%s too long: PGLOCK_KEY would be %zu "
-                 "bytes (at most %d)", st->nkeys > 1 ? "s are" : " is", env,
-                 RUN_MAX_KEY_ENV);
+        snprintf(err, errlen,
+                 "the key%s too long: PGLOCK_KEY would be %zu "
+                 "bytes (at most %d)",
+                 st->nkeys > 1 ? "s are" : " is", env, RUN_MAX_KEY_ENV);
         return -1;
     }
     /* legacy keys are compared once the server has given their value */
@@ -139,10 +143,22 @@ int run_keys_order(run_state *st, pglock_key *keys, char *err, size_t errlen)
 }
 
 int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
-                 long timeout_ms, int *failed)
+                 long timeout_ms, int *failed, run_error *err)
 {
     /* one budget for the whole set: each wait gets what is left of it */
     int64_t deadline = timeout_ms > 0 ? pglock_now_ms() + timeout_ms : 0;
+    int replace = st->args->replace, queue = st->args->queue;
+    if (replace || queue) {
+        int rc = queue ? run_queue_enter(st, keys, err) : 0;
+        if (rc == 0 && replace)
+            rc = run_replace_ask(st, keys, st->nkeys, timeout_ms, err);
+        if (rc < 0) {
+            *failed = 0;
+            if (rc != PGLOCK_ECONNLOST)
+                pglock_unlock_all(st->client);
+            return rc;
+        }
+    }
     for (int i = 0; i < st->nkeys; i++) {
         long t = timeout_ms;
         if (timeout_ms > 0) {
@@ -158,14 +174,17 @@ int run_lock_all(run_state *st, const pglock_key *keys, pglock_mode mode,
         if (rc < 0) {
             *failed = i;
             /* why, before the unlock empties the client's last error */
-            snprintf(st->error, sizeof st->error, "%s",
-                     pglock_client_error(st->client));
+            run_error_of(err, rc, st->client);
             /* all or none: give back what was taken (a lost connection
              * has freed it already) */
-            if (i > 0 && rc != PGLOCK_ECONNLOST)
+            if ((i > 0 || replace || queue) && rc != PGLOCK_ECONNLOST)
                 pglock_unlock_all(st->client);
             return rc;
         }
     }
-    return 0;
+    /* --queue: granted, so no longer waiting: the place goes to the next */
+    int rc = queue ? run_queue_leave(st, err) : 0;
+    if (rc < 0 && rc != PGLOCK_ECONNLOST)
+        pglock_unlock_all(st->client);
+    return rc;
 }

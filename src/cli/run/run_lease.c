@@ -24,7 +24,9 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
     if (lease_ms < RUN_LEASE_MIN_MS || lease_ms > RUN_LEASE_MAX_MS) {
         run_format_ms(lease_ms, a, sizeof a);
         run_format_ms(RUN_LEASE_MIN_MS, b, sizeof b);
-        snprintf(err, errlen, "lease %s is out of range (at least %s, at most 24 days)", a, b);
+        snprintf(err, errlen,
+                 "lease %s is out of range (at least %s, at most 24 days)", a,
+                 b);
         return -1;
     }
     out->server_ms = lease_ms;
@@ -36,8 +38,10 @@ int run_lease_derive(run_lease *out, long lease_ms, long kill_after_ms,
     if (kill_after_ms > max) {
         run_format_ms(kill_after_ms, b, sizeof b);
         run_format_ms(lease_ms, d, sizeof d);
-        snprintf(err, errlen, "--kill-after=%s breaks the lease: more than "
-                 "half of --lease=%s", b, d);
+        snprintf(err, errlen,
+                 "--kill-after=%s breaks the lease: more than "
+                 "half of --lease=%s",
+                 b, d);
         return -1;
     }
     out->client_ms = lease_client_deadline_for(lease_ms, kill_after_ms);

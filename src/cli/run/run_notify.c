@@ -32,10 +32,10 @@
 #include "run.h"
 
 struct run_notify {
-    int fd;                 /* the notify socket, or -1 */
+    int fd; /* the notify socket, or -1 */
     struct sockaddr_un addr;
     socklen_t addr_len;
-    long watchdog_ms;       /* WATCHDOG_USEC in ms, or 0: no pings */
+    long watchdog_ms; /* WATCHDOG_USEC in ms, or 0: no pings */
     int ready_sent;
     const char *state_file; /* --state-file, or NULL */
     int state_warned;       /* a failed rewrite was said once */
@@ -53,7 +53,8 @@ static int notify_address(run_notify *n, const char *path)
     n->addr.sun_family = AF_UNIX;
     memcpy(n->addr.sun_path, path, len);
     if (path[0] == '@')
-        n->addr.sun_path[0] = '\0'; /* the abstract namespace: no NUL at the end */
+        n->addr
+            .sun_path[0] = '\0'; /* the abstract namespace: no NUL at the end */
     n->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
                               (path[0] == '/'));
     return 0;
@@ -80,9 +81,10 @@ static void send_message(run_notify *n, const char *msg)
 {
     if (n->fd < 0)
         return;
-    if (sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&n->addr,
-               n->addr_len) < 0)
-        cli_verbose("could not notify the service manager: %s", strerror(errno));
+    if (sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL,
+               (struct sockaddr *)&n->addr, n->addr_len) < 0)
+        cli_verbose("could not notify the service manager: %s",
+                    strerror(errno));
 }
 
 static void utc_now(char *buf, size_t len)
@@ -104,8 +106,8 @@ static int write_state(run_notify *n, const char *state, const char *since,
     if (token > 0)
         len += snprintf(body + len, sizeof body - (size_t)len, "token=%lld\n",
                         (long long)token);
-    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", n->state_file, (long)getpid()) >=
-        (int)sizeof tmp) {
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", n->state_file,
+                 (long)getpid()) >= (int)sizeof tmp) {
         snprintf(err, errlen, "could not write state file \"%s\": %s",
                  n->state_file, strerror(ENAMETOOLONG));
         return -1;
@@ -173,9 +175,11 @@ int run_notify_open(run_notify **out, const char *state_file, char *err,
     if (sock && *sock) {
         if (notify_address(n, sock) != 0)
             cli_warning("NOTIFY_SOCKET \"%s\" is not a socket address: the "
-                        "service manager is not told", sock);
+                        "service manager is not told",
+                        sock);
         else if ((n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
-            cli_warning("could not open the notify socket: %s", strerror(errno));
+            cli_warning("could not open the notify socket: %s",
+                        strerror(errno));
         else
             n->watchdog_ms = watchdog_ms();
     }

@@ -25,54 +25,39 @@
 #include "lease_rules.h"
 #include "run.h"
 
-enum { OPT_RECORD = 400, OPT_HOST_LABEL };
-
-/* The history of the one run at a time in a process (lead: one term after
- * another): its connection, the start rows (one per key) and whether their
- * run locks are held in a transaction.  This file's alone. */
-static struct {
-    PGconn *conn;                 /* the history's connection, or NULL */
-    long long ids[RUN_MAX_KEYS];  /* the start rows' ids */
-    int n;                        /* how many; 0 if none */
-    int xact;                     /* the run locks are held in a transaction */
-    int64_t sent_at;              /* pglock_now_ms() when the INSERT was sent:
-                                     its rows' started_at on our clock */
-    int64_t begun_at;             /* when the run locks' BEGIN was sent: that
-                                     transaction's now() on our clock */
-    int revision;                 /* the table's (history.h): what to write */
-    int64_t contend_from;         /* when pglock began to contend: the
-                                     options read (run), the last term's end
-                                     (lead); a row's wait counts from it */
-} rec;
+/* --host-label: a name, as stored (valid UTF-8) and never empty. */
+static cli_step host_label_option(const char *command, const cli_opt *o,
+                                  cli_common *target, const char *value)
+{
+    if (!*value)
+        return cli_usage_error(command,
+                               "invalid value for --%s: "
+                               "it is empty",
+                               o->long_name);
+    pglock_key probe; /* a name's rule: valid UTF-8, as stored */
+    if (pglock_key_text(&probe, value) < 0)
+        return cli_usage_error(command,
+                               "invalid value for --%s: "
+                               "it is not valid UTF-8",
+                               o->long_name);
+    *(const char **)cli_opt_field(o, target) = value;
+    return CLI_GO_ON;
+}
 
 const cli_opt run_record_opts[] = {
-    {0, 0, NULL, 0, NULL, "History (see pglock init):"},
-    {OPT_RECORD, 0, "record", CLI_OPT_NO_VALUE, NULL,
-     "record the run in pglock.runs (or PGLOCK_RECORD=1)"},
-    {OPT_HOST_LABEL, 0, "host-label", CLI_OPT_VALUE, "NAME",
-     "the host recorded and named in the lock\nconnection's application_name (default:\nthe host name)"},
-    CLI_OPT_END};
-
-int run_record_option(run_args *a, int id, const char *value)
-{
-    switch (id) {
-    case OPT_RECORD:
-        a->record = 1;
-        return CLI_GO_ON;
-    case OPT_HOST_LABEL:
-        if (!*value)
-            return cli_usage_error(a->command, "invalid value for --host-label: "
-                                   "it is empty");
-        pglock_key probe; /* a name's rule: valid UTF-8, as stored */
-        if (pglock_key_text(&probe, value) < 0)
-            return cli_usage_error(a->command, "invalid value for --host-label: "
-                                   "it is not valid UTF-8");
-        a->host_label = value;
-        return CLI_GO_ON;
-    default:
-        return CLI_OPT_NOT_MINE;
-    }
-}
+    {.type = CLI_OPT_HEADING, .help = "History (see pglock init):"},
+    {.type = CLI_OPT_FLAG,
+     .long_name = "record",
+     .field = offsetof(run_args, record),
+     .help = "record the run in pglock.runs (or PGLOCK_RECORD=1)"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "host-label",
+     .field = offsetof(run_args, host_label),
+     .value_name = "NAME",
+     .call = host_label_option,
+     .help = "the host recorded and named in the lock\nconnection's "
+             "application_name (default:\nthe host name)"},
+    {.type = CLI_OPT_END}};
 
 /* One of words, ignoring case. */
 static int is_one_of(const char *value, const char *const *words)
@@ -83,12 +68,11 @@ static int is_one_of(const char *value, const char *const *words)
     return 0;
 }
 
-int run_record_env(run_args *a)
+cli_step run_record_env(run_args *a)
 {
     static const char *const yes[] = {"1", "yes", "true", "on", NULL};
     static const char *const no[] = {"0", "no", "false", "off", "", NULL};
     const char *env = getenv("PGLOCK_RECORD");
-    rec.contend_from = pglock_now_ms();
     if (!env || is_one_of(env, no))
         return CLI_GO_ON;
     if (is_one_of(env, yes)) {
@@ -96,9 +80,11 @@ int run_record_env(run_args *a)
         return CLI_GO_ON;
     }
     /* A typo must not turn the history off without a word. */
-    return cli_usage_error(a->command, "invalid value for PGLOCK_RECORD: \"%s\" "
-                           "(1, yes, true or on to record; 0, no, false or off not to)",
-                           env);
+    return cli_usage_error(
+        a->command,
+        "invalid value for PGLOCK_RECORD: \"%s\" "
+        "(1, yes, true or on to record; 0, no, false or off not to)",
+        env);
 }
 
 /* See run.h. */
@@ -128,12 +114,12 @@ static int recording(const run_state *st)
 
 /* Closing the connection also releases the run locks (run_record_end()
  * records the end first). */
-static void close_record(void)
+static void close_record(run_record *rec)
 {
-    PQfinish(rec.conn);
-    rec.conn = NULL;
-    rec.n = 0;
-    rec.xact = 0;
+    PQfinish(rec->conn);
+    rec->conn = NULL;
+    rec->n = 0;
+    rec->xact = 0;
 }
 
 /* The history connection idles for the whole run while it holds the run
@@ -143,41 +129,44 @@ static const char keep_idle_sql[] =
     "SELECT CASE WHEN current_setting('server_version_num')::int >= 140000"
     " THEN set_config('idle_session_timeout', '0', false) END";
 
-int run_record_prepare(run_state *st)
+cli_step run_record_prepare(run_state *st)
 {
+    run_record *rec = &st->rec;
     if (!recording(st))
         return CLI_GO_ON;
-    close_record();
+    close_record(rec);
     char app[64], err[512];
     record_app(st, app);
     /* No lock is held yet; the bound only keeps a dead server from
      * hanging the command before it contends. */
     int64_t deadline = run_deadline_from_now(st);
-    rec.conn = history_connect(&st->args->conn, app, deadline, err, sizeof err);
-    PGresult *probe = rec.conn
-        ? history_exec(&rec.conn, history_probe_sql, 0, NULL, deadline,
-                       err, sizeof err)
-        : NULL;
+    rec->conn = history_connect(&st->args->common.conn, app, deadline, err,
+                                sizeof err);
+    PGresult *probe = rec->conn ? history_exec(&rec->conn, history_probe_sql, 0,
+                                               NULL, deadline, err, sizeof err)
+                                : NULL;
     if (!probe) {
         cli_warning("could not reach the run history: %s; the run will not be "
-                    "recorded", err);
-        close_record();
+                    "recorded",
+                    err);
+        close_record(rec);
         return CLI_GO_ON;
     }
     int rc = history_check_probe(probe, 1, CLI_EXIT_UNAVAILABLE);
     if (!rc)
-        rec.revision = history_revision(probe);
+        rec->revision = history_revision(probe);
     PQclear(probe);
     if (rc) {
-        close_record();
+        close_record(rec);
         return rc;
     }
-    PGresult *r = history_exec(&rec.conn, keep_idle_sql, 0, NULL,
-                               deadline, err, sizeof err);
+    PGresult *r = history_exec(&rec->conn, keep_idle_sql, 0, NULL, deadline,
+                               err, sizeof err);
     if (!r) {
         cli_warning("could not reach the run history: %s; the run will not be "
-                    "recorded", err);
-        close_record();
+                    "recorded",
+                    err);
+        close_record(rec);
     }
     PQclear(r);
     return CLI_GO_ON;
@@ -224,8 +213,8 @@ static const char insert_fmt[] =
     " LEFT JOIN pg_stat_activity a ON a.pid = p.pid"
     " WHERE clock_timestamp() < now() + $15::bigint * interval '1 millisecond'"
     " ORDER BY k.n"
-    " RETURNING id, CASE WHEN $14::bool THEN pg_try_advisory_lock("
-    HISTORY_RUN_LOCK_NS_SQL ", id::bit(32)::int) END";
+    " RETURNING id, CASE WHEN $14::bool THEN pg_try_advisory_lock(" HISTORY_RUN_LOCK_NS_SQL
+    ", id::bit(32)::int) END";
 
 /* In a transaction hold (behind PgBouncer), the run locks are held in a
  * transaction of the history connection, which a pooler keeps on one
@@ -240,17 +229,18 @@ static const char xact_run_lock_sql[] =
 
 /* Appends text as one element of an array literal: double-quoted, with
  * '"' and '\\' escaped, so that any name (quotes, commas, braces,
- * newlines) arrives intact.  0, or -1 when buf is full. */
+ * newlines) arrives intact.  0, or -1 when buf is full.  Room is kept for
+ * the closing "}" and its NUL, which record_keys_make() appends. */
 static int array_add(char *buf, size_t len, size_t *used, const char *text)
 {
     size_t n = *used;
-    if (n + 2 >= len)
+    if (n + 4 >= len)
         return -1;
     if (n > 1)
         buf[n++] = ',';
     buf[n++] = '"';
     for (; *text; text++) {
-        if (n + 3 >= len)
+        if (n + 4 >= len)
             return -1;
         if (*text == '"' || *text == '\\')
             buf[n++] = '\\';
@@ -262,14 +252,17 @@ static int array_add(char *buf, size_t len, size_t *used, const char *text)
     return 0;
 }
 
-/* The keys' arrays (ids, names, locktags) for insert_sql, from st->key_id
- * ("123 42:9", canonical order) and st->key_texts.  0, or -1 if too long. */
+/* The keys' arrays (ids, names, locktags) for insert_sql.  Each element
+ * of the RUN_MAX_KEYS takes its longest text, two quotes and a comma: an
+ * id "-2147483648:-2147483648" is 23, an oid 10 digits, an objsubid 1. */
 typedef struct record_keys {
-    char ids[RUN_MAX_KEYS * 24 + 8], cls[RUN_MAX_KEYS * 12 + 8];
-    char obj[RUN_MAX_KEYS * 12 + 8], sub[RUN_MAX_KEYS * 3 + 8];
+    char ids[RUN_MAX_KEYS * 26 + 8], cls[RUN_MAX_KEYS * 13 + 8];
+    char obj[RUN_MAX_KEYS * 13 + 8], sub[RUN_MAX_KEYS * 4 + 8];
     char names[16384];
 } record_keys;
 
+/* The arrays from st->key_id ("123 42:9", canonical order) and
+ * st->key_texts.  0, or -1 if too long. */
 static int record_keys_make(const run_state *st, record_keys *k)
 {
     size_t u_ids = 1, u_names = 1, u_cls = 1, u_obj = 1, u_sub = 1;
@@ -296,7 +289,8 @@ static int record_keys_make(const run_state *st, record_keys *k)
         int objsubid = 0;
         pglock_key_locktag(&key, &classid, &objid, &objsubid);
         if (array_add(k->ids, sizeof k->ids, &u_ids, id) < 0 ||
-            array_add(k->names, sizeof k->names, &u_names, st->key_texts[i]) < 0)
+            array_add(k->names, sizeof k->names, &u_names, st->key_texts[i]) <
+                0)
             return -1;
         snprintf(num, sizeof num, "%u", classid);
         if (array_add(k->cls, sizeof k->cls, &u_cls, num) < 0)
@@ -308,47 +302,51 @@ static int record_keys_make(const run_state *st, record_keys *k)
         if (array_add(k->sub, sizeof k->sub, &u_sub, num) < 0)
             return -1;
     }
+    /* array_add() kept room for these */
+    /* NOLINTBEGIN(clang-analyzer-security.insecureAPI.strcpy) */
     strcat(k->ids, "}");
     strcat(k->names, "}");
     strcat(k->cls, "}");
     strcat(k->obj, "}");
     strcat(k->sub, "}");
+    /* NOLINTEND(clang-analyzer-security.insecureAPI.strcpy) */
     return 0;
 }
 
 /* The ids of the rows, as an array literal, for the run locks and the
  * end's UPDATE. */
-static void ids_array(char *buf, size_t len)
+static void ids_array(const run_record *rec, char *buf, size_t len)
 {
     size_t used = (size_t)snprintf(buf, len, "{");
-    for (int i = 0; i < rec.n && used < len; i++)
+    for (int i = 0; i < rec->n && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
-                                 rec.ids[i]);
+                                 rec->ids[i]);
     if (used < len)
         snprintf(buf + used, len - used, "}");
 }
 
 /* Takes the run locks in a transaction of the history connection. */
-static void xact_run_locks(int64_t deadline)
+static void xact_run_locks(run_record *rec, int64_t deadline)
 {
     char err[512], ids[RUN_MAX_KEYS * 24 + 8];
-    ids_array(ids, sizeof ids);
+    ids_array(rec, ids, sizeof ids);
     const char *params[1] = {ids};
-    rec.begun_at = pglock_now_ms();
-    PGresult *r = history_exec(&rec.conn, "BEGIN", 0, NULL, deadline,
-                               err, sizeof err);
+    rec->begun_at = pglock_now_ms();
+    PGresult *r = history_exec(&rec->conn, "BEGIN", 0, NULL, deadline, err,
+                               sizeof err);
     PQclear(r);
-    r = r ? history_exec(&rec.conn, xact_run_lock_sql, 1, params,
-                         deadline, err, sizeof err)
+    r = r ? history_exec(&rec->conn, xact_run_lock_sql, 1, params, deadline,
+                         err, sizeof err)
           : NULL;
     if (!r) {
-        cli_warning("could not mark the run as running in the history: %s", err);
-        if (rec.conn) /* an error, not a lost connection */
-            PQclear(history_exec(&rec.conn, "ROLLBACK", 0, NULL,
-                                 deadline, err, sizeof err));
+        cli_warning("could not mark the run as running in the history: %s",
+                    err);
+        if (rec->conn) /* an error, not a lost connection */
+            PQclear(history_exec(&rec->conn, "ROLLBACK", 0, NULL, deadline, err,
+                                 sizeof err));
         return;
     }
-    rec.xact = 1;
+    rec->xact = 1;
     PQclear(r);
 }
 
@@ -357,15 +355,18 @@ static void xact_run_locks(int64_t deadline)
 static void insert_row(run_state *st, const char *outcome,
                        const char *skip_reason, int64_t deadline)
 {
+    run_record *rec = &st->rec;
     const run_args *a = st->args;
-    static record_keys k;
+    record_keys k;
     char err[512], pid[16], bpid[16], tok[24], left[24], wait[24];
     char host[256];
     int held = outcome == NULL;
-    int xact = held && pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
+    int xact = held &&
+               pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
     if (record_keys_make(st, &k) < 0) {
         cli_warning("could not record the %s of the run: the keys' names are "
-                    "too long", held ? "start" : "skip");
+                    "too long",
+                    held ? "start" : "skip");
         return;
     }
     snprintf(pid, sizeof pid, "%d", (int)getpid());
@@ -374,22 +375,36 @@ static void insert_row(run_state *st, const char *outcome,
     if (!run_host_label(a, host, sizeof host))
         snprintf(host, sizeof host, "?");
     struct passwd *pw = getpwuid(geteuid());
-    rec.sent_at = pglock_now_ms();
-    snprintf(left, sizeof left, "%lld", (long long)(deadline - rec.sent_at));
+    rec->sent_at = pglock_now_ms();
+    snprintf(left, sizeof left, "%lld", (long long)(deadline - rec->sent_at));
     /* the wait: to the grant (st->acquired_at), or to the refusal */
-    int64_t waited = (held ? st->acquired_at : rec.sent_at) - rec.contend_from;
+    int64_t waited = (held ? st->acquired_at : rec->sent_at) -
+                     rec->contend_from;
     snprintf(wait, sizeof wait, "%lld", (long long)(waited > 0 ? waited : 0));
-    int rev2 = rec.revision >= 2;
+    int rev2 = rec->revision >= 2;
     char sql[sizeof insert_fmt + 64];
     snprintf(sql, sizeof sql, insert_fmt, rev2 ? insert_rev2_cols : "",
              rev2 ? insert_rev2_vals : "");
-    const char *params[17] = {
-        k.ids, k.names, k.cls, k.obj, k.sub, host,
-        pw ? pw->pw_name : getenv("USER"), pid, program_name(a),
-        !held ? NULL : xact ? "xact" : "session",
-        held ? bpid : NULL, held && st->token ? tok : NULL, outcome,
-        held && !xact ? "true" : "false", left, wait, skip_reason};
-    PGresult *r = history_exec(&rec.conn, sql, rev2 ? 17 : 15, params,
+    const char *params[17] = {k.ids,
+                              k.names,
+                              k.cls,
+                              k.obj,
+                              k.sub,
+                              host,
+                              pw ? pw->pw_name : getenv("USER"),
+                              pid,
+                              program_name(a),
+                              !held  ? NULL
+                              : xact ? "xact"
+                                     : "session",
+                              held ? bpid : NULL,
+                              held && st->token ? tok : NULL,
+                              outcome,
+                              held && !xact ? "true" : "false",
+                              left,
+                              wait,
+                              skip_reason};
+    PGresult *r = history_exec(&rec->conn, sql, rev2 ? 17 : 15, params,
                                deadline, err, sizeof err);
     if (r && PQntuples(r) == 0) { /* the server found it past the deadline */
         PQclear(r);
@@ -397,22 +412,23 @@ static void insert_row(run_state *st, const char *outcome,
         snprintf(err, sizeof err, "no answer in time");
     }
     if (!r) {
-        cli_warning("could not record the %s of the run: %s", held ? "start"
-                    : "skip", err);
+        cli_warning("could not record the %s of the run: %s",
+                    held ? "start" : "skip", err);
         return;
     }
-    rec.n = PQntuples(r) < RUN_MAX_KEYS ? PQntuples(r) : RUN_MAX_KEYS;
-    for (int i = 0; i < rec.n; i++)
-        rec.ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-    cli_verbose("recorded as run %lld", rec.n ? rec.ids[0] : 0);
+    rec->n = PQntuples(r) < RUN_MAX_KEYS ? PQntuples(r) : RUN_MAX_KEYS;
+    for (int i = 0; i < rec->n; i++)
+        rec->ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    cli_verbose("recorded as run %lld", rec->n ? rec->ids[0] : 0);
     PQclear(r);
     if (xact)
-        xact_run_locks(deadline);
+        xact_run_locks(rec, deadline);
 }
 
 void run_record_start(run_state *st)
 {
-    if (!rec.conn)
+    run_record *rec = &st->rec;
+    if (!rec->conn)
         return;
     /* A step taken while the lock is held: within the client deadline. */
     insert_row(st, NULL, NULL, run_deadline(st));
@@ -420,10 +436,11 @@ void run_record_start(run_state *st)
 
 void run_record_not_run(run_state *st, int rc)
 {
-    if (rec.conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
+    run_record *rec = &st->rec;
+    if (rec->conn && (rc == PGLOCK_EBUSY || rc == PGLOCK_ETIMEDOUT))
         insert_row(st, "skipped", rc == PGLOCK_EBUSY ? "busy" : "timed_out",
                    run_deadline_from_now(st));
-    close_record();
+    close_record(rec);
 }
 
 static const char *outcome_of(const run_state *st, int code)
@@ -463,13 +480,13 @@ static const char update_sql[] =
 
 /* In a transaction hold, the UPDATE runs in the run locks' transaction
  * and its COMMIT records the end and frees them at once. */
-static PGresult *commit(PGresult *updated, int64_t deadline,
+static PGresult *commit(run_record *rec, PGresult *updated, int64_t deadline,
                         char *err, size_t errlen)
 {
-    if (!updated || !rec.xact)
+    if (!updated || !rec->xact)
         return updated;
-    PGresult *c = history_exec(&rec.conn, "COMMIT", 0, NULL, deadline,
-                               err, errlen);
+    PGresult *c = history_exec(&rec->conn, "COMMIT", 0, NULL, deadline, err,
+                               errlen);
     if (!c || strcmp(PQcmdStatus(c), "COMMIT") != 0) {
         if (c)
             snprintf(err, errlen, "the transaction was rolled back");
@@ -481,19 +498,19 @@ static PGresult *commit(PGresult *updated, int64_t deadline,
     return updated;
 }
 
-/* Writes the end on rec.conn by deadline; NULL with err when it could
- * not (rec.conn then NULL if the connection is gone).  params[4] is
+/* Writes the end on rec->conn by deadline; NULL with err when it could
+ * not (rec->conn then NULL if the connection is gone).  params[4] is
  * filled here. */
-static PGresult *write_end(const char **params, int64_t deadline,
-                           char *err, size_t errlen)
+static PGresult *write_end(run_record *rec, const char **params,
+                           int64_t deadline, char *err, size_t errlen)
 {
     char until[24];
-    int64_t began = rec.xact ? rec.begun_at : pglock_now_ms();
+    int64_t began = rec->xact ? rec->begun_at : pglock_now_ms();
     snprintf(until, sizeof until, "%lld", (long long)(deadline - began));
     params[4] = until;
-    PGresult *r = history_exec(&rec.conn, update_sql, 5, params,
-                               deadline, err, errlen);
-    return commit(r, deadline, err, errlen);
+    PGresult *r = history_exec(&rec->conn, update_sql, 5, params, deadline, err,
+                               errlen);
+    return commit(rec, r, deadline, err, errlen);
 }
 
 /*
@@ -502,16 +519,19 @@ static PGresult *write_end(const char **params, int64_t deadline,
  * that lost its lock to a restart is recorded as lost, not left
  * unrecorded.  The run locks went with the old connection's session.
  */
-static PGresult *write_end_anew(const run_state *st, const char **params,
+static PGresult *write_end_anew(run_state *st, const char **params,
                                 int64_t deadline, char *err, size_t errlen)
 {
+    run_record *rec = &st->rec;
     char app[64];
     record_app(st, app);
-    rec.xact = 0; /* autocommit: no transaction holds the rows now */
+    rec->xact = 0; /* autocommit: no transaction holds the rows now */
     while (pglock_now_ms() < deadline) {
-        rec.conn = history_connect(&st->args->conn, app, deadline, err, errlen);
-        PGresult *r = rec.conn ? write_end(params, deadline, err, errlen) : NULL;
-        if (r || rec.conn) /* written, or refused by the server: final */
+        rec->conn = history_connect(&st->args->common.conn, app, deadline, err,
+                                    errlen);
+        PGresult *r = rec->conn ? write_end(rec, params, deadline, err, errlen)
+                                : NULL;
+        if (r || rec->conn) /* written, or refused by the server: final */
             return r;
         /* a server starting up refuses at once: try again shortly */
         int64_t pause = deadline - pglock_now_ms();
@@ -522,9 +542,10 @@ static PGresult *write_end_anew(const run_state *st, const char **params,
 
 void run_record_end(run_state *st, int code)
 {
-    rec.contend_from = pglock_now_ms(); /* lead: the next term's wait */
-    if (!rec.n) {
-        close_record();
+    run_record *rec = &st->rec;
+    rec->contend_from = pglock_now_ms(); /* lead: the next term's wait */
+    if (!rec->n) {
+        close_record(rec);
         return;
     }
     /* While the lock is still ours, within the client deadline; after a
@@ -538,24 +559,26 @@ void run_record_end(run_state *st, int code)
     int64_t end = st->job_exited ? st->job_ended_at : now;
     char ids[RUN_MAX_KEYS * 24 + 8], status[16], err[512];
     char ended[24];
-    ids_array(ids, sizeof ids);
+    ids_array(rec, ids, sizeof ids);
     snprintf(status, sizeof status, "%d", code);
-    snprintf(ended, sizeof ended, "%lld", (long long)(end - rec.sent_at));
+    snprintf(ended, sizeof ended, "%lld", (long long)(end - rec->sent_at));
     const char *params[5] = {ids, status, outcome_of(st, code), ended, NULL};
     snprintf(err, sizeof err, "no connection");
-    PGresult *r = rec.conn ? write_end(params, deadline, err, sizeof err) : NULL;
-    if (!r && !rec.conn)
+    PGresult *r = rec->conn ? write_end(rec, params, deadline, err, sizeof err)
+                            : NULL;
+    if (!r && !rec->conn)
         r = write_end_anew(st, params, deadline, err, sizeof err);
     if (!r)
         cli_warning("could not record the end of the run: %s", err);
-    else if (atoi(PQgetvalue(r, 0, 1)) < rec.n)
+    else if (atoi(PQgetvalue(r, 0, 1)) < rec->n)
         /* pruned, or deleted by hand, while it ran */
         cli_warning("could not record the end of the run: its record (run "
-                    "%lld) is no longer in pglock.runs", rec.ids[0]);
-    else if (atoi(PQgetvalue(r, 0, 0)) + atoi(PQgetvalue(r, 0, 2)) < rec.n)
+                    "%lld) is no longer in pglock.runs",
+                    rec->ids[0]);
+    else if (atoi(PQgetvalue(r, 0, 0)) + atoi(PQgetvalue(r, 0, 2)) < rec->n)
         /* past the deadline on the server's side, or an earlier attempt's
          * transaction still holds the rows */
         cli_warning("could not record the end of the run: no answer in time");
     PQclear(r);
-    close_record();
+    close_record(rec);
 }

@@ -26,13 +26,13 @@ int run_pause_ms(long ms)
     }
 }
 
+void run_backoff_seed(void)
+{
+    srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
+}
+
 long run_next_backoff(long *base)
 {
-    /* Seeded at the first draw, per process: the hosts of a fleet that
-     * lose the same server at once do not retry in step. */
-    static int seeded;
-    if (!seeded++)
-        srandom((unsigned)(getpid() ^ (unsigned)pglock_now_ms()));
     long b = *base;
     *base = b * 2 > RUN_BACKOFF_MAX_MS ? RUN_BACKOFF_MAX_MS : b * 2;
     return b / 2 + (long)(random() % (b / 2 + 1));

@@ -32,32 +32,39 @@ int run_slots_parse(const char *value)
     return n >= 1 && n <= RUN_MAX_SLOTS ? n : 0;
 }
 
-int run_slots_option(run_args *a, const char *value)
+cli_step run_slots_option(const char *command, const cli_opt *o,
+                          cli_common *target, const char *value)
 {
     int n = run_slots_parse(value);
     if (!n)
-        return cli_usage_error(a->command, "invalid value for --slots: \"%s\" "
-                               "(expected 1 to %d)", value, RUN_MAX_SLOTS);
-    a->slots = n;
+        return cli_usage_error(command,
+                               "invalid value for --%s: \"%s\" "
+                               "(expected 1 to %d)",
+                               o->long_name, value, RUN_MAX_SLOTS);
+    *(int *)cli_opt_field(o, target) = n;
     return CLI_GO_ON;
 }
 
-int run_slots_check(const run_args *a)
+cli_step run_slots_check(const run_args *a)
 {
     if (!a->slots)
         return CLI_GO_ON;
     if (a->mode == PGLOCK_SHARED)
-        return cli_usage_error(a->command, "--slots cannot be used with "
+        return cli_usage_error(a->command,
+                               "--slots cannot be used with "
                                "--shared: each slot is held exclusively");
     if (a->nkeys > 1)
-        return cli_usage_error(a->command, "--slots takes one key, \"%s\" is "
-                               "a second one", a->keys[1]);
+        return cli_usage_error(a->command,
+                               "--slots takes one key, \"%s\" is "
+                               "a second one",
+                               a->keys[1]);
     return CLI_GO_ON;
 }
 
 int run_slots_make(run_slots *s, const pglock_key *key, int n)
 {
     char id[24];
+    memset(s, 0, sizeof *s);
     if (n < 1 || n > RUN_MAX_SLOTS || pglock_key_format(key, id, sizeof id) < 0)
         return -1;
     s->n = n;
@@ -96,72 +103,72 @@ int run_slots_in_use(const run_slots *s, const pglock_holders *list, int except)
     return 0;
 }
 
-int run_slots_declare(pglock_client *client, const run_slots *s,
-                      int *in_use, char *err, size_t errlen)
+int run_slots_declare(pglock_client *client, const run_slots *s, int *in_use,
+                      char *err, size_t errlen)
 {
     const pglock_key *mine = &s->decls[s->n - 1];
     *in_use = 0;
     /* shared, and nobody takes it exclusive: a try is always granted */
     int rc = pglock_lock_count(client, mine, PGLOCK_SHARED)
-                 ? 0 : pglock_lock(client, mine, PGLOCK_SHARED, PGLOCK_TRY);
+                 ? 0
+                 : pglock_lock(client, mine, PGLOCK_SHARED, PGLOCK_TRY);
     if (rc < 0) {
         snprintf(err, errlen, "%s", pglock_client_error(client));
         return rc;
     }
     /* only now: our declaration is in the lock table before we read it */
-    PGconn *conn = pglock_client_conn(client);
     pglock_holders *list = NULL;
-    pglock_error perr = {0};
-    rc = pglock_holders_list(&list, conn, s->decls, RUN_MAX_SLOTS, 0,
-                             cli_query_timeout_ms(conn), &perr);
+    rc = pglock_client_holders(&list, client, s->decls, RUN_MAX_SLOTS, 0,
+                               cli_query_timeout_ms(
+                                   pglock_client_conn(client)));
     if (rc < 0) {
         snprintf(err, errlen, "could not read who uses the slots: %s",
-                 perr.message);
+                 pglock_client_error(client));
         return rc;
     }
     *in_use = run_slots_in_use(s, list, s->n);
     pglock_holders_free(list);
-    return *in_use ? RUN_SLOTS_OTHER_N : 0;
+    return 0;
 }
 
-/* A try, then (unless --try) the wait; one attempt on one connection. */
-static int take_slot(run_state *st, run_slots *s, int64_t deadline)
+/* A try, then (unless --try) the wait; one attempt on one connection.
+ * 0, or a code with err set. */
+static int take_slot(run_state *st, run_slots *s, int64_t deadline,
+                     run_error *err)
 {
-    int rc = run_slots_declare(st->client, s, &st->slots_in_use, st->error,
-                               sizeof st->error);
-    if (rc == RUN_SLOTS_OTHER_N)
-        return PGLOCK_EINVAL;  /* st->slots_in_use says why */
+    err->sqlstate[0] = '\0';
+    int rc = run_slots_declare(st->client, s, &st->slots_in_use, err->message,
+                               sizeof err->message);
     if (rc < 0)
         return rc;
+    if (st->slots_in_use) /* st->slots_in_use says why */
+        return run_error_set(err, PGLOCK_EINVAL, "in use with --slots=%d",
+                             st->slots_in_use);
     /* one statement, whatever N: a free slot, or none */
     rc = pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
-                             &st->slot);
+                         &st->slot);
+    if (rc == 0)
+        return 0;
     if (rc != PGLOCK_EBUSY || st->args->timeout_ms == PGLOCK_TRY)
-        return rc;
-    return run_slots_wait(st, s, deadline);
+        return run_error_of(err, rc, st->client);
+    return run_slots_wait(st, s, deadline, err);
 }
 
-int run_slots_acquire(run_state *st, run_slots *s, pglock_key *key)
+int run_slots_acquire(run_state *st, run_slots *s, pglock_key *key,
+                      run_error *err)
 {
     const run_args *a = st->args;
     int64_t deadline = a->timeout_ms > 0 ? pglock_now_ms() + a->timeout_ms : 0;
     cli_verbose("trying the %d slots of \"%s\"", s->n, st->key_label);
-    for (int said = 0;; said++) {
-        int rc = take_slot(st, s, deadline);
-        /* as run_acquire(): only a budget rides out an outage */
-        if (rc != PGLOCK_ECONNLOST || !deadline || run_stop_signal())
-            return rc;
-        const char *why = st->client ? pglock_client_error(st->client) : st->error;
-        if (!said) {
-            cli_warning("connection lost while waiting for a slot of lock "
-                        "\"%s\": %s; reconnecting within --wait",
-                        st->key_label, why);
-        } else {
-            cli_verbose("connection lost again while waiting: %s", why);
-        }
-        pglock_client_close(st->client);
-        st->client = NULL;
-        if ((rc = run_reconnect(st, key, deadline)) < 0)
+    int said = 0;
+    for (;;) {
+        int rc = take_slot(st, s, deadline, err);
+        if (rc == 0)
+            return 0;
+        char what[RUN_MAX_KEY_ENV + 32];
+        snprintf(what, sizeof what, "a slot of lock \"%s\"", st->key_label);
+        if ((rc = run_ride_out_loss(st, key, deadline, rc, &said, what, err)) !=
+            0)
             return rc;
     }
 }

@@ -35,37 +35,24 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 #include "cli.h"
 #include "run.h"
 
-/* Each watcher's interrupt fd, its client's pglock_options.interrupt_fd:
- * an epoll set, readable while its own stop pipe or run_interrupt_fd() is
- * (the library watches one fd, and a watcher must be stoppable alone).
- * Made once and kept for the process: the winner's client keeps its fd
- * after the wait, with its stop pipe drained by as_head() (a stop at the
- * deadline may have written it), so that it then means a stop signal. */
-typedef struct watcher_stop {
-    int made;     /* 1: pipe and fd made, -1: could not be */
-    int pipe[2];
-    int fd;
-} watcher_stop;
-static watcher_stop stops[RUN_MAX_SLOTS];
-
 /* Makes slot i's stop fd (once) and drains its pipe.  0, or -1 (errno). */
-static int stop_ready(int i)
+static int stop_ready(run_slots *slots, int i)
 {
-    watcher_stop *s = &stops[i];
+    run_slot_stop *s = &slots->stops[i];
     if (!s->made) {
         struct epoll_event ev = {.events = EPOLLIN};
         s->made = -1;
         if (pipe2(s->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
             return -1;
         s->fd = epoll_create1(EPOLL_CLOEXEC);
-        if (s->fd < 0 ||
-            epoll_ctl(s->fd, EPOLL_CTL_ADD, s->pipe[0], &ev) < 0 ||
+        if (s->fd < 0 || epoll_ctl(s->fd, EPOLL_CTL_ADD, s->pipe[0], &ev) < 0 ||
             (run_interrupt_fd() >= 0 &&
              epoll_ctl(s->fd, EPOLL_CTL_ADD, run_interrupt_fd(), &ev) < 0))
             return -1;
@@ -79,52 +66,48 @@ static int stop_ready(int i)
     return 0;
 }
 
-static void stop_one(int i)
+static void stop_one(const run_slots *slots, int i)
 {
-    ssize_t wr = write(stops[i].pipe[1], "x", 1);
+    ssize_t wr = write(slots->stops[i].pipe[1], "x", 1);
     (void)wr; /* full: readable already */
 }
 
 /* Whether watcher i was stopped (or a stop signal came). */
-static int stopped_now(int i)
+static int stopped_now(const run_slots *slots, int i)
 {
-    struct pollfd p = {stops[i].fd, POLLIN, 0};
+    struct pollfd p = {slots->stops[i].fd, POLLIN, 0};
     return poll(&p, 1, 0) > 0;
 }
 
-typedef struct slot_wait slot_wait;
+typedef struct run_slot_wait slot_wait;
 
 typedef struct watcher {
     slot_wait *sw;
     int index;
     pthread_t thread;
-    pglock_client *client;    /* the winner's, kept; else NULL */
+    pglock_client *client; /* the winner's, kept; else NULL */
     int rc;
     char error[256];
 } watcher;
 
-struct slot_wait {
-    int started;              /* threads to join (run_slots_wait_end()) */
+struct run_slot_wait {
+    int started; /* threads to join (run_slots_wait_end()) */
     const run_state *st;
-    const run_slots *s;
-    int64_t deadline;         /* 0: none */
-    int done_pipe[2];         /* one byte per watcher that ended */
+    run_slots *s;
+    int64_t deadline; /* 0: none */
+    int done_pipe[2]; /* one byte per watcher that ended */
     pthread_mutex_t mu;
-    int winner;               /* -1 until one is granted */
-    int failed;               /* the first watcher that failed on its own, -1 */
+    int winner; /* -1 until one is granted */
+    int failed; /* the first watcher that failed on its own, -1 */
     watcher w[RUN_MAX_SLOTS];
 };
-
-/* One wait per process: static, so that the losers can finish (cancel,
- * close) while the gate is given back; run_slots_wait_end() joins them. */
-static slot_wait the_wait;
 
 /* Stops every watcher but `except` (-1: all). */
 static void stop_watchers(slot_wait *sw, int except)
 {
     for (int i = 0; i < sw->s->n; i++)
         if (i != except)
-            stop_one(i);
+            stop_one(sw->s, i);
 }
 
 static long budget_left(int64_t deadline)
@@ -153,14 +136,11 @@ static void *watch(void *arg)
      * connect_timeout: through a full pooler its first query waits for a
      * server connection, which a holder's end frees; its stop fd ends it
      * sooner. */
-    char ct[24];
     long left = budget_left(sw->deadline);
-    long secs = left == PGLOCK_WAIT_FOREVER ? 0 : (left + 999) / 1000;
-    snprintf(ct, sizeof ct, "%ld", left == PGLOCK_WAIT_FOREVER ? 0
-                                   : secs < 2 ? 2 : secs);
-    int rc = run_open_client(sw->st, ct, stops[me->index].fd, &c);
+    int rc = run_open_client(sw->st, left == PGLOCK_TRY ? 1 : left,
+                             sw->s->stops[me->index].fd, &c);
     if (rc == 0)
-        rc = stopped_now(me->index)
+        rc = stopped_now(sw->s, me->index)
                  ? PGLOCK_EINTR
                  : pglock_lock(c, &sw->s->keys[me->index], PGLOCK_EXCLUSIVE,
                                budget_left(sw->deadline));
@@ -255,27 +235,19 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
 {
     int ended = 0, stopped = 0;
     pglock_hold *gate = gate_hold_start(st);
-    int64_t step_at = 0;  /* the hold's next step: at once */
+    run_drive d = run_drive_start(gate);
     while (ended < started && winner_of(sw) < 0) {
         int64_t now = pglock_now_ms();
-        if (gate && now >= step_at) {
-            long t;
-            if (pglock_hold_step(gate, &t) != 0) {
-                cli_verbose("the gate's connection: %s",
-                            pglock_hold_error(gate));
-                step_at = INT64_MAX;
-            } else {
-                step_at = now + (t > 0 ? t : 1);
-            }
-        }
-        int64_t until = gate ? step_at : INT64_MAX;
+        if (run_drive_step(&d, now) == RUN_STEP_LOST)
+            cli_verbose("the gate's connection: %s", pglock_hold_error(gate));
+        int64_t until = run_drive_due(&d);
         if (sw->deadline && !stopped && sw->deadline < until)
             until = sw->deadline;
         struct pollfd p[2] = {{sw->done_pipe[0], POLLIN, 0},
-                              {gate ? pglock_hold_fd(gate) : -1, POLLIN, 0}};
+                              {run_drive_fd(&d), POLLIN, 0}};
         int n = poll(p, 2, poll_timeout(now, until));
         if (n > 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
-            step_at = 0;  /* the server spoke: step now */
+            run_drive_heard(&d); /* the server spoke: step now */
         if (n > 0 && (p[0].revents & POLLIN)) {
             char buf[RUN_MAX_SLOTS];
             ssize_t r = read(sw->done_pipe[0], buf, sizeof buf);
@@ -287,53 +259,66 @@ static void await_watchers(run_state *st, slot_wait *sw, int started)
             }
         }
         if (sw->deadline && !stopped && pglock_now_ms() >= sw->deadline) {
-            stop_watchers(sw, -1);  /* the budget is spent */
+            stop_watchers(sw, -1); /* the budget is spent */
             stopped = 1;
         }
     }
     gate_hold_stop(st, gate);
 }
 
-void run_slots_wait_end(void)
+static void join_watchers(slot_wait *sw)
 {
-    slot_wait *sw = &the_wait;
-    if (!sw->s)
-        return;
     for (int i = 0; i < sw->started; i++)
         pthread_join(sw->w[i].thread, NULL);
+    sw->started = 0;
+}
+
+void run_slots_wait_end(run_slots *s)
+{
+    slot_wait *sw = s->wait;
+    if (!sw)
+        return;
+    join_watchers(sw);
     pthread_mutex_destroy(&sw->mu);
     close(sw->done_pipe[0]);
     close(sw->done_pipe[1]);
-    sw->s = NULL;
+    free(sw);
+    s->wait = NULL;
 }
 
-/* The failure of a wait no watcher won, once all are joined. */
-static int why_none(run_state *st, slot_wait *sw)
+/* The failure of a wait no watcher won, once all are joined, with err
+ * set; *own = 1 when it is a watcher's own (not a stop, not the budget's
+ * end). */
+static int why_none(slot_wait *sw, run_error *err, int *own)
 {
     if (run_stop_signal())
-        return PGLOCK_EINTR;
+        return run_error_set(err, PGLOCK_EINTR, "interrupted");
     /* a watcher failed on its own (could not connect, ...): say why, even
      * when the budget ran out while the others stopped */
     int i = sw->failed;
     if (i >= 0) {
-        snprintf(st->error, sizeof st->error, "could not wait for slot %d: %s",
-                 i, sw->w[i].error);
-        return sw->w[i].rc;
+        *own = 1;
+        return run_error_set(err, sw->w[i].rc, "could not wait for slot %d: %s",
+                             i, sw->w[i].error);
     }
-    return PGLOCK_ETIMEDOUT;
+    return run_error_set(err, PGLOCK_ETIMEDOUT,
+                         "every slot still held after the wait");
 }
 
 /* Starts the watchers and waits for the first grant.  0 with the winner
  * in sw->winner (its client in sw->w[winner].client; the others may still
- * be finishing), else a code (every watcher joined). */
-static int watch_slots(run_state *st, slot_wait *sw)
+ * be finishing), else a code with err set (every watcher joined), *own =
+ * 1 when the failure is the wait's own (a watcher's, a thread's). */
+static int watch_slots(run_state *st, slot_wait *sw, run_error *err, int *own)
 {
     int rc = 0;
     for (int i = 0; i < sw->s->n; i++)
-        if (stop_ready(i) < 0) {
-            snprintf(st->error, sizeof st->error, "could not make the stop "
-                     "fd of slot %d's watcher: %s", i, strerror(errno));
-            return PGLOCK_ENOMEM;
+        if (stop_ready(sw->s, i) < 0) {
+            *own = 1;
+            return run_error_set(err, PGLOCK_ENOMEM,
+                                 "could not make the stop fd of slot %d's "
+                                 "watcher: %s",
+                                 i, strerror(errno));
         }
     /* The watchers start with every signal blocked, so that the handlers
      * run on this thread; they hear of a stop signal through
@@ -345,9 +330,9 @@ static int watch_slots(run_state *st, slot_wait *sw)
         sw->w[i] = (watcher){.sw = sw, .index = i, .rc = PGLOCK_EINTR};
         if (pthread_create(&sw->w[i].thread, NULL, watch, &sw->w[i]) != 0) {
             stop_watchers(sw, -1);
-            rc = PGLOCK_ENOMEM;
-            snprintf(st->error, sizeof st->error, "could not start a thread "
-                     "to watch slot %d", i);
+            *own = 1;
+            rc = run_error_set(err, PGLOCK_ENOMEM,
+                               "could not start a thread to watch slot %d", i);
             break;
         }
         sw->started++;
@@ -356,12 +341,17 @@ static int watch_slots(run_state *st, slot_wait *sw)
     await_watchers(st, sw, sw->started);
     if (winner_of(sw) >= 0)
         return 0;
-    run_slots_wait_end();
-    return rc ? rc : why_none(st, sw);
+    join_watchers(sw);
+    rc = rc ? rc : why_none(sw, err, own);
+    run_slots_wait_end(sw->s);
+    return rc;
 }
 
-/* The head of the queue, holding the gate: a slot, or wait on all. */
-static int as_head(run_state *st, run_slots *s, int64_t deadline)
+/* The head of the queue, holding the gate: a slot, or wait on all.  0,
+ * else a code with err set, *own = 1 when the failure is the wait's own
+ * (not the gate connection's answer). */
+static int as_head(run_state *st, run_slots *s, int64_t deadline,
+                   run_error *err, int *own)
 {
     /* With --mode=xact a slot taken here would stay in the gate's transaction,
      * and the gate with it, for the whole job (a transaction lock goes
@@ -369,25 +359,29 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
      * granted at once wins. */
     int xact = pglock_client_lifetime(st->client) == PGLOCK_LIFETIME_XACT;
     int rc = xact ? PGLOCK_EBUSY
-                  : pglock_lock_any(st->client, s->keys, s->n,
-                                    PGLOCK_EXCLUSIVE, &st->slot);
+                  : pglock_lock_any(st->client, s->keys, s->n, PGLOCK_EXCLUSIVE,
+                                    &st->slot);
     if (rc != PGLOCK_EBUSY)
-        return rc;
+        return rc < 0 ? run_error_of(err, rc, st->client) : rc;
     cli_verbose("every slot is held: waiting on all %d", s->n);
-    slot_wait *sw = &the_wait;
-    memset(sw, 0, sizeof *sw);
+    /* s owns the wait until run_slots_wait_end(): the losers may still be
+     * finishing (cancel, close) while the gate is given back */
+    slot_wait *sw = calloc(1, sizeof *sw);
+    if (!sw || pipe(sw->done_pipe) < 0) {
+        run_error_set(err, PGLOCK_ENOMEM, "could not create a pipe: %s",
+                      sw ? strerror(errno) : "out of memory");
+        free(sw);
+        *own = 1;
+        return PGLOCK_ENOMEM;
+    }
     sw->st = st;
     sw->deadline = deadline;
     sw->winner = -1;
     sw->failed = -1;
-    if (pipe(sw->done_pipe) < 0) {
-        snprintf(st->error, sizeof st->error, "could not create a pipe: %s",
-                 strerror(errno));
-        return PGLOCK_ENOMEM;
-    }
     pthread_mutex_init(&sw->mu, NULL);
     sw->s = s;
-    rc = watch_slots(st, sw);
+    s->wait = sw;
+    rc = watch_slots(st, sw, err, own);
     if (rc == 0) {
         /* The winner declares N before the gate's connection, which
          * declares it now, goes: no instant without a declaration, when
@@ -396,15 +390,17 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
         /* its interrupt fd from now on means only a stop signal (a stop
          * at the deadline may have written its pipe: the slot is won all
          * the same) */
-        stop_ready(sw->winner);
+        stop_ready(s, sw->winner);
         rc = pglock_lock(won, &s->decls[s->n - 1], PGLOCK_SHARED, PGLOCK_TRY);
         if (rc < 0) {
-            snprintf(st->error, sizeof st->error, "could not declare --slots="
-                     "%d on slot %d's connection: %s", s->n, sw->winner,
-                     pglock_client_error(won));
+            run_error_set(err, rc,
+                          "could not declare --slots=%d on slot %d's "
+                          "connection: %s",
+                          s->n, sw->winner, pglock_client_error(won));
+            *own = 1;
             pglock_client_close(won);
             sw->w[sw->winner].client = NULL;
-            run_slots_wait_end();
+            run_slots_wait_end(s);
             return rc;
         }
         /* the winner's connection holds the slot; the gate's goes, and
@@ -416,21 +412,22 @@ static int as_head(run_state *st, run_slots *s, int64_t deadline)
     return rc;
 }
 
-int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
+int run_slots_wait(run_state *st, run_slots *s, int64_t deadline,
+                   run_error *err)
 {
     cli_verbose("queueing on the gate of \"%s\"", st->key_label);
-    st->error[0] = '\0';
     int rc = pglock_lock(st->client, &s->gate, PGLOCK_EXCLUSIVE,
                          budget_left(deadline));
     if (rc == PGLOCK_EBUSY)
         rc = PGLOCK_ETIMEDOUT; /* the budget ran out: a wait's end */
     if (rc < 0)
-        return rc;
-    rc = as_head(st, s, deadline);
-    if (rc < 0 && st->error[0]) {
-        /* a watcher's failure: st->error says why (cmd_run prints it) */
-        pglock_client_close(st->client);
-        st->client = NULL;
+        return run_error_of(err, rc, st->client);
+    int own = 0;
+    rc = as_head(st, s, deadline, err, &own);
+    if (rc < 0 && own) {
+        /* the wait's own failure (err says why): the gate goes with its
+         * connection */
+        run_client_drop(st);
     } else if (pglock_lock_count(st->client, &s->gate, PGLOCK_EXCLUSIVE)) {
         /* a slot taken by the head's own try, or none: let the next in.
          * With --mode=xact the client holds only the gate here (as_head), so
@@ -439,11 +436,10 @@ int run_slots_wait(run_state *st, run_slots *s, int64_t deadline)
         if (urc != 0 && rc == 0) {
             /* the job would hold the gate, and the whole queue, while it
              * runs: give the slot back with the connection; no job ran */
-            snprintf(st->error, sizeof st->error, "could not give the gate "
-                     "back: %s", pglock_client_error(st->client));
-            pglock_client_close(st->client);
-            st->client = NULL;
-            rc = urc < 0 ? urc : PGLOCK_ESERVER;
+            rc = run_error_set(err, urc < 0 ? urc : PGLOCK_ESERVER,
+                               "could not give the gate back: %s",
+                               pglock_client_error(st->client));
+            run_client_drop(st);
         }
     }
     return rc;

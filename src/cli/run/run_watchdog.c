@@ -36,17 +36,26 @@
 #include "pglock.h"
 #include "run.h"
 
+/* How far the job's stop has gone. */
+typedef enum {
+    WD_RUNNING,   /* no stop begun */
+    WD_TERM_SENT, /* SIGTERM sent: SIGKILL follows at kill_at */
+    WD_KILLING    /* SIGKILL sent, and sent again until the tree
+                            is empty */
+} wd_phase;
+
 typedef struct watchdog {
     const run_job *job;
-    int ctl_fd;          /* -1 once pglock is gone */
+    int ctl_fd; /* -1 once pglock is gone */
     int report_fd;
-    pid_t job_pid;       /* 0 once reaped */
-    int stopped;         /* the job is stopped by us (SIGSTOP) */
-    int64_t deadline;    /* client deadline; 0: none */
-    int64_t stop_by;     /* the job gone by then after a loss; 0: none */
-    int phase;           /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
-    int64_t kill_at;     /* phase 1: when SIGKILL follows */
-    int tty_reported;    /* RUN_REP_TTY_STOPPED sent */
+    pid_t job_pid;    /* 0 once reaped */
+    int stopped;      /* the job is stopped by us (SIGSTOP) */
+    int64_t deadline; /* client deadline; 0: none */
+    int64_t stop_by;  /* the job gone by then after a loss; 0: none */
+    wd_phase phase;
+    int64_t kill_at;        /* WD_TERM_SENT: when SIGKILL follows */
+    int tty_reported;       /* RUN_REP_TTY_STOPPED sent */
+    int said_not_permitted; /* say_not_permitted() has warned */
 } watchdog;
 
 static void report(watchdog *w, int kind, int arg)
@@ -60,13 +69,13 @@ static void report(watchdog *w, int kind, int arg)
 
 /* A process of the job that we may not signal: it gained privileges (a
  * setuid program, under --allow-setuid) and can outlive the lock.  Said
- * once, on pglock's stderr, which the watchdog shares. */
-static void say_not_permitted(pid_t pid)
+ * once per *said (set then), on pglock's stderr, which the watchdog
+ * shares. */
+static void say_not_permitted(pid_t pid, int *said)
 {
-    static int said;
-    if (said)
+    if (*said)
         return;
-    said = 1;
+    *said = 1;
     cli_warning("could not signal process %d of the command: %s; it gained "
                 "privileges (--allow-setuid) and can outlive the lock",
                 (int)pid, strerror(EPERM));
@@ -75,8 +84,9 @@ static void say_not_permitted(pid_t pid)
 /* Reads every pid's parent from /proc and signals the descendants of
  * root (excluding root), but none in process group skip (0: none), which
  * the caller has signalled already: a process that gets a signal twice
- * may run its handler twice (a TERM trap that runs between the two). */
-static int signal_tree(pid_t root, int signo, pid_t skip)
+ * may run its handler twice (a TERM trap that runs between the two).
+ * *said: whether a process we may not signal has been warned of. */
+static int signal_tree(pid_t root, int signo, pid_t skip, int *said)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -150,7 +160,7 @@ static int signal_tree(pid_t root, int signo, pid_t skip)
             if (kill(pid[i], sig) == 0)
                 count++;
             else if (errno == EPERM)
-                say_not_permitted(pid[i]);
+                say_not_permitted(pid[i], said);
         }
         free(mark);
     }
@@ -160,14 +170,13 @@ static int signal_tree(pid_t root, int signo, pid_t skip)
     return count;
 }
 
-const int run_handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP,
-                                   SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU,
-                                   SIGUSR1, SIGUSR2, SIGALRM, SIGCONT,
-                                   SIGPIPE, SIGWINCH, 0};
+const int run_handled_signals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,   SIGQUIT,
+                                   SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1,  SIGUSR2,
+                                   SIGALRM, SIGCONT, SIGPIPE, SIGWINCH, 0};
 
-int run_signal_descendants(int signo)
+int run_signal_descendants(int signo, int *said)
 {
-    return signal_tree(getpid(), signo, 0);
+    return signal_tree(getpid(), signo, 0, said);
 }
 
 /* Signals the whole job, each process once: its process group (while
@@ -178,7 +187,7 @@ static void signal_job(watchdog *w, int signo)
     pid_t group = w->job_pid > 0 && !w->job->foreground ? w->job_pid : 0;
     if (group > 0)
         kill(-group, signo);
-    signal_tree(getpid(), signo, group);
+    signal_tree(getpid(), signo, group, &w->said_not_permitted);
 }
 
 /* Stops the job after a loss: one SIGTERM now, then SIGKILL at a fixed
@@ -192,18 +201,18 @@ static void signal_job(watchdog *w, int signo)
  * stopped is killed, never resumed. */
 static void begin_terminate(watchdog *w)
 {
-    if (w->phase > 0)
+    if (w->phase != WD_RUNNING)
         return;
     int64_t now = pglock_now_ms();
     int64_t kill_at = now + w->job->kill_after_ms;
     if (w->stop_by > 0 && w->stop_by < kill_at)
         kill_at = w->stop_by;
     if (w->stopped || now >= kill_at) {
-        w->phase = 2;
+        w->phase = WD_KILLING;
         signal_job(w, SIGKILL);
         return;
     }
-    w->phase = 1;
+    w->phase = WD_TERM_SENT;
     w->kill_at = kill_at;
     signal_job(w, SIGTERM);
     signal_job(w, SIGCONT);
@@ -211,7 +220,7 @@ static void begin_terminate(watchdog *w)
 
 static void begin_kill(watchdog *w)
 {
-    w->phase = 2;
+    w->phase = WD_KILLING;
     signal_job(w, SIGKILL);
 }
 
@@ -219,12 +228,12 @@ static void handle_ctl(watchdog *w, const run_msg *m)
 {
     switch (m->op) {
     case RUN_CTL_SIGNAL:
-        if (w->phase > 0)
+        if (w->phase != WD_RUNNING)
             break;
         if (w->job_pid > 0)
             kill(w->job->foreground ? w->job_pid : -w->job_pid, m->arg);
         else
-            signal_tree(getpid(), m->arg, 0);
+            signal_tree(getpid(), m->arg, 0, &w->said_not_permitted);
         /* A job the kernel stopped (SIGTTIN) would keep the signal
          * pending forever; one we stopped stays stopped. */
         if (!w->stopped && w->job_pid > 0 &&
@@ -239,14 +248,14 @@ static void handle_ctl(watchdog *w, const run_msg *m)
         begin_kill(w);
         break;
     case RUN_CTL_STOP:
-        if (w->phase == 0) {
+        if (w->phase == WD_RUNNING) {
             w->stopped = 1;
             signal_job(w, SIGSTOP);
         }
         report(w, RUN_REP_STOPPED, 0);
         break;
     case RUN_CTL_CONT:
-        if (w->phase == 0 && w->stopped) {
+        if (w->phase == WD_RUNNING && w->stopped) {
             w->stopped = 0;
             signal_job(w, SIGCONT);
         }
@@ -276,7 +285,7 @@ static int reap(watchdog *w)
         if (WIFCONTINUED(status)) {
             /* Someone else continued a job we stopped while pglock is
              * suspended and ownership unverified: stop it again. */
-            if (w->stopped && w->phase == 0)
+            if (w->stopped && w->phase == WD_RUNNING)
                 signal_job(w, SIGSTOP);
             continue;
         }
@@ -300,7 +309,7 @@ static int reap(watchdog *w)
     /* The command is done but left processes behind (children remain, so
      * the tree is not empty): they go too.  A command that left nothing
      * ends with ECHILD above, with no /proc scan. */
-    if (job_exited && w->phase == 0)
+    if (job_exited && w->phase == WD_RUNNING)
         begin_terminate(w);
     return 0;
 }
@@ -317,9 +326,9 @@ static void job_fail(volatile int *why, int e)
     _exit(e == ENOENT ? 127 : e == RUN_EXEC_PAST_DEADLINE ? 70 : 126);
 }
 
-/* Starts the command in a child; *exec_errno: why it was not started (an
- * errno, or RUN_EXEC_PAST_DEADLINE), 0 once it has exec'd.  Returns the
- * pid, or -errno.
+/* Starts the command in a child, its pid in *pid; *exec_errno: why it
+ * was not started (an errno, or RUN_EXEC_PAST_DEADLINE), 0 once it has
+ * exec'd.  Returns 0, or the errno of a vfork() that failed.
  *
  * vfork(): the child borrows the watchdog's memory until it execs or
  * exits, and the watchdog sleeps until then.  So starting the command
@@ -331,13 +340,18 @@ static void job_fail(volatile int *why, int e)
  * requires; no handler of ours can run in it (the watchdog's signals are
  * blocked and at SIG_DFL, and the job's dispositions come from pglock's
  * own start, where only SIG_DFL and SIG_IGN are inherited). */
-static pid_t spawn_job(const run_job *job, int *exec_errno)
+static int spawn_job(const run_job *job, pid_t *pid, int *exec_errno)
 {
     pid_t job_parent = getpid();
     volatile int why = 0;
+    /* vfork() on purpose, and its child only makes system calls (above) */
+    /* NOLINTNEXTLINE(clang-analyzer-security.insecureAPI.vfork) */
     pid_t p = vfork();
     if (p < 0)
-        return -errno;
+        return errno;
+    /* The analyzer allows a vfork child only exec and _exit; ours makes the
+     * system calls this function's comment names, as Linux's vfork lets it. */
+    /* NOLINTBEGIN(clang-analyzer-unix.Vfork) */
     if (p == 0) {
         /* Our own group, or (--foreground) pglock's, which the terminal
          * talks to; never the watchdog's (see watchdog_main).  Done here,
@@ -372,23 +386,21 @@ static pid_t spawn_job(const run_job *job, int *exec_errno)
             execvp(job->argv[0], job->argv);
         job_fail(&why, errno);
     }
+    /* NOLINTEND(clang-analyzer-unix.Vfork) */
     *exec_errno = why;
-    return p;
+    *pid = p;
+    return 0;
 }
 
-static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
+/* The watchdog's signals: blocked, back at SIG_DFL, read from the
+ * returned signalfd (SIGCHLD wakes the loop).  SIGPIPE is ignored: pglock
+ * may be gone when we report. */
+static int take_signals(void)
 {
-    watchdog w = {job, ctl_fd, report_fd, 0, 0, job->deadline, job->stop_by,
-                  0, 0, 0};
-    /* A process group of our own: a signal to pglock's group (timeout(1),
-     * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
-     * pglock and its watchdog together while the command runs on. */
-    setpgid(0, 0);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
-    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP,
+    int sigs[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
                   SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM};
     signal(SIGCONT, SIG_DFL);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
@@ -396,21 +408,92 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
     sigprocmask(SIG_BLOCK, &set, NULL);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         signal(sigs[i], SIG_DFL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* The deadline and the stop, as time goes: the job is stopped at the
+ * client deadline, killed at kill_at, and killed again while the tree is
+ * not empty.  Returns poll()'s timeout in ms (-1: none). */
+static long advance(watchdog *w, int64_t now)
+{
+    if (w->phase == WD_RUNNING && w->deadline > 0 && now >= w->deadline) {
+        /* pglock could not confirm the lock in time (it may be frozen,
+         * stuck, or suspended by Ctrl-Z while someone continues a
+         * process of the job): stop the job ourselves.  A job we had
+         * stopped is killed, never resumed. */
+        report(w, RUN_REP_DEADLINE, 0);
+        begin_terminate(w);
+    }
+    if (w->phase == WD_TERM_SENT && now >= w->kill_at)
+        begin_kill(w);
+    long timeout = -1;
+    if (w->phase == WD_RUNNING && w->deadline > 0)
+        timeout = (long)(w->deadline - now);
+    else if (w->phase == WD_TERM_SENT)
+        timeout = (long)(w->kill_at - now);
+    else if (w->phase == WD_KILLING)
+        timeout = 50; /* keep killing: a fork may have raced the kill */
+    if (timeout < 0 && (w->phase != WD_RUNNING || w->deadline > 0))
+        timeout = 0;
+    if (w->phase == WD_KILLING)
+        signal_job(w, SIGKILL);
+    return timeout;
+}
+
+/* A message from pglock, or its end: at end-of-file (pglock is gone,
+ * perhaps SIGKILLed) nobody confirms the lock any more, so the job is
+ * killed now; the lock is released only when we exit, after the last
+ * process is reaped. */
+static void read_ctl(watchdog *w)
+{
+    run_msg m;
+    ssize_t r = read(w->ctl_fd, &m, sizeof m);
+    if (r == (ssize_t)sizeof m) {
+        handle_ctl(w, &m);
+    } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        close(w->ctl_fd);
+        w->ctl_fd = -1;
+        begin_kill(w);
+    }
+}
+
+/* Drains the signalfd and the timerfd: their only news is the wake-up.
+ * SIGCHLD is reaped at the top of the loop; terminal and kill signals are
+ * pglock's to forward, ignored here. */
+static void drain(int fd, short revents, void *buf, size_t len)
+{
+    if (revents)
+        while (read(fd, buf, len) == (ssize_t)len) {
+        }
+}
+
+static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
+{
+    watchdog w = {.job = job,
+                  .ctl_fd = ctl_fd,
+                  .report_fd = report_fd,
+                  .deadline = job->deadline,
+                  .stop_by = job->stop_by,
+                  .phase = WD_RUNNING};
+    /* A process group of our own: a signal to pglock's group (timeout(1),
+     * kill -9 -PGID, a shell's kill %1, kill -STOP -PGID) must never take
+     * pglock and its watchdog together while the command runs on. */
+    setpgid(0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int sfd = take_signals();
     /* poll()'s timeout counts CLOCK_MONOTONIC, which stops while the host
      * is suspended: a timer on CLOCK_BOOTTIME wakes us at a deadline that
      * passed during the suspend, not that much later. */
     int tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     /* If pglock died before we got here, the pipe is already at EOF. */
 
-    int exec_errno;
-    pid_t p = spawn_job(job, &exec_errno);
-    if (p < 0) {
-        report(&w, RUN_REP_EXEC_FAILED, (int)-p);
+    int exec_errno = 0;
+    int fork_errno = spawn_job(job, &w.job_pid, &exec_errno);
+    if (fork_errno) {
+        report(&w, RUN_REP_EXEC_FAILED, fork_errno);
         report(&w, RUN_REP_DONE, 0);
         _exit(0);
     }
-    w.job_pid = p;
     if (exec_errno == RUN_EXEC_PAST_DEADLINE)
         report(&w, RUN_REP_NOT_STARTED, 0);
     else if (exec_errno)
@@ -422,66 +505,28 @@ static void watchdog_main(const run_job *job, int ctl_fd, int report_fd)
             _exit(0);
         }
         int64_t now = pglock_now_ms();
-        if (w.phase == 0 && w.deadline > 0 && now >= w.deadline) {
-            /* pglock could not confirm the lock in time (it may be frozen,
-             * stuck, or suspended by Ctrl-Z while someone continues a
-             * process of the job): stop the job ourselves.  A job we had
-             * stopped is killed, never resumed. */
-            report(&w, RUN_REP_DEADLINE, 0);
-            begin_terminate(&w);
-        }
-        if (w.phase == 1 && now >= w.kill_at)
-            begin_kill(&w);
-        long timeout = -1;
-        if (w.phase == 0 && w.deadline > 0)
-            timeout = (long)(w.deadline - now);
-        else if (w.phase == 1)
-            timeout = (long)(w.kill_at - now);
-        else if (w.phase == 2)
-            timeout = 50; /* keep killing: a fork may have raced the kill */
-        if (timeout < 0 && (w.phase || w.deadline > 0))
-            timeout = 0;
-        if (w.phase == 2)
-            signal_job(&w, SIGKILL);
+        long timeout = advance(&w, now);
         if (tfd >= 0) {
             int64_t at = timeout >= 0 ? now + timeout : 0;
-            struct itimerspec its = {{0, 0}, {at / 1000, (at % 1000) * 1000000}};
-            timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL); /* 0: disarmed */
+            struct itimerspec its = {{0, 0},
+                                     {at / 1000, (at % 1000) * 1000000}};
+            timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its,
+                            NULL); /* 0: disarmed */
         }
-        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {tfd, POLLIN, 0},
+        struct pollfd pfd[3] = {{sfd, POLLIN, 0},
+                                {tfd, POLLIN, 0},
                                 {w.ctl_fd, POLLIN, 0}};
         int n = poll(pfd, w.ctl_fd >= 0 ? 3 : 2, (int)timeout);
         if (n < 0 && errno != EINTR)
             _exit(70);
         if (n <= 0)
             continue;
-        if (pfd[0].revents) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                /* SIGCHLD: reaped at the top of the loop.  Terminal and
-                 * kill signals are pglock's to forward; ignored here. */
-            }
-        }
-        if (pfd[1].revents) {
-            uint64_t expirations;
-            if (read(tfd, &expirations, sizeof expirations) < 0) {
-                /* not yet due, or disarmed since: nothing to drain */
-            }
-        }
-        if (w.ctl_fd >= 0 && pfd[2].revents) {
-            run_msg m;
-            ssize_t r = read(w.ctl_fd, &m, sizeof m);
-            if (r == (ssize_t)sizeof m) {
-                handle_ctl(&w, &m);
-            } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-                /* pglock is gone, perhaps SIGKILLed: nobody confirms the
-                 * lock any more.  Kill the job now; the lock is released
-                 * only when we exit, after the last process is reaped. */
-                close(w.ctl_fd);
-                w.ctl_fd = -1;
-                begin_kill(&w);
-            }
-        }
+        struct signalfd_siginfo si;
+        drain(sfd, pfd[0].revents, &si, sizeof si);
+        uint64_t expirations;
+        drain(tfd, pfd[1].revents, &expirations, sizeof expirations);
+        if (w.ctl_fd >= 0 && pfd[2].revents)
+            read_ctl(&w);
     }
 }
 

@@ -29,17 +29,16 @@
 #define EXIT_SOME_FREE 1
 
 typedef struct status_options {
-    cli_conn conn;
-    const char *keys_path;
-    int json;
+    cli_common common; /* first: the shared options' fields */
     int watch;
     long watch_ms;
     int all_databases;
     pglock_key *filter; /* the KEYs given; NULL: every key */
     int n_filter;
-    int slots;          /* --slots=N: KEY is a semaphore of N slots */
+    int slots;             /* --slots=N: KEY is a semaphore of N slots */
     const char *slot_name; /* that KEY, as given */
 } status_options;
+CLI_COMMON_FIRST(status_options);
 
 static volatile sig_atomic_t interrupted;
 
@@ -49,31 +48,43 @@ static void on_interrupt(int sig)
     interrupted = 1;
 }
 
-enum { OPT_WATCH = 256, OPT_ALL_DATABASES, OPT_SLOTS };
+static cli_opt_call_fn watch_option;
 
 static const cli_opt status_opts[] = {
-    {0, 0, NULL, 0, NULL, "Options:"},
-    {OPT_ALL_DATABASES, 0, "all-databases", CLI_OPT_NO_VALUE, NULL,
-     "every database, not only the current one"},
-    {OPT_WATCH, 0, "watch", CLI_OPT_OPTIONAL, "INTERVAL",
-     "redraw every INTERVAL (default 2s) until ^C"},
-    {OPT_SLOTS, 0, "slots", CLI_OPT_VALUE, "N",
-     "KEY is a semaphore of N slots (run --slots=N):\n"
-     "show it as one entry even when nobody uses it\n"
-     "(one in use is shown so without --slots); 0 when\n"
-     "every slot is held"},
-    CLI_OPT_END};
+    {.type = CLI_OPT_HEADING, .help = "Options:"},
+    {.type = CLI_OPT_FLAG,
+     .long_name = "all-databases",
+     .field = offsetof(status_options, all_databases),
+     .help = "every database, not only the current one"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "watch",
+     .value_name = "INTERVAL",
+     .optional = 1,
+     .call = watch_option,
+     .help = "redraw every INTERVAL (default 2s) until ^C"},
+    {.type = CLI_OPT_CALL,
+     .long_name = "slots",
+     .field = offsetof(status_options, slots),
+     .value_name = "N",
+     .call = status_slots_option,
+     .help = "KEY is a semaphore of N slots (run --slots=N):\n"
+             "show it as one entry even when nobody uses it\n"
+             "(one in use is shown so without --slots); 0 when\n"
+             "every slot is held"},
+    {.type = CLI_OPT_END}};
 
 static const cli_opt *const status_tables[] = {
-    status_opts, cli_output_heading, cli_json_opts, cli_quiet_opts,
-    cli_keys_opts, cli_conn_opts, cli_help_opts, NULL};
+    status_opts,   cli_output_heading, cli_json_opts, cli_quiet_opts,
+    cli_keys_opts, cli_conn_opts,      cli_help_opts, NULL};
 
-static void print_help(void)
+static void print_help(const cli_common *target)
 {
-    printf("pglock status shows who holds and who waits for advisory locks.\n\n"
-           "Usage:\n"
-           "  pglock status [OPTION]... [KEY]...\n\n"
-           "With no KEY, every advisory lock held or awaited in the database.\n\n");
+    (void)target;
+    printf(
+        "pglock status shows who holds and who waits for advisory locks.\n\n"
+        "Usage:\n"
+        "  pglock status [OPTION]... [KEY]...\n\n"
+        "With no KEY, every advisory lock held or awaited in the database.\n\n");
     cli_opt_help(stdout, status_tables);
     printf("\nExit status: with KEYs, 0 when every KEY is held, 1 when any is\n"
            "free; with no KEY, 0 when it could look.  64 for bad options or\n"
@@ -89,8 +100,8 @@ static int all_held(const status_options *o, const lock_view *views, int nv)
     for (int i = 0; i < o->n_filter; i++) {
         int held = 0;
         for (int k = 0; k < nv && !held; k++)
-            held = views[k].holders > 0 && cli_same_lock(&views[k].e[0]->key,
-                                                     &o->filter[i]);
+            held = views[k].holders > 0 &&
+                   cli_same_lock(&views[k].e[0]->key, &o->filter[i]);
         if (!held)
             return 0;
     }
@@ -100,24 +111,24 @@ static int all_held(const status_options *o, const lock_view *views, int nv)
 /* Looks once and renders to out.  0 (*held: every KEY is held), or a
  * PGLOCK_E* code with one line in err. */
 static int refresh(FILE *out, PGconn *conn, const status_options *o,
-                   const cli_registry *reg, int *held, char *err,
-                   size_t errlen)
+                   const cli_registry *reg, int *held, char *err, size_t errlen)
 {
     pglock_holders *list = NULL;
     pglock_error perr = {0};
     /* One KEY may name a semaphore: its slots, gate and declarations are
      * read in the same statement, and a declaration in use shows it as
      * one entry (status_slots.c). */
-    static run_slots sem;
+    run_slots sem; /* 9 kB: no state outlives the call */
     pglock_key keys[1 + STATUS_SLOTS_NKEYS];
     int semaphore = o->n_filter == 1 && !o->all_databases &&
                     status_slots_keys(&sem, &o->filter[0], keys + 1) > 0;
     if (semaphore)
         keys[0] = o->filter[0];
-    int rc = pglock_holders_list(&list, conn, semaphore ? keys : o->filter,
-                                 semaphore ? 1 + STATUS_SLOTS_NKEYS : o->n_filter,
-                                 o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
-                                 cli_query_timeout_ms(conn), &perr);
+    int rc = pglock_holders_list(
+        &list, conn, semaphore ? keys : o->filter,
+        semaphore ? 1 + STATUS_SLOTS_NKEYS : o->n_filter,
+        o->all_databases ? PGLOCK_HOLDERS_ALL_DATABASES : 0,
+        cli_query_timeout_ms(conn), &perr);
     if (rc) {
         snprintf(err, errlen, "%s", perr.message);
         return rc;
@@ -125,14 +136,17 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
     int in_use = semaphore ? status_slots_declared(list, &sem) : 0;
     if (in_use) {
         *held = status_slots_render(out, list, &sem, in_use, o->slot_name,
-                                    o->json);
+                                    o->common.json);
         pglock_holders_free(list);
         return PGLOCK_OK;
     }
     int n = pglock_holders_count(list);
+    /* an array of pointers: sizeof *e is a pointer's size, as meant */
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     const pglock_holder **e = calloc((size_t)n + 1, sizeof *e);
     lock_view *views = calloc((size_t)n + 1, sizeof *views);
     const char **hosts = calloc((size_t)n + 1, sizeof *hosts);
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     prefault(e, ((size_t)n + 1) * sizeof *e);
     prefault(views, ((size_t)n + 1) * sizeof *views);
     prefault(hosts, ((size_t)n + 1) * sizeof *hosts);
@@ -147,9 +161,9 @@ static int refresh(FILE *out, PGconn *conn, const status_options *o,
         }
         int nv = status_group_locks(e, hosts, kept, reg, views);
         *held = all_held(o, views, nv);
-        status_scene s = {views, nv, o->all_databases, o->n_filter > 0,
-                          conn, reg};
-        if (o->json)
+        status_scene s = {views,           nv,   o->all_databases,
+                          o->n_filter > 0, conn, reg};
+        if (o->common.json)
             status_render_json(out, &s);
         else if (status_render_text(out, &s))
             rc = PGLOCK_ENOMEM;
@@ -179,7 +193,9 @@ static void nap(long ms)
  * and clear the rest of it, then clear below.  One write, no blank
  * screen in between, so nothing flickers.  Like watch(1), the frame is
  * cut to the terminal's size: a line that wrapped or a screen that
- * scrolled would leave the next frame misplaced. */
+ * scrolled would leave the next frame misplaced.  (buf is bytes for
+ * fwrite(), never a string: no terminating NUL is missing.) */
+/* NOLINTBEGIN(bugprone-not-null-terminated-result) */
 static void draw_frame(const char *frame, size_t len, int tty, int json)
 {
     if (!tty) {
@@ -223,10 +239,11 @@ static void draw_frame(const char *frame, size_t len, int tty, int json)
     fflush(stdout);
     free(buf);
 }
+/* NOLINTEND(bugprone-not-null-terminated-result) */
 
 static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 {
-    int tty = isatty(STDOUT_FILENO) && !o->json;
+    int tty = isatty(STDOUT_FILENO) && !o->common.json;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt; /* no SA_RESTART: wake the nap */
@@ -241,7 +258,7 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
         FILE *mem = open_memstream(&frame, &len);
         if (!mem)
             break;
-        if (!o->json) {
+        if (!o->common.json) {
             char stamp[32];
             time_t now = time(NULL);
             struct tm tm;
@@ -255,7 +272,7 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
             PQreset(conn);
         int held;
         if (refresh(mem, conn, o, reg, &held, err, sizeof err)) {
-            if (o->json) { /* still one document per line */
+            if (o->common.json) { /* still one document per line */
                 json_writer w;
                 json_init(&w, mem);
                 json_object_begin(&w, NULL);
@@ -268,7 +285,7 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
         }
         fclose(mem);
         if (!interrupted)
-            draw_frame(frame, len, tty, o->json);
+            draw_frame(frame, len, tty, o->common.json);
         free(frame);
         nap(o->watch_ms);
     }
@@ -280,45 +297,29 @@ static int watch(PGconn *conn, const status_options *o, const cli_registry *reg)
 
 /* ------------------------------------------------------ options */
 
-/* CLI_GO_ON, else the exit status (0 after --help or --version). */
-static int parse_options(int argc, char **argv, status_options *o)
+/* --watch[=INTERVAL]: redraw, every INTERVAL when given. */
+static cli_step watch_option(const char *command, const cli_opt *o,
+                             cli_common *target, const char *value)
 {
+    status_options *so = (status_options *)target; /* (its first member) */
     char err[256];
-    cli_opt_parser p;
-    const char *value;
-    int id, rc = cli_opt_start(&p, "status", argc, argv, status_tables,
-                               print_help);
-    if (rc != CLI_GO_ON)
-        return rc;
-    p.key_operands = 1;
-    while ((id = cli_opt_next(&p, &value)) != CLI_OPT_DONE) {
-        switch (id) {
-        case CLI_OPT_KEYS: o->keys_path = value; break;
-        case CLI_OPT_JSON: o->json = 1; break;
-        case OPT_ALL_DATABASES: o->all_databases = 1; break;
-        case 'q': cli_quiet = 1; break;
-        case OPT_SLOTS:
-            if (!(o->slots = status_slots_count(value)))
-                return cli_usage_error("status", "invalid value for --slots: "
-                                       "\"%s\" (expected 1 to 64)", value);
-            break;
-        case OPT_WATCH:
-            o->watch = 1;
-            if (value) {
-                if (cli_parse_duration(value, &o->watch_ms, err, sizeof err))
-                    return cli_usage_error("status", "invalid --watch interval: %s", err);
-                if (o->watch_ms < 100)
-                    return cli_usage_error("status", "invalid --watch interval \"%s\": "
-                                           "less than 100ms", value);
-            }
-            break;
-        default:
-            if ((rc = cli_shared_option(&o->conn, id, value)) != CLI_GO_ON)
-                return rc;
-        }
-    }
+    (void)o;
+    so->watch = 1;
+    if (!value)
+        return CLI_GO_ON;
+    if (cli_parse_duration(value, &so->watch_ms, err, sizeof err))
+        return cli_usage_error(command, "invalid --watch interval: %s", err);
+    if (so->watch_ms < 100)
+        return cli_usage_error(command,
+                               "invalid --watch interval \"%s\": "
+                               "less than 100ms",
+                               value);
     return CLI_GO_ON;
 }
+
+static const cli_opt_command status_command = {"status", status_tables,
+                                               print_help,
+                                               CLI_OPT_KEY_OPERANDS};
 
 /* ------------------------------------------------------ the command */
 
@@ -327,29 +328,29 @@ static PGconn *connect_or_fail(const status_options *o, int *code)
     /* Names and application_names arrive as UTF-8 whatever the server's
      * encoding: a startup parameter, not a SET (safe through a pooler). */
     pglock_error err = {0};
-    PGconn *conn = cli_connect(&o->conn, "pglock status", "UTF8", &err);
+    PGconn *conn = cli_connect(&o->common.conn, "pglock status", "UTF8", &err);
     if (!conn)
         *code = cli_connect_error(&err, NULL);
     return conn;
 }
 
-/* Parses the KEYs (argv from optind) into o->filter; 0 or an exit code. */
-static int parse_keys(int argc, char **argv, status_options *o,
+/* Parses the KEYs (the nkeys operands at keys) into o->filter; 0 or an
+ * exit code. */
+static int parse_keys(int nkeys, char **keys, status_options *o,
                       const cli_registry *reg)
 {
     char err[512];
-    int nkeys = argc - optind;
     o->filter = calloc((size_t)nkeys + 1, sizeof *o->filter);
     if (!o->filter)
         return cli_error(CLI_EXIT_SOFTWARE, "out of memory");
     for (int i = 0; i < nkeys; i++)
-        if (cli_parse_key(argv[optind + i], reg, &o->filter[i], err, sizeof err))
+        if (cli_parse_key(keys[i], reg, &o->filter[i], err, sizeof err))
             return cli_usage_error("status", "%s", err);
     o->n_filter = nkeys;
     if (o->slots && (nkeys != 1 || o->watch || o->all_databases))
         return cli_usage_error("status", "--slots takes one KEY, without "
-                               "--watch or --all-databases");
-    o->slot_name = nkeys ? argv[optind] : NULL;
+                                         "--watch or --all-databases");
+    o->slot_name = nkeys ? keys[0] : NULL;
     return 0;
 }
 
@@ -365,7 +366,7 @@ static int look(PGconn *conn, const status_options *o, const cli_registry *reg)
     }
     if (o->slots)
         return status_slots(conn, &o->filter[0], o->slot_name, o->slots,
-                            o->json);
+                            o->common.json);
     if (o->watch)
         return watch(conn, o, reg);
     int held = 0;
@@ -386,15 +387,16 @@ int cmd_status(int argc, char **argv)
     status_options o;
     memset(&o, 0, sizeof o);
     o.watch_ms = DEFAULT_WATCH_MS;
-    int rc = parse_options(argc, argv, &o);
+    int operand;
+    int rc = cli_opt_parse(&status_command, argc, argv, &o.common, &operand);
     if (rc != CLI_GO_ON)
         return rc;
     char err[512];
     cli_registry *reg = NULL;
-    if (cli_registry_load(&reg, o.keys_path, err, sizeof err))
+    if (cli_registry_load(&reg, o.common.keys_file, err, sizeof err))
         return cli_error(CLI_EXIT_USAGE, "%s", err);
     status_warn_collisions(reg);
-    rc = parse_keys(argc, argv, &o, reg);
+    rc = parse_keys(argc - operand, argv + operand, &o, reg);
     if (rc == 0) {
         PGconn *conn = connect_or_fail(&o, &rc);
         if (conn) {

@@ -23,9 +23,9 @@ typedef struct lock_view {
                                 NUL-terminated when from an application_name */
     const char *name_source; /* "registry", "application_name", "history" */
     int name_len;
-    int n;                   /* (the ints last: 40 bytes, not 48) */
+    int n; /* (the ints last: 40 bytes, not 48) */
     int holders, waiters, exclusive;
-    char part[16];           /* of name's semaphore: "slot 2", "gate",
+    char part[16]; /* of name's semaphore: "slot 2", "gate",
                                 "--slots=3" (a declaration); "" */
 } lock_view;
 
@@ -34,7 +34,7 @@ typedef struct status_scene {
     const lock_view *views;
     int nv;
     int all_databases;
-    int filtered;            /* KEYs were given */
+    int filtered; /* KEYs were given */
     PGconn *conn;
     const cli_registry *reg;
 } status_scene;
@@ -42,8 +42,8 @@ typedef struct status_scene {
 /* Groups the list's entries (already in key order) into locks, each
  * named (status_model.c), and reads each entry's host into hosts (room
  * for n); returns how many (views has room for one per entry). */
-int status_group_locks(const pglock_holder *const *e, const char **hosts,
-                       int n, const cli_registry *reg, lock_view *views);
+int status_group_locks(const pglock_holder *const *e, const char **hosts, int n,
+                       const cli_registry *reg, lock_view *views);
 
 /* Index in v of the request whose child v->e[idx] is in the tree: a
  * waiter ahead of it that blocks it (the nearest), else the first holder
@@ -65,8 +65,8 @@ void status_render_json(FILE *out, const status_scene *s);
  * text or JSON (nothing with --quiet).  The exit status: 0 when every
  * slot is held, 1 when one is free, 64 (another N in use) or 69
  * (printed). */
-int status_slots(PGconn *conn, const pglock_key *key, const char *name,
-                 int n, int json);
+int status_slots(PGconn *conn, const pglock_key *key, const char *name, int n,
+                 int json);
 /* What one look at a semaphore reads: its RUN_MAX_SLOTS possible slots,
  * the gate and the RUN_MAX_SLOTS declarations of N. */
 #define STATUS_SLOTS_NKEYS (2 * RUN_MAX_SLOTS + 1)
@@ -82,8 +82,9 @@ int status_slots_declared(const pglock_holders *list, const run_slots *s);
  * slot is held, else 0. */
 int status_slots_render(FILE *out, const pglock_holders *list,
                         const run_slots *s, int n, const char *name, int json);
-/* --slots's value: N, or 0 when invalid. */
-int status_slots_count(const char *value);
+/* --slots=N's reader (CLI_OPT_CALL, an int field), as run's. */
+cli_step status_slots_option(const char *command, const cli_opt *o,
+                             cli_common *target, const char *value);
 
 /* "pglock: warning: ..." for each registry collision. */
 void status_warn_collisions(const cli_registry *reg);

@@ -8,12 +8,14 @@ static void json_session(json_writer *w, const pglock_holder *e,
                          const char *host)
 {
     json_int(w, "pid", e->pid);
-    json_string(w, "mode", e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared");
+    json_string(w, "mode",
+                e->mode == PGLOCK_EXCLUSIVE ? "exclusive" : "shared");
     json_bool(w, "visible", e->has_session && !e->hidden);
     json_string(w, "user", e->user);
     json_string(w, "application_name", e->application_name);
     json_string(w, "host", host);
-    if (e->has_session && !e->hidden && (e->client_port == -1 || !e->client_addr))
+    if (e->has_session && !e->hidden &&
+        (e->client_port == -1 || !e->client_addr))
         json_string(w, "client_addr", "local");
     else
         json_string(w, "client_addr", e->client_addr);
@@ -34,9 +36,11 @@ static void json_holders(json_writer *w, const lock_view *v)
         json_object_begin(w, NULL);
         json_session(w, e, v->host[k]);
         json_seconds(w, "held_min_s", e->held_min_s);
-        json_string(w, "held_min_source", e->held_min_s >= 0 ? "state_change" : NULL);
+        json_string(w, "held_min_source",
+                    e->held_min_s >= 0 ? "state_change" : NULL);
         json_seconds(w, "held_max_s", e->held_max_s);
-        json_string(w, "held_max_source", e->held_max_s >= 0 ? "backend_start" : NULL);
+        json_string(w, "held_max_source",
+                    e->held_max_s >= 0 ? "backend_start" : NULL);
         json_object_end(w);
     }
     json_array_end(w);
@@ -76,7 +80,8 @@ static void json_lock(json_writer *w, const lock_view *v)
     pglock_key_locktag(&v->e[0]->key, &classid, &objid, &objsubid);
     json_object_begin(w, NULL);
     json_string(w, "key", key);
-    json_string(w, "kind", v->e[0]->key.kind == PGLOCK_KEY_PAIR ? "pair" : "int64");
+    json_string(w, "kind",
+                v->e[0]->key.kind == PGLOCK_KEY_PAIR ? "pair" : "int64");
     json_int(w, "classid", classid);
     json_int(w, "objid", objid);
     json_int(w, "objsubid", objsubid);
@@ -85,7 +90,10 @@ static void json_lock(json_writer *w, const lock_view *v)
     json_string(w, "name_source", v->name_source);
     json_string(w, "semaphore_part", v->part[0] ? v->part : NULL);
     json_string(w, "database", v->e[0]->database);
-    json_string(w, "mode", v->holders == 0 ? NULL : v->exclusive ? "exclusive" : "shared");
+    json_string(w, "mode",
+                v->holders == 0 ? NULL
+                : v->exclusive  ? "exclusive"
+                                : "shared");
     json_int(w, "holder_count", v->holders);
     json_int(w, "waiter_count", v->waiters);
     json_holders(w, v);

@@ -31,55 +31,49 @@ const char *status_name(const lock_view *v, char *buf, size_t len)
     return buf;
 }
 
-/* The KEYS of a pglock run's or lead's application_name ("pglock run NAME
- * on HOST"), checked against key when key is not NULL: 1 with said
- * filled, else 0.  A name is believed only if it hashes back to the key:
- * application_name is cut at 63 bytes and non-ASCII bytes are rewritten,
- * which changes the hash. */
-static int app_keys(const char *app, const pglock_key *key,
-                    const cli_registry *reg, cli_app_said *said)
-{
-    if (!cli_app_read_key(app, key, reg, said) ||
-        !strcmp(said->command, "record"))
-        return 0;
-    return !key || said->checked;
-}
-
 /* said's KEYS as a name, into v (a registry's "@NAME": NAME). */
-static void name_from(lock_view *v, const cli_app_said *said, const char *source)
+static void name_from(lock_view *v, const cli_app_said *said,
+                      const char *source)
 {
-    int at = said->keys[0] == '@' && strcmp(source, "history");
+    int at = said->keys[0] == '@' && strcmp(source, "history") != 0;
     v->name = said->keys + at;
     v->name_len = (int)said->keys_len - at;
     v->name_source = source;
 }
 
+/* The keys of the last semaphore name looked at, kept by one grouping:
+ * a semaphore's locks come one after another's application_name, and
+ * making its keys is a gate's, RUN_MAX_SLOTS slots' and as many
+ * declarations' work. */
+typedef struct semaphore_memo {
+    run_slots s; /* 9 kB */
+    pglock_key last;
+    int have; /* s and last are set, and s was made */
+} semaphore_memo;
+
 /* Which part of the semaphore of name_key (run --slots) key is, in part
  * ("slot 2", "gate", "--slots=3": a user's declaration of N); 0 when
- * none.  The keys of the last name looked at are kept: a semaphore's
- * locks come one after another's application_name. */
-static int semaphore_part(const pglock_key *name_key, const pglock_key *key,
-                          char *part, size_t len)
+ * none. */
+static int semaphore_part(semaphore_memo *m, const pglock_key *name_key,
+                          const pglock_key *key, char *part, size_t len)
 {
-    static run_slots s;
-    static pglock_key last;
-    static int have;
-    if (!have || !cli_same_lock(&last, name_key)) {
-        have = run_slots_make(&s, name_key, RUN_MAX_SLOTS) == 0;
-        last = *name_key;
-        if (!have)
+    run_slots *s = &m->s;
+    if (!m->have || !cli_same_lock(&m->last, name_key)) {
+        m->have = run_slots_make(s, name_key, RUN_MAX_SLOTS) == 0;
+        m->last = *name_key;
+        if (!m->have)
             return 0;
     }
-    if (cli_same_lock(key, &s.gate)) {
+    if (cli_same_lock(key, &s->gate)) {
         snprintf(part, len, "gate");
         return 1;
     }
     for (int i = 0; i < RUN_MAX_SLOTS; i++) {
-        if (cli_same_lock(key, &s.keys[i])) {
+        if (cli_same_lock(key, &s->keys[i])) {
             snprintf(part, len, "slot %d", i);
             return 1;
         }
-        if (cli_same_lock(key, &s.decls[i])) {
+        if (cli_same_lock(key, &s->decls[i])) {
             snprintf(part, len, "--slots=%d", i + 1);
             return 1;
         }
@@ -91,7 +85,7 @@ static int semaphore_part(const pglock_key *name_key, const pglock_key *key,
  * requests' application_names whose NAME hashes back, or NULL), else a
  * semaphore's part or a recorded run's run lock. */
 static void name_lock(lock_view *v, const cli_registry *reg,
-                      const cli_app_said *named)
+                      const cli_app_said *named, semaphore_memo *memo)
 {
     const char *n = cli_registry_name_of(reg, &v->e[0]->key);
     cli_app_said said;
@@ -110,7 +104,7 @@ static void name_lock(lock_view *v, const cli_registry *reg,
     for (int i = 0; i < v->n; i++) {
         char text[256];
         pglock_key sem_key; /* its id is made now: text may go */
-        if (!app_keys(v->e[i]->application_name, NULL, reg, &said) ||
+        if (!cli_app_read_holder(v->e[i]->application_name, NULL, reg, &said) ||
             said.keys_len >= sizeof text)
             continue;
         memcpy(text, said.keys, said.keys_len);
@@ -121,7 +115,8 @@ static void name_lock(lock_view *v, const cli_registry *reg,
         else if (pglock_key_parse(&sem_key, text, NULL) != PGLOCK_OK ||
                  sem_key.kind != PGLOCK_KEY_TEXT)
             k = NULL;
-        if (k && semaphore_part(k, &v->e[i]->key, v->part, sizeof v->part)) {
+        if (k &&
+            semaphore_part(memo, k, &v->e[i]->key, v->part, sizeof v->part)) {
             name_from(v, &said, "application_name");
             return;
         }
@@ -149,9 +144,11 @@ static int same_entry_lock(const pglock_holder *a, const pglock_holder *b)
 
 /* Groups the list's entries (already in key order) into locks; returns
  * how many (views has room for one per entry). */
-int status_group_locks(const pglock_holder *const *e, const char **hosts,
-                       int n, const cli_registry *reg, lock_view *views)
+int status_group_locks(const pglock_holder *const *e, const char **hosts, int n,
+                       const cli_registry *reg, lock_view *views)
 {
+    semaphore_memo memo;
+    memo.have = 0;
     int nv = 0;
     for (int i = 0; i < n;) {
         int j = i + 1;
@@ -168,8 +165,8 @@ int status_group_locks(const pglock_holder *const *e, const char **hosts,
         cli_app_said said, named;
         int have_name = 0;
         for (int k = 0; k < v->n; k++) {
-            int ours = app_keys(v->e[k]->application_name, &v->e[k]->key,
-                                reg, &said);
+            int ours = cli_app_read_holder(v->e[k]->application_name,
+                                           &v->e[k]->key, reg, &said);
             hosts[i + k] = said.host;
             if (ours && !have_name) {
                 named = said;
@@ -182,7 +179,7 @@ int status_group_locks(const pglock_holder *const *e, const char **hosts,
                 v->waiters++;
             }
         }
-        name_lock(v, reg, have_name ? &named : NULL);
+        name_lock(v, reg, have_name ? &named : NULL, &memo);
         i = j;
     }
     return nv;
@@ -211,4 +208,3 @@ int status_parent_of(const lock_view *v, int idx)
     }
     return holder;
 }
-

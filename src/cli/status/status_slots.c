@@ -18,9 +18,9 @@
 
 typedef struct slots_view {
     int n, held, waiters;
-    const pglock_holder *holder[RUN_MAX_SLOTS]; /* NULL: free */
+    const pglock_holder *holder[RUN_MAX_SLOTS];            /* NULL: free */
     const pglock_holder *waiter[STATUS_SLOTS_MAX_WAITERS]; /* the gate's */
-    int listed;                                 /* waiters in waiter[] */
+    int listed; /* waiters in waiter[] */
 } slots_view;
 
 static int same_tag(const pglock_key *a, const pglock_key *b)
@@ -28,8 +28,8 @@ static int same_tag(const pglock_key *a, const pglock_key *b)
     uint32_t ca, oa, cb, ob;
     int sa, sb;
     return pglock_key_locktag(a, &ca, &oa, &sa) == 0 &&
-           pglock_key_locktag(b, &cb, &ob, &sb) == 0 && ca == cb &&
-           oa == ob && sa == sb;
+           pglock_key_locktag(b, &cb, &ob, &sb) == 0 && ca == cb && oa == ob &&
+           sa == sb;
 }
 
 int status_slots_keys(run_slots *s, const pglock_key *key, pglock_key *keys)
@@ -58,7 +58,7 @@ static void tally(const pglock_holders *list, const run_slots *s, int n,
     for (int i = 0; i < pglock_holders_count(list); i++) {
         const pglock_holder *h = pglock_holders_get(list, i);
         if (same_tag(&h->key, &s->gate)) {
-            v->waiters++;  /* the head (granted) and the queue */
+            v->waiters++; /* the head (granted) and the queue */
             if (v->listed < STATUS_SLOTS_MAX_WAITERS)
                 v->waiter[v->listed++] = h;
             continue;
@@ -90,9 +90,10 @@ static const char *host_of(const pglock_holder *h, char *buf, size_t len)
 static void render_text(FILE *out, const char *name, const char *id,
                         const slots_view *v)
 {
-    fprintf(out, "%s (%s): semaphore of %d slots, %d held, %d free, "
-            "%d waiting\n", name, id, v->n, v->held, v->n - v->held,
-            v->waiters);
+    fprintf(out,
+            "%s (%s): semaphore of %d slots, %d held, %d free, "
+            "%d waiting\n",
+            name, id, v->n, v->held, v->n - v->held, v->waiters);
     char host[80];
     for (int k = 0; k < v->n; k++) {
         const pglock_holder *h = v->holder[k];
@@ -117,8 +118,9 @@ static void json_app(json_writer *w, const pglock_holder *h)
         json_string(w, "application_name", h->application_name);
     else
         json_null(w, "application_name");
-    json_string(w, "host", cli_app_host(h->application_name, &h->key, NULL,
-                                        host, sizeof host));
+    json_string(w, "host",
+                cli_app_host(h->application_name, &h->key, NULL, host,
+                             sizeof host));
 }
 
 static void render_json(FILE *out, const char *name, const char *id,
@@ -177,13 +179,14 @@ int status_slots_render(FILE *out, const pglock_holders *list,
     return v.held == v.n;
 }
 
-int status_slots(PGconn *conn, const pglock_key *key, const char *name,
-                 int n, int json)
+int status_slots(PGconn *conn, const pglock_key *key, const char *name, int n,
+                 int json)
 {
-    static run_slots s; /* 9 kB */
+    run_slots s; /* 9 kB: no state outlives the call */
     pglock_key keys[STATUS_SLOTS_NKEYS];
     if (status_slots_keys(&s, key, keys) < 0)
-        return cli_error(CLI_EXIT_USAGE, "cannot derive the slots of \"%s\"", name);
+        return cli_error(CLI_EXIT_USAGE, "cannot derive the slots of \"%s\"",
+                         name);
     pglock_holders *list = NULL;
     pglock_error err = {0};
     if (pglock_holders_list(&list, conn, keys, STATUS_SLOTS_NKEYS, 0,
@@ -192,8 +195,10 @@ int status_slots(PGconn *conn, const pglock_key *key, const char *name,
     int in_use = status_slots_declared(list, &s);
     if (in_use && in_use != n) {
         pglock_holders_free(list);
-        return cli_error(CLI_EXIT_USAGE, "--slots=%d given, but lock \"%s\" "
-                         "is in use with --slots=%d", n, name, in_use);
+        return cli_error(CLI_EXIT_USAGE,
+                         "--slots=%d given, but lock \"%s\" "
+                         "is in use with --slots=%d",
+                         n, name, in_use);
     }
     FILE *out = cli_quiet ? fopen("/dev/null", "w") : stdout;
     int full = out ? status_slots_render(out, list, &s, n, name, json) : 0;
@@ -204,7 +209,8 @@ int status_slots(PGconn *conn, const pglock_key *key, const char *name,
     return full ? 0 : 1;
 }
 
-int status_slots_count(const char *value)
+cli_step status_slots_option(const char *command, const cli_opt *o,
+                             cli_common *target, const char *value)
 {
-    return run_slots_parse(value);
+    return run_slots_option(command, o, target, value);
 }

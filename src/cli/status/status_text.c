@@ -16,11 +16,19 @@
 #include <string.h>
 #include "status.h"
 
-enum { COL_SESSION, COL_HOST, COL_USER, COL_CLIENT, COL_HOW_LONG, COL_APP,
-       NCOLS };
+enum {
+    COL_SESSION,
+    COL_HOST,
+    COL_USER,
+    COL_CLIENT,
+    COL_HOW_LONG,
+    COL_APP,
+    NCOLS
+};
 /* SESSION's pid is the server's: BACKEND PID. */
-static const char *const heads[NCOLS] = {"BACKEND PID", "HOST", "USER",
-                                         "CLIENT", "HOW LONG", "APPLICATION"};
+static const char *const heads[NCOLS] = {"BACKEND PID", "HOST",
+                                         "USER",        "CLIENT",
+                                         "HOW LONG",    "APPLICATION"};
 /* A chain of waiters deeper than this is cut (a pathological queue). */
 #define MAX_DEPTH 32
 /* The tree's indent: "  ", then at most "│  " (5 bytes) per level. */
@@ -97,7 +105,8 @@ static void sb_printf(strbuf *b, const char *fmt, ...)
 static void sb_putl(strbuf *b, long v, int min_digits)
 {
     char digits[24];
-    sb_put(b, digits, (size_t)(cli_put_decimal(digits, v, min_digits) - digits));
+    sb_put(b, digits,
+           (size_t)(cli_put_decimal(digits, v, min_digits) - digits));
 }
 
 /* s (UTF-8) for a terminal: control characters become '?', the C0 ones
@@ -117,7 +126,7 @@ static void sb_clean(strbuf *b, const char *s)
             *o++ = '?';
             i++;
         } else {
-            *o++ = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+            *o++ = (char)((c < 0x20 || c == 0x7F) ? '?' : c);
         }
     }
     *o = '\0';
@@ -135,15 +144,15 @@ static int width(const char *s, size_t len)
 
 /* The two passes over the rows, and what they share. */
 typedef struct text_pass {
-    int writing;           /* 0: sizing the columns; 1: writing */
+    int writing; /* 0: sizing the columns; 1: writing */
     int w[NCOLS];
-    strbuf cell[NCOLS];    /* the row being made; "" prints as "-" */
+    strbuf cell[NCOLS]; /* the row being made; "" prints as "-" */
     char prefix[PREFIX_MAX];
-    strbuf out;            /* written to file in chunks */
+    strbuf out; /* written to file in chunks */
     FILE *file;
-    int *hidden;           /* pids whose details were hidden */
+    int *hidden; /* pids whose details were hidden */
     int n_hidden, cap_hidden;
-    int failed;            /* out of memory somewhere */
+    int failed; /* out of memory somewhere */
 } text_pass;
 
 static void pass_flush(text_pass *p)
@@ -249,7 +258,8 @@ static void add_subtree(text_pass *p, const lock_view *v, const int *parent,
         sb_puts(session, "-");
     /* A waiter says what it asks for; holders share the lock's mode. */
     if (!e->granted)
-        sb_puts(session, e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)");
+        sb_puts(session,
+                e->mode == PGLOCK_EXCLUSIVE ? " (exclusive)" : " (shared)");
     fill_session_cells(p, e, v->host[idx]);
     row_end(p);
     if (depth >= MAX_DEPTH || nchildren[idx] == 0)
@@ -366,13 +376,17 @@ static void add_hidden_note(text_pass *p, PGconn *conn)
     sb_clean(&user, PQuser(conn));
     const char *u = user.s ? user.s : "?";
     if (p->n_hidden == 1)
-        sb_printf(&p->out, "note: the client, state and times of 1 session of "
+        sb_printf(&p->out,
+                  "note: the client, state and times of 1 session of "
                   "another role are hidden from role \"%s\" (grant it "
-                  "pg_read_all_stats)\n", u);
+                  "pg_read_all_stats)\n",
+                  u);
     else
-        sb_printf(&p->out, "note: the client, state and times of %d sessions of "
+        sb_printf(&p->out,
+                  "note: the client, state and times of %d sessions of "
                   "other roles are hidden from role \"%s\" (grant it "
-                  "pg_read_all_stats)\n", p->n_hidden, u);
+                  "pg_read_all_stats)\n",
+                  p->n_hidden, u);
     free(user.s);
 }
 
@@ -419,8 +433,7 @@ int status_render_text(FILE *out, const status_scene *s)
     int rc = 0;
     if (s->nv == 0)
         fprintf(out, "%s held or awaited in %s%s\n",
-                s->filtered ? "none of the given keys is"
-                            : "no advisory locks",
+                s->filtered ? "none of the given keys is" : "no advisory locks",
                 s->all_databases ? "any database" : "database ",
                 s->all_databases ? "" : dbname);
     else

@@ -53,7 +53,8 @@ int main(int argc, char **argv)
     snprintf(sub, sizeof sub, "%d", objsubid);
     const char *params[] = {pid, cls, obj, sub};
     PGconn *other = PQconnectdb(argv[1]);
-    PGresult *r = PQexecParams(other,
+    PGresult *r = PQexecParams(
+        other,
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
         " AND granted AND mode = 'ExclusiveLock' AND pid = $1::int"
         " AND classid = $2::oid AND objid = $3::oid AND objsubid = $4::int",
@@ -62,7 +63,8 @@ int main(int argc, char **argv)
              strcmp(PQgetvalue(r, 0, 0), "1") == 0;
     if (!ok)
         fprintf(stderr, "pg_locks: %s%s\n", PQerrorMessage(other),
-                PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "");
+                PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0)
+                                                     : "");
     PQclear(r);
     PQfinish(other);
     if (pglock_hold_stop(hold) != 0) {

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "bounded_conn.h"
+#include "error_text.h"
 
 /* 1 if msg (libpq's, for a failed connection) is the error libpq reports
  * for parsing conninfo itself: then it may quote any part of it. */
@@ -139,7 +140,7 @@ const char *pglock__conn_error_message(char *buf, size_t len,
         const char *shown = keep ? NULL : "***";
         buf[o++] = '"';
         for (size_t i = 0; i < (shown ? 3 : n) && o + 1 < len; i++)
-            buf[o++] = shown ? shown[i] : p[1 + i];
+            buf[o++] = (char)(shown ? shown[i] : p[1 + i]);
         if (end && o + 1 < len)
             buf[o++] = '"';
         p = end ? end + 1 : p + 1 + n;

@@ -2,55 +2,63 @@
  * Waiting for a query's answer with a deadline and an interrupt, and
  * cancelling it on the server without ever hanging the caller.
  *
- * libpq 15's PQcancel() is blocking (it connects to the server and waits
- * for it to close the cancel connection), so it runs in a detached thread.
- * The thread and the waiter share a small job; whoever lets go last frees
- * it, so an abandoned cancel cleans up after itself.
+ * libpq 15's PQcancel() is blocking (it connects to the server, sends the
+ * request and waits for the server to close the cancel connection, with
+ * no timeout), so it runs in a thread of its own; the thread never
+ * outlives the wait that started it.  A cancel not finished by its
+ * deadline is ended (pthread_cancel(): connect(), send() and recv() are
+ * cancellation points) and joined before the wait returns, so the library
+ * keeps no thread and no state behind a call.  The thread works on a
+ * private copy of the descriptor table, so that the cancel's socket,
+ * which PQcancel() closes only when it returns, is closed with the
+ * thread when it is ended midway.  The price, documented in pglock(3):
+ * a descriptor another thread closes while a cancel runs (at most the
+ * cancel timeout) is released only when the cancel ends.
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h> /* unshare(): _GNU_SOURCE, as the build defines */
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
-#include "internal.h"
+#include "bounded_conn.h"
+#include "error_text.h"
 
 typedef struct cancel_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     PGcancel *cancel;
+    pthread_t thread;
     int done;
-    int refs;
 } cancel_job;
-
-static void job_release(cancel_job *j)
-{
-    pthread_mutex_lock(&j->mu);
-    int last = --j->refs == 0;
-    pthread_mutex_unlock(&j->mu);
-    if (last) {
-        PQfreeCancel(j->cancel);
-        pthread_cond_destroy(&j->cv);
-        pthread_mutex_destroy(&j->mu);
-        free(j);
-    }
-}
 
 static void *cancel_main(void *arg)
 {
     cancel_job *j = arg;
     char errbuf[256];
+    /* If the table cannot be made private, a cancel ended midway leaves
+     * its socket open: one descriptor, and the cancel is still sent. */
+    (void)unshare(CLONE_FILES);
     /* Its outcome does not matter here: the waiter watches the query's
      * answer, and gives up on the connection if none comes in time. */
     (void)PQcancel(j->cancel, errbuf, (int)sizeof errbuf);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&j->mu);
     j->done = 1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    job_release(j);
     return NULL;
+}
+
+static void job_free(cancel_job *j)
+{
+    PQfreeCancel(j->cancel);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
 }
 
 /* Starts a cancel of conn's running query; NULL if that is impossible. */
@@ -70,7 +78,6 @@ static cancel_job *cancel_start(PGconn *conn)
     pthread_cond_init(&j->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&j->mu, NULL);
-    j->refs = 2;
 
     /* The thread blocks every signal, so that the caller's handlers (the
      * ones that write opts.interrupt_fd) keep running on the caller's
@@ -78,24 +85,19 @@ static cancel_job *cancel_start(PGconn *conn)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, cancel_main, j);
-    pthread_attr_destroy(&attr);
+    int rc = pthread_create(&j->thread, NULL, cancel_main, j);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        j->refs = 1;
-        job_release(j);
+        job_free(j);
         return NULL;
     }
     return j;
 }
 
-/* Waits until the cancel thread has finished or the deadline passes;
- * returns whether it finished.  Releases the waiter's reference. */
-static int cancel_finish(cancel_job *j, int64_t deadline)
+/* Waits until the cancel thread has finished or the deadline passes (-1:
+ * at once), ends it if it has not, joins it and frees the job; returns
+ * whether PQcancel() had returned. */
+static int cancel_end(cancel_job *j, int64_t deadline)
 {
     int64_t left = deadline - pglock_now_ms();
     struct timespec ts;
@@ -114,7 +116,10 @@ static int cancel_finish(cancel_job *j, int64_t deadline)
             break;
     int done = j->done;
     pthread_mutex_unlock(&j->mu);
-    job_release(j);
+    if (!done)
+        pthread_cancel(j->thread);
+    pthread_join(j->thread, NULL);
+    job_free(j);
     return done;
 }
 
@@ -179,7 +184,7 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
         } else if (!PQconsumeInput(conn)) {
             drain(conn, res, nres); /* keeps the server's last words */
             if (job)
-                job_release(job);
+                cancel_end(job, -1);
             return PGLOCK__WAIT_CONNLOST;
         } else if (drain(conn, res, nres)) {
             break;
@@ -202,7 +207,7 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
                 cancel_deadline = now + w->cancel_timeout_ms;
             }
         } else if (now >= cancel_deadline) {
-            job_release(job);
+            cancel_end(job, -1);
             return PGLOCK__WAIT_ABANDONED;
         }
 
@@ -210,7 +215,7 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
             /* nothing left to poll: poll() would sleep out the deadline,
              * or forever without one */
             if (job)
-                job_release(job);
+                cancel_end(job, -1);
             return PGLOCK__WAIT_CONNLOST;
         }
         struct pollfd fds[2] = {{.fd = PQsocket(conn), .events = POLLIN},
@@ -221,7 +226,7 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
         int n = poll(fds, 2, ms);
         if (n < 0 && errno != EINTR) {
             if (job)
-                job_release(job);
+                cancel_end(job, -1);
             return PGLOCK__WAIT_ABANDONED;
         }
         if (n > 0 && fds[1].fd >= 0 && fds[1].revents)
@@ -231,9 +236,30 @@ pglock__wait_end pglock__await(PGconn *conn, const pglock__wait *w,
     /* Every answer is in.  A cancel still on its way could hit the next
      * statement: wait until PQcancel has returned (the server has then
      * signalled the backend, which drops a cancel that finds it idle). */
-    if (job && !cancel_finish(job, cancel_deadline))
+    if (job && !cancel_end(job, cancel_deadline))
         return PGLOCK__WAIT_ABANDONED;
     return PGLOCK__WAIT_DONE;
+}
+
+PGresult *pglock__answer_until(PGconn *conn, int64_t deadline,
+                               pglock__wait_end *end)
+{
+    PGresult *res[PGLOCK__MAX_RESULTS];
+    int nres = 0, cancelled = 0;
+    pglock__wait w = {.deadline = deadline,
+                      .interrupt_fd = -1,
+                      .cancel_timeout_ms = -1};
+    *end = pglock__await(conn, &w, res, &nres, &cancelled);
+    if (nres == 0) {
+        if (*end == PGLOCK__WAIT_DONE)
+            *end = PGLOCK__WAIT_CONNLOST;
+        return NULL;
+    }
+    /* The last result; after a failure, the server's last words (e.g.
+     * FATAL: terminating connection), worth keeping. */
+    PGresult *last = res[nres - 1];
+    pglock__clear_results(res, nres - 1);
+    return last;
 }
 
 PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
@@ -244,40 +270,24 @@ PGresult *pglock__exec_bounded(PGconn *conn, const char *sql, int nparams,
                                       timeout_ms, end);
 }
 
-PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql,
-                                     int nparams, const Oid *types,
-                                     const char *const *params,
-                                     long timeout_ms, pglock__wait_end *end)
+PGresult *pglock__exec_bounded_typed(PGconn *conn, const char *sql, int nparams,
+                                     const Oid *types,
+                                     const char *const *params, long timeout_ms,
+                                     pglock__wait_end *end)
 {
-    PGresult *res[PGLOCK__MAX_RESULTS];
-    int nres = 0, cancelled = 0;
+    return pglock__exec_until(conn, sql, nparams, types, params,
+                              pglock__deadline(timeout_ms, 0), end);
+}
 
-    if (!PQsendQueryParams(conn, sql, nparams, types, params, NULL, NULL,
-                           0)) {
+PGresult *pglock__exec_until(PGconn *conn, const char *sql, int nparams,
+                             const Oid *types, const char *const *params,
+                             int64_t deadline, pglock__wait_end *end)
+{
+    if (!PQsendQueryParams(conn, sql, nparams, types, params, NULL, NULL, 0)) {
         *end = PGLOCK__WAIT_CONNLOST;
         return NULL;
     }
-    pglock__wait w = {.deadline = pglock__deadline(timeout_ms, 0),
-                      .interrupt_fd = -1,
-                      .cancel_timeout_ms = -1};
-    *end = pglock__await(conn, &w, res, &nres, &cancelled);
-    if (*end != PGLOCK__WAIT_DONE || nres == 0) {
-        /* The server's last words (e.g. FATAL: terminating connection)
-         * are worth keeping: return them. */
-        if (nres > 0) {
-            PGresult *last = res[nres - 1];
-            pglock__clear_results(res, nres - 1);
-            if (*end == PGLOCK__WAIT_DONE)
-                *end = PGLOCK__WAIT_CONNLOST;
-            return last;
-        }
-        if (*end == PGLOCK__WAIT_DONE)
-            *end = PGLOCK__WAIT_CONNLOST;
-        return NULL;
-    }
-    PGresult *last = res[nres - 1];
-    pglock__clear_results(res, nres - 1);
-    return last;
+    return pglock__answer_until(conn, deadline, end);
 }
 
 PGresult *pglock__exec_params(PGconn *conn, const char *sql, int nparams,

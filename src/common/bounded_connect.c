@@ -16,7 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "bounded_conn.h"
+#include "error_text.h"
 #include "conninfo_rules.h"
 
 static void quiet_notices(void *arg, const char *message)
@@ -30,7 +31,7 @@ static char *option_of(PGconn *conn, const char *keyword)
 {
     PQconninfoOption *opts = PQconninfo(conn);
     char *v = NULL;
-    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+    for (PQconninfoOption *o = opts; o && o->keyword && !v; o++)
         if (strcmp(o->keyword, keyword) == 0 && o->val)
             v = strdup(o->val);
     PQconninfoFree(opts);
@@ -58,7 +59,7 @@ static void attempt_of(PGconn *conn, char *buf, size_t len)
  * which libpq applies to every host, stays as it is). */
 static char *list_tail(const char *list, int from)
 {
-    if (conninfo_list_length(list) <= 1)
+    if (!list || conninfo_list_length(list) <= 1)
         return strdup(list ? list : "");
     const char *p = list;
     for (int i = 0; i < from && (p = strchr(p, ',')) != NULL; i++)
@@ -87,16 +88,19 @@ static PGconn *start_after_current(PGconn *conn)
         else if (!strcmp(o->keyword, "port"))
             port = o->val;
     }
-    int hosts = conninfo_list_length(host) > conninfo_list_length(addr) ? conninfo_list_length(host)
-                                                       : conninfo_list_length(addr);
+    int hosts = conninfo_list_length(host) > conninfo_list_length(addr)
+                    ? conninfo_list_length(host)
+                    : conninfo_list_length(addr);
     const char *cur_h = PQhost(conn), *cur_p = PQport(conn);
     int at = -1;
     for (int i = 0; i < hosts && at < 0; i++) {
         char h[256], a[256], p[32];
         conninfo_list_item(host, i, h, sizeof h);
         conninfo_list_item(addr, i, a, sizeof a);
-        conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0, p, sizeof p);
-        if ((!strcmp(h, cur_h ? cur_h : "") || !strcmp(a, cur_h ? cur_h : "")) &&
+        conninfo_list_item(port, conninfo_list_length(port) > 1 ? i : 0, p,
+                           sizeof p);
+        if ((!strcmp(h, cur_h ? cur_h : "") ||
+             !strcmp(a, cur_h ? cur_h : "")) &&
             (!*p || !strcmp(p, cur_p ? cur_p : "")))
             at = i;
     }
@@ -136,7 +140,8 @@ static PGconn *start_after_current(PGconn *conn)
  * NULL), a misspelled keyword, a bad sslmode...: the caller's mistake. */
 static int is_options_error(const char *msg, const char *conninfo)
 {
-    if (conninfo && (strchr(conninfo, '=') || strncmp(conninfo, "postgres", 8) == 0)) {
+    if (conninfo &&
+        (strchr(conninfo, '=') || strncmp(conninfo, "postgres", 8) == 0)) {
         PQconninfoOption *o = PQconninfoParse(conninfo, NULL);
         if (!o)
             return 1;
@@ -195,11 +200,11 @@ static void take_sqlstate(char *msg, char state[6])
  * libpq may quote of a malformed conninfo hidden, and the server's
  * SQLSTATE if it refused us. */
 static PGconn *fail(PGconn *conn, pglock_error *err, int code,
-                    const char *earlier, const char *msg,
-                    const char *conninfo)
+                    const char *earlier, const char *msg, const char *conninfo)
 {
     char all[1024], line[512], state[6];
-    snprintf(all, sizeof all, "%s%s", earlier, *msg ? msg : "could not connect");
+    snprintf(all, sizeof all, "%s%s", earlier,
+             *msg ? msg : "could not connect");
     take_sqlstate(all, state);
     pglock__conn_error_message(line, sizeof line, all, conninfo);
     /* A limit reached says which setting to raise, on the same line: the
@@ -271,7 +276,8 @@ PGconn *pglock__connect(const char *const *keywords, const char *const *values,
         PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
         int rc = poll_connect(conn, w, host_ms);
         if (rc == PGLOCK_EINTR)
-            return fail(conn, err, rc, "", "interrupted while connecting", NULL);
+            return fail(conn, err, rc, "", "interrupted while connecting",
+                        NULL);
         if (rc == PGLOCK_ETIMEDOUT)
             return fail(conn, err, rc, "", "could not connect in time", NULL);
         if (rc == 0)
