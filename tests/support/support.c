@@ -456,6 +456,28 @@ void pt_harness(const char *action)
         fail_msg("%s failed (status %d)", cmd, rc);
 }
 
+long pt_cancel_statements(const char *conninfo, int pid, int count, int bound_s)
+{
+    const char *harness = pt_env_or_skip("PGLOCK_TEST_HARNESS");
+    const char *slash = strrchr(harness, '/');
+    int dir_len = slash ? (int)(slash - harness) : 1;
+    char cmd[8192];
+    /* (harness.sh is in tests/harness/, the script in tests/support/;
+     * conninfo strings of the harness hold no single quote) */
+    snprintf(cmd, sizeof cmd,
+             "'%.*s/../support/cancel_statements.sh' '%s' %d %d %d", dir_len,
+             slash ? harness : ".", conninfo, pid, count, bound_s);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    long n = -1;
+    if (fscanf(p, "%ld", &n) != 1)
+        n = -1;
+    int rc = pclose(p);
+    if (rc != 0)
+        fail_msg("%s failed (status %d)", cmd, rc);
+    return n;
+}
+
 void pt_partition_cut(void)
 {
     pt_env_or_skip("PGLOCK_TEST_PARTITION_NETNS");

@@ -88,6 +88,14 @@ int pt_waiter_granted(pt_waiter *w, long timeout_ms);
  * cancelled.  Blocks for ms, or until pid is no backend any more. */
 void pt_cancel_storm(const char *conninfo, int pid, long ms);
 
+/* Cancels the next count statements of backend pid, each for sure (the
+ * signal is sent from inside the statement: tests/support/
+ * cancel_statements.sh says how and why), within bound_s seconds;
+ * conninfo is a superuser's.  Returns how many of pid's statements the
+ * server logged as cancelled meanwhile. */
+long pt_cancel_statements(const char *conninfo, int pid, int count,
+                          int bound_s);
+
 /* How many lines of backend pid in the primary's log (the harness's
  * $PGLOCK_TEST_DIR/primary.log; skips the test without it) hold text,
  * e.g. "canceling statement due to user request". */
