@@ -32,6 +32,13 @@
     "  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()" \
     "  AND l.granted AND l.classid = k.c AND l.objid = k.o" \
     "  AND l.objsubid = k.s AND l.mode = k.m))"
+/* The session heartbeat of run's and lead's holds, which watch for stop
+ * requests (heartbeat.c's send_watching(), stop_request.c): the floor and
+ * a try of the lock's stop-request key, given back at the statement's
+ * end.  By hand, as BEFORE_SQL: the library sends it only from a hold's
+ * thread, which times nothing. */
+#define WATCHING_SQL \
+    "SELECT pg_backend_pid(), pg_try_advisory_xact_lock('777003'::int8)"
 
 /* CPU time a process has run, in ns (/proc/PID/schedstat), or -1. */
 static int64_t cpu_ns(int pid)
@@ -313,11 +320,14 @@ int main(int argc, char **argv)
     PGconn *filler = bench_connect(conninfo), *raw = bench_connect(conninfo);
     PGconn *raw_again = bench_connect(conninfo);
     PGconn *before = bench_connect(conninfo);
+    PGconn *watching = bench_connect(conninfo);
+    bench_exec(watching, "SELECT pg_advisory_lock(777004)", NULL,
+               PGRES_TUPLES_OK);
     bench_exec(before, "SELECT pg_advisory_lock(777000)", NULL,
                PGRES_TUPLES_OK);
     /* The floor twice: the second, an A/A control, shows how far this
      * machine alone moves a ratio to the floor. */
-    enum { NPROVERS = 5 }; /* <= MAX_PROVERS */
+    enum { NPROVERS = 6 }; /* <= MAX_PROVERS */
     prover pv[NPROVERS] = {
         {"`SELECT pg_backend_pid()` (the floor)", raw,
          "SELECT pg_backend_pid()", NULL},
@@ -327,6 +337,9 @@ int main(int argc, char **argv)
          holder(conninfo, PGLOCK_LIFETIME_SESSION, 777001)},
         {"pglock heartbeat, xact hold", NULL, NULL,
          holder(conninfo, PGLOCK_LIFETIME_XACT, 777002)},
+        {"run's and lead's session heartbeat, watching for stop requests "
+         "(its SQL, by hand)",
+         watching, WATCHING_SQL, NULL},
         {"before: the heartbeat that read `pg_locks` (by hand)", before,
          BEFORE_SQL, NULL}};
 
@@ -337,7 +350,7 @@ int main(int argc, char **argv)
     printf(
         "%s\n\n",
         pinned
-            ? "This program and the five backends it times share one CPU, so that"
+            ? "This program and the six backends it times share one CPU, so that"
               " every row's round trips cross the same CPUs (on this 2-core machine"
               " one CPU or two makes ~28 or ~39 µs, whichever the scheduler picks)."
             : "The backends could not be pinned to one CPU (the server is elsewhere"
@@ -356,7 +369,7 @@ int main(int argc, char **argv)
      * whose 200 clients all run in this process: with the process left on
      * one CPU the fleet's server CPU was seen to rise from 2.3-2.8 % to
      * 5.1-5.3 % of a core.  The fleet runs as it did before the pin, this
-     * process and the five backends back on every CPU they were allowed
+     * process and the six backends back on every CPU they were allowed
      * (unconditionally: a failed pin may have moved some of them). */
     bench_unpin(0);
     for (int i = 0; i < NPROVERS; i++)
@@ -385,6 +398,7 @@ int main(int argc, char **argv)
     pglock_client_close(pv[2].client);
     pglock_client_close(pv[3].client);
     PQfinish(before);
+    PQfinish(watching);
     PQfinish(raw_again);
     PQfinish(raw);
     PQfinish(filler);

@@ -312,7 +312,9 @@ out "The heartbeat proves possession without reading \`pg_locks\` (the same back
 out "in xact hold, the same open, unfailed transaction). With other sessions holding many"
 out "advisory locks: wall time per heartbeat, median (min–max) of repetitions, its ratio to"
 out "\`SELECT pg_backend_pid()\` within each repetition, and the server CPU its backend spent"
-out "(/proc/PID/schedstat). The last row is the heartbeat pglock sent before, by hand."
+out "(/proc/PID/schedstat). The last two rows are sent by hand: the session heartbeat of \`run\`"
+out "and \`lead\`, which also tries the lock's stop-request key (--replace), and the heartbeat"
+out "pglock sent before."
 out ""
 if [ -x "$B/bench_server" ]; then
     say "server cost per holder"

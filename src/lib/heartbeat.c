@@ -77,17 +77,21 @@ static const char *const xact_sql[2][2] = {
 /* A watching hold's heartbeat (stop_request.c): the usual check and the
  * stop column; with the xact lifetime, in the heartbeat's savepoint,
  * which the same message then rolls back to, giving back the tries'
- * locks (and any catalog lock the requester's query took). */
+ * locks (and any catalog lock the requester's query took).  No
+ * BEAT_WHERE: the stop column calls a volatile function itself
+ * (pg_try_advisory_xact_lock(), pg_stat_clear_snapshot()), which sends
+ * the heartbeat to pgpool-II's primary, and the clause costs about 1 us
+ * of the server's CPU per heartbeat (make bench, section 7). */
 static int send_watching(pglock_client *c, const char *column)
 {
     if (c->in_xact)
         snprintf(c->stop_sql, c->stop_sql_len,
-                 "%s" BEAT_XACT_COLUMNS ", %s" BEAT_WHERE
-                 "; ROLLBACK TO SAVEPOINT " PGLOCK__BEAT_SAVEPOINT,
+                 "%s" BEAT_XACT_COLUMNS
+                 ", %s; ROLLBACK TO SAVEPOINT " PGLOCK__BEAT_SAVEPOINT,
                  c->beat_aborted ? BEAT_RECOVER : "", column);
     else
-        snprintf(c->stop_sql, c->stop_sql_len,
-                 "SELECT pg_backend_pid(), %s" BEAT_WHERE, column);
+        snprintf(c->stop_sql, c->stop_sql_len, "SELECT pg_backend_pid(), %s",
+                 column);
     return PQsendQuery(c->conn, c->stop_sql);
 }
 
