@@ -133,13 +133,7 @@ static void xact_hold_tokens_leave_the_holding_transaction_without_xid(
     assert_int_equal(pglock_client_fencing_token(c, &a, 5000), 0);
     assert_int_equal(pglock_client_fencing_token(c, &b, 5000), 0);
     assert_true(b > a);
-    assert_int_equal(pt_query_intf(obs,
-                                   "SELECT count(*) FROM pg_stat_activity"
-                                   " WHERE pid = %d"
-                                   " AND backend_xid IS NULL"
-                                   " AND backend_xmin IS NULL",
-                                   pid),
-                     1);
+    assert_int_equal(pt_backend_holds_no_xid(obs, pid), 1);
     assert_int_equal(pglock_heartbeat(c, 5000), 0);
     assert_false(pt_key_free(obs, key.id));
     pglock_client_close(c);

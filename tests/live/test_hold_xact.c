@@ -372,13 +372,7 @@ static void xact_hold_keeps_no_xid_or_snapshot_and_vacuum_cleans(void **state)
                  " the hold's backend %d; snapshots seen: %s",
                  removed, kept, pid, others);
     }
-    assert_int_equal(pt_query_intf(obs,
-                                   "SELECT count(*) FROM pg_stat_activity"
-                                   " WHERE pid = %d"
-                                   " AND backend_xid IS NULL"
-                                   " AND backend_xmin IS NULL",
-                                   pid),
-                     1);
+    assert_int_equal(pt_backend_holds_no_xid(obs, pid), 1);
     assert_false(pt_key_free(obs, k.id));
 
     /* control: an ordinary open snapshot does hold them back */

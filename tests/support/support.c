@@ -200,6 +200,14 @@ void pt_cancel_storm(const char *conninfo, int pid, long ms)
     PQfinish(conn);
 }
 
+int pt_backend_holds_no_xid(PGconn *observer, int pid)
+{
+    return pt_query_intf(observer,
+                         "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+                         " AND backend_xid IS NULL AND backend_xmin IS NULL",
+                         pid) == 1;
+}
+
 long pt_logged(int pid, const char *text)
 {
     char path[4096], tag[32], line[2048];

@@ -105,6 +105,11 @@ long pt_logged(int pid, const char *text);
  * right now in exclusive (pt_key_free) or shared (pt_key_shared_free)
  * mode, else 0; a lock it takes is released again at once. */
 int pt_key_free(PGconn *observer, int64_t key);
+
+/* 1 when backend pid has neither a transaction id nor a snapshot
+ * (pg_stat_activity's backend_xid and backend_xmin, read by observer):
+ * it holds back no VACUUM and uses up no xid. */
+int pt_backend_holds_no_xid(PGconn *observer, int pid);
 int pt_key_shared_free(PGconn *observer, int64_t key);
 
 /* Polls cond(arg) every 10 ms until it returns nonzero or timeout_ms pass.
