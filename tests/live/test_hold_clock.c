@@ -14,14 +14,8 @@
 
 static pglock_client *holding(const char *conninfo, int64_t id)
 {
-    pglock_options o;
-    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.lease_ms = LEASE_MS;
-    pglock_client *c = pt_open_client(conninfo, &o);
-    pglock_key k;
-    pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    return c;
+    pglock_options o = pt_lease_options(LEASE_MS);
+    return pt_client_taking(conninfo, &o, id);
 }
 
 /* Steps the loop-mode hold until a heartbeat sent after since is

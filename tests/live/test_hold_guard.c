@@ -38,19 +38,9 @@ static pglock_client *holds(const char *conninfo, int64_t id,
                             pglock_hold_drive drive, pglock_hold **hold,
                             notice *n)
 {
-    pglock_options o;
-    pglock_options_init(&o, PGLOCK_OPTIONS_VERSION);
-    o.lease_ms = LEASE_MS;
-    pglock_client *c = pt_open_client(conninfo, &o);
-    pglock_key k;
-    pglock_key_int64(&k, id);
-    assert_int_equal(pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY), 0);
-    pglock_hold_options ho;
-    pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION);
-    ho.drive = drive;
-    ho.on_lost = on_lost;
-    ho.arg = n;
-    assert_int_equal(pglock_hold_start(hold, c, &ho), 0);
+    pglock_options o = pt_lease_options(LEASE_MS);
+    pglock_client *c = pt_client_taking(conninfo, &o, id);
+    pt_hold_start(hold, c, drive, on_lost, n);
     return c;
 }
 

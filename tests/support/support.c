@@ -98,20 +98,50 @@ pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts)
     return c;
 }
 
+pglock_options pt_lease_options(long lease_ms)
+{
+    pglock_options o;
+    assert_int_equal(pglock_options_init(&o, PGLOCK_OPTIONS_VERSION), 0);
+    o.lease_ms = lease_ms;
+    return o;
+}
+
+pglock_client *pt_client_taking(const char *conninfo,
+                                const pglock_options *opts, int64_t id)
+{
+    pglock_client *c = pt_open_client(conninfo, opts);
+    pglock_key k;
+    pglock_key_int64(&k, id);
+    int rc = pglock_lock(c, &k, PGLOCK_EXCLUSIVE, PGLOCK_TRY);
+    if (rc != 0)
+        fail_msg("lock %lld: %s: %s", (long long)id, pglock_strerror(rc),
+                 pglock_client_error(c));
+    return c;
+}
+
+void pt_hold_start(pglock_hold **hold, pglock_client *c,
+                   pglock_hold_drive drive, pglock_hold_lost_fn on_lost,
+                   void *arg)
+{
+    pglock_hold_options ho;
+    assert_int_equal(pglock_hold_options_init(&ho, PGLOCK_HOLD_OPTIONS_VERSION),
+                     0);
+    ho.drive = drive;
+    ho.on_lost = on_lost;
+    ho.arg = arg;
+    int rc = pglock_hold_start(hold, c, &ho);
+    if (rc != 0)
+        fail_msg("hold: %s: %s", pglock_strerror(rc), pglock_client_error(c));
+}
+
 pglock_client *pt_client_holding(const char *conninfo,
                                  const pglock_options *opts, pglock_key *k,
                                  int64_t *id, int *pid)
 {
-    pglock_client *c = pt_open_client(conninfo, opts);
     int64_t key = pt_unique_key();
-    pglock_key own;
-    pglock_key_int64(&own, key);
-    int rc = pglock_lock(c, &own, PGLOCK_EXCLUSIVE, PGLOCK_TRY);
-    if (rc != 0)
-        fail_msg("lock %lld: %s: %s", (long long)key, pglock_strerror(rc),
-                 pglock_client_error(c));
+    pglock_client *c = pt_client_taking(conninfo, opts, key);
     if (k)
-        *k = own;
+        pglock_key_int64(k, key);
     if (id)
         *id = key;
     if (pid)

@@ -53,6 +53,20 @@ pglock_client *pt_open_client(const char *conninfo, const pglock_options *opts);
  * sharing a server stay apart. */
 int64_t pt_unique_key(void);
 
+/* Options at their defaults but the lease, lease_ms. */
+pglock_options pt_lease_options(long lease_ms);
+
+/* Opens a pglock client on conninfo with opts (NULL: defaults) and takes
+ * key id exclusively (try), asserting both.  pglock_client_close() it. */
+pglock_client *pt_client_taking(const char *conninfo,
+                                const pglock_options *opts, int64_t id);
+
+/* Starts a hold of c driven by drive, that calls on_lost(arg, ...) (NULL:
+ * none), asserting it started. */
+void pt_hold_start(pglock_hold **hold, pglock_client *c,
+                   pglock_hold_drive drive, pglock_hold_lost_fn on_lost,
+                   void *arg);
+
 /* Opens a pglock client on conninfo with opts (NULL: defaults) and takes
  * a fresh pt_unique_key() exclusively (try), asserting both; the key goes
  * to *k, its value to *id and the client's backend pid to *pid (each may
