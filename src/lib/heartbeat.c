@@ -81,7 +81,7 @@ static const char *const xact_sql[2][2] = {
  * BEAT_WHERE: the stop column calls a volatile function itself
  * (pg_try_advisory_xact_lock(), pg_stat_clear_snapshot()), which sends
  * the heartbeat to pgpool-II's primary, and the clause costs about 1 us
- * of the server's CPU per heartbeat (make bench, section 7). */
+ * of the server's CPU per heartbeat (make bench, section 11). */
 static int send_watching(pglock_client *c, const char *column)
 {
     if (c->in_xact)
